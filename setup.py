@@ -1,0 +1,49 @@
+"""airplay: an ament_python ROS 2 package that is also a plain pip-installable project.
+
+`colcon build` (with a ROS 2 distribution sourced) and `pip install -e .[extras]` both use
+this file; `make` does the latter in .venv with the pinned requirements/ files.
+"""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "airplay"
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    description="Aerial navigation in 3D Gaussian Splatting scenes over ROS 2 and MAVLink",
+    package_dir={"": "src"},
+    packages=find_packages("src"),
+    python_requires=">=3.10",
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}/launch", glob("launch/*.py")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.xml")),
+    ],
+    install_requires=[
+        "numpy>=1.24",
+        "pyyaml>=6",
+        "trimesh>=4",
+        "numba>=0.59",
+        "pillow>=10",
+        "scipy>=1.10",
+        "tqdm>=4",
+        # Embree ray casting for mesh depth; trimesh's pure-Python fallback is used elsewhere.
+        "embreex>=2.17; platform_machine == 'x86_64' or platform_machine == 'AMD64'",
+    ],
+    extras_require={
+        # The CUDA renderer. torch itself is installed by the Makefile with a pinned version,
+        # never pulled here, so that no unpinned multi-GB torch download happens.
+        "gpu": ["gsplat>=1.4"],
+        "dev": ["pytest>=7"],
+    },
+    zip_safe=False,
+    entry_points={
+        "console_scripts": [
+            "airplay = airplay.cli:main",
+        ],
+    },
+)

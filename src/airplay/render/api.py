@@ -1,0 +1,149 @@
+"""The public rendering function: Gaussians + cameras -> RGB, expected depth, alpha.
+
+One call renders a batch of C cameras sharing one resolution. Backends:
+
+* ``"gsplat"`` - nerfstudio's CUDA rasterizer; needs torch with CUDA and the ``gsplat`` package.
+* ``"cpu"``    - airplay's tiled, compiled (numba) rasterizer; runs everywhere.
+* ``"auto"``   - ``gsplat`` when :func:`gsplat_available` says so, else ``cpu``.
+
+Both follow the 3DGS conventions of the INRIA/gsplat rasterizers: EWA projection with a
+0.3 px^2 low-pass dilation, alpha = min(0.99, opacity * exp(-power)), fragments with
+alpha < 1/255 skipped, front-to-back compositing stopped once transmittance < 1e-4.
+
+Example::
+
+    >>> from airplay.render import render, PinholeCamera, look_at_viewmat
+    >>> cam = PinholeCamera.from_fov(224, 224, 90.0)
+    >>> out = render(gaussians, look_at_viewmat([0, -5, 1.5], [0, 0, 1]), cam.K, 224, 224)
+    >>> out.rgb_uint8.shape
+    (1, 224, 224, 3)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from airplay.scene.gaussians import Gaussians
+
+Backend = Literal["auto", "cpu", "gsplat"]
+
+NEAR_PLANE_M = 0.05
+"""Gaussians closer than this to the camera (optical z, metres) are culled."""
+FAR_PLANE_M = 1.0e4
+EPS2D = 0.3
+"""Low-pass dilation added to the projected 2D covariance, pixels^2 (gsplat's eps2d)."""
+ALPHA_MIN = 1.0 / 255.0
+ALPHA_MAX = 0.99
+TRANSMITTANCE_MIN = 1.0e-4
+
+
+@dataclass(frozen=True)
+class RenderOutput:
+    """Rendered images for C cameras of H x W pixels.
+
+    rgb:   (C, H, W, 3) float32 in [0, 1], composited over ``background``.
+    depth: (C, H, W) float32, expected depth in metres along the optical axis,
+           sum(w_i z_i) / sum(w_i); ``inf`` where alpha < 1e-3 (nothing there).
+    alpha: (C, H, W) float32 in [0, 1], accumulated opacity.
+    backend: the backend that produced it ("cpu" or "gsplat").
+    """
+
+    rgb: np.ndarray
+    depth: np.ndarray
+    alpha: np.ndarray
+    backend: str
+
+    @property
+    def rgb_uint8(self) -> np.ndarray:
+        """(C, H, W, 3) uint8, rounded."""
+        return np.clip(np.rint(self.rgb * 255.0), 0, 255).astype(np.uint8)
+
+
+def gsplat_available() -> bool:
+    """True when torch sees a CUDA device and gsplat imports (no compilation is triggered)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    if not torch.cuda.is_available():
+        return False
+    try:
+        import gsplat  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def resolve_backend(backend: Backend) -> str:
+    """The concrete backend for a request; a clear error when gsplat is asked for but absent."""
+    if backend == "auto":
+        return "gsplat" if gsplat_available() else "cpu"
+    if backend == "gsplat" and not gsplat_available():
+        raise RuntimeError(
+            "render backend 'gsplat' needs an NVIDIA GPU with CUDA, torch with CUDA and the "
+            "gsplat package (pip install -e '.[gpu]'); use backend='cpu' or 'auto' instead"
+        )
+    if backend not in ("cpu", "gsplat"):
+        raise ValueError(f"unknown render backend {backend!r}; choose auto, cpu or gsplat")
+    return backend
+
+
+def _as_batch(viewmats: np.ndarray, Ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    viewmats = np.asarray(viewmats, dtype=np.float64)
+    Ks = np.asarray(Ks, dtype=np.float64)
+    if viewmats.shape == (4, 4):
+        viewmats = viewmats[None]
+    if Ks.shape == (3, 3):
+        Ks = np.broadcast_to(Ks, (viewmats.shape[0], 3, 3))
+    if viewmats.ndim != 3 or viewmats.shape[1:] != (4, 4):
+        raise ValueError(f"viewmats must be (4, 4) or (C, 4, 4), got {viewmats.shape}")
+    if Ks.shape != (viewmats.shape[0], 3, 3):
+        raise ValueError(f"Ks must be (3, 3) or ({viewmats.shape[0]}, 3, 3), got {Ks.shape}")
+    if not (np.isfinite(viewmats).all() and np.isfinite(Ks).all()):
+        raise ValueError("viewmats and Ks must be finite")
+    return np.ascontiguousarray(viewmats), np.ascontiguousarray(Ks)
+
+
+def render(
+    gaussians: Gaussians,
+    viewmats: np.ndarray,
+    Ks: np.ndarray,
+    width: int,
+    height: int,
+    *,
+    backend: Backend = "auto",
+    background: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    near_m: float = NEAR_PLANE_M,
+    far_m: float = FAR_PLANE_M,
+) -> RenderOutput:
+    """Render ``gaussians`` from C cameras.
+
+    Args:
+        gaussians: the splat, in the same frame as ``viewmats`` (normally ``map``).
+        viewmats: (C, 4, 4) or (4, 4) world-to-camera transforms, OpenCV optical frame.
+        Ks: (C, 3, 3) or (3, 3) pinhole intrinsics in pixels.
+        width, height: image size in pixels.
+        backend: "auto", "cpu" or "gsplat".
+        background: RGB in [0, 1] behind the splat.
+        near_m, far_m: clipping distances along the optical axis, metres.
+
+    Returns:
+        :class:`RenderOutput` with (C, H, W, ...) arrays.
+    """
+    if width <= 0 or height <= 0:
+        raise ValueError(f"image size must be positive, got {width}x{height}")
+    viewmats, Ks = _as_batch(viewmats, Ks)
+    chosen = resolve_backend(backend)
+    bg = np.asarray(background, dtype=np.float32).reshape(3)
+    if chosen == "gsplat":
+        from airplay.render.gsplat_backend import render_gsplat
+
+        rgb, depth, alpha = render_gsplat(gaussians, viewmats, Ks, width, height, bg, near_m, far_m)
+    else:
+        from airplay.render.cpu_backend import render_cpu
+
+        rgb, depth, alpha = render_cpu(gaussians, viewmats, Ks, width, height, bg, near_m, far_m)
+    return RenderOutput(rgb=rgb, depth=depth, alpha=alpha, backend=chosen)

@@ -1,0 +1,118 @@
+"""Pinhole cameras and the poses that place them in the ``map`` frame.
+
+Frames (DESIGN.md section 3): ``map`` is ENU, ``base_link`` is FLU, and the camera optical
+frame ``camera_optical`` is OpenCV: z forward, x right, y down. A renderer takes the
+*world-to-camera* 4x4 matrix ``viewmat`` (map -> camera_optical), as gsplat does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+R_BASE_FROM_OPTICAL = np.array(
+    [[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]]
+)
+"""Rotation taking camera_optical vectors (z fwd, x right, y down) to base_link FLU."""
+
+
+@dataclass(frozen=True)
+class PinholeCamera:
+    """Pinhole intrinsics in pixels; images are ``height`` rows by ``width`` columns.
+
+    Pixel (u, v) = (fx * x / z + cx, fy * y / z + cy) for a point (x, y, z) in the optical
+    frame; the centre of the top-left pixel is (0.5, 0.5) in these coordinates.
+    """
+
+    width: int
+    height: int
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+
+    def __post_init__(self) -> None:
+        if self.width <= 0 or self.height <= 0:
+            raise ValueError(f"camera size must be positive, got {self.width}x{self.height}")
+        if not (self.fx > 0 and self.fy > 0):
+            raise ValueError(f"camera focal lengths must be positive, got fx={self.fx} fy={self.fy}")
+
+    @classmethod
+    def from_fov(cls, width: int, height: int, hfov_deg: float) -> "PinholeCamera":
+        """Square pixels, principal point at the image centre, horizontal field of view in degrees."""
+        if not 0.0 < hfov_deg < 180.0:
+            raise ValueError(f"horizontal field of view must be in (0, 180) degrees, got {hfov_deg}")
+        fx = 0.5 * width / math.tan(math.radians(hfov_deg) / 2.0)
+        return cls(width=width, height=height, fx=fx, fy=fx, cx=width / 2.0, cy=height / 2.0)
+
+    @property
+    def K(self) -> np.ndarray:
+        """(3, 3) intrinsic matrix."""
+        return np.array([[self.fx, 0.0, self.cx], [0.0, self.fy, self.cy], [0.0, 0.0, 1.0]])
+
+    def scaled(self, width: int, height: int) -> "PinholeCamera":
+        """The same field of view at another resolution."""
+        sx, sy = width / self.width, height / self.height
+        return PinholeCamera(width, height, self.fx * sx, self.fy * sy, self.cx * sx, self.cy * sy)
+
+
+@dataclass(frozen=True)
+class CameraMount:
+    """Where the camera sits on the vehicle: offset in base_link (FLU, metres) and pitch.
+
+    ``pitch_deg`` > 0 tilts the optical axis down (nose-down camera), as on most drones.
+    """
+
+    offset_m: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    pitch_deg: float = 0.0
+
+    def base_from_camera(self) -> np.ndarray:
+        """4x4 transform camera_optical -> base_link."""
+        p = math.radians(self.pitch_deg)
+        # Rotation about base_link y (left) by +pitch points the x axis down.
+        r_pitch = np.array([[math.cos(p), 0.0, math.sin(p)], [0.0, 1.0, 0.0], [-math.sin(p), 0.0, math.cos(p)]])
+        t = np.eye(4)
+        t[:3, :3] = r_pitch @ R_BASE_FROM_OPTICAL
+        t[:3, 3] = self.offset_m
+        return t
+
+
+def map_from_base(x: float, y: float, z: float, yaw_rad: float, pitch_rad: float = 0.0, roll_rad: float = 0.0) -> np.ndarray:
+    """4x4 pose of base_link in map (ENU) from position (m) and ZYX Euler angles (rad).
+
+    yaw is about map z, counter-clockwise from east (REP-103); pitch is about the body y
+    axis (positive = nose down in FLU), roll about body x.
+    """
+    cy, sy = math.cos(yaw_rad), math.sin(yaw_rad)
+    cp, sp = math.cos(pitch_rad), math.sin(pitch_rad)
+    cr, sr = math.cos(roll_rad), math.sin(roll_rad)
+    rz = np.array([[cy, -sy, 0.0], [sy, cy, 0.0], [0.0, 0.0, 1.0]])
+    ry = np.array([[cp, 0.0, sp], [0.0, 1.0, 0.0], [-sp, 0.0, cp]])
+    rx = np.array([[1.0, 0.0, 0.0], [0.0, cr, -sr], [0.0, sr, cr]])
+    t = np.eye(4)
+    t[:3, :3] = rz @ ry @ rx
+    t[:3, 3] = (x, y, z)
+    return t
+
+
+def viewmat_from_pose(map_T_base: np.ndarray, mount: CameraMount = CameraMount()) -> np.ndarray:
+    """World-to-camera 4x4 (map -> camera_optical) for a base_link pose in map."""
+    map_T_cam = np.asarray(map_T_base, dtype=np.float64) @ mount.base_from_camera()
+    return np.linalg.inv(map_T_cam)
+
+
+def look_at_viewmat(eye: np.ndarray, target: np.ndarray, up: np.ndarray = (0.0, 0.0, 1.0)) -> np.ndarray:
+    """World-to-camera 4x4 (OpenCV optical frame) for a camera at ``eye`` looking at ``target``."""
+    eye = np.asarray(eye, dtype=np.float64)
+    z = np.asarray(target, dtype=np.float64) - eye
+    z /= np.linalg.norm(z)
+    x = np.cross(z, np.asarray(up, dtype=np.float64))
+    if np.linalg.norm(x) < 1e-9:
+        x = np.cross(z, np.array([0.0, 1.0, 0.0]))
+    x /= np.linalg.norm(x)
+    y = np.cross(z, x)
+    cam_to_world = np.eye(4)
+    cam_to_world[:3, 0], cam_to_world[:3, 1], cam_to_world[:3, 2], cam_to_world[:3, 3] = x, y, z, eye
+    return np.linalg.inv(cam_to_world)

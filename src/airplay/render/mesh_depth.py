@@ -1,0 +1,76 @@
+"""Depth images from the collision mesh by ray casting (the geometry AirPlayground uses).
+
+Rays leave the camera centre through every pixel centre; the first hit gives the depth.
+Embree (the ``embreex`` package) is used when installed; otherwise trimesh's pure-Python
+intersector, which is correct but slow.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def pixel_rays_camera(K: np.ndarray, width: int, height: int) -> np.ndarray:
+    """(H*W, 3) ray directions in the optical frame with z = 1, through pixel centres (row-major)."""
+    K = np.asarray(K, dtype=np.float64)
+    u = np.arange(width) + 0.5
+    v = np.arange(height) + 0.5
+    uu, vv = np.meshgrid(u, v)
+    x = (uu - K[0, 2]) / K[0, 0]
+    y = (vv - K[1, 2]) / K[1, 1]
+    return np.stack([x.ravel(), y.ravel(), np.ones(width * height)], axis=1)
+
+
+class MeshRaycaster:
+    """Casts camera rays against one triangle mesh given in the ``map`` frame."""
+
+    def __init__(self, mesh) -> None:
+        import trimesh
+
+        self.mesh = mesh
+        try:
+            from trimesh.ray.ray_pyembree import RayMeshIntersector
+
+            self.intersector = RayMeshIntersector(mesh)
+            self.engine = "embree"
+        except ImportError:
+            self.intersector = trimesh.ray.ray_triangle.RayMeshIntersector(mesh)
+            self.engine = "trimesh"
+
+    def first_hits(self, origins: np.ndarray, directions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For rays (R, 3) in map: (hit points (R, 3), NaN where none; face index (R,), -1 where none)."""
+        origins = np.asarray(origins, dtype=np.float64)
+        directions = np.asarray(directions, dtype=np.float64)
+        points = np.full((len(origins), 3), np.nan)
+        faces = np.full(len(origins), -1, dtype=np.int64)
+        locs, ray_idx, tri_idx = self.intersector.intersects_location(origins, directions, multiple_hits=False)
+        if len(ray_idx):
+            # Some engines may still report several hits: keep the nearest per ray.
+            dist = np.linalg.norm(locs - origins[ray_idx], axis=1)
+            order = np.lexsort((dist, ray_idx))
+            ray_sorted = ray_idx[order]
+            first = np.r_[True, ray_sorted[1:] != ray_sorted[:-1]]
+            keep = order[first]
+            points[ray_idx[keep]] = locs[keep]
+            faces[ray_idx[keep]] = tri_idx[keep]
+        return points, faces
+
+    def depth(self, viewmat: np.ndarray, K: np.ndarray, width: int, height: int) -> np.ndarray:
+        """(H, W) float32 depth in metres along the optical axis (z), ``inf`` where a ray hits nothing.
+
+        Args:
+            viewmat: (4, 4) world-to-camera (map -> camera_optical, OpenCV).
+            K: (3, 3) pinhole intrinsics in pixels.
+        """
+        viewmat = np.asarray(viewmat, dtype=np.float64)
+        cam_to_world = np.linalg.inv(viewmat)
+        rays_cam = pixel_rays_camera(K, width, height)
+        dirs = rays_cam @ cam_to_world[:3, :3].T
+        origin = cam_to_world[:3, 3]
+        norms = np.linalg.norm(dirs, axis=1, keepdims=True)
+        points, _ = self.first_hits(np.broadcast_to(origin, dirs.shape), dirs / norms)
+        depth = np.full(width * height, np.inf)
+        hit = np.isfinite(points[:, 0])
+        # z in the optical frame = projection of (p - origin) on the optical axis.
+        depth[hit] = (points[hit] - origin) @ cam_to_world[:3, 2]
+        return depth.reshape(height, width).astype(np.float32)

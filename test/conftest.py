@@ -1,0 +1,22 @@
+"""Test-wide settings: DDS confined to loopback for every rclpy process the tests start."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+REAL_DATA = REPO.parent / "shared" / "data" / "real"
+
+# Set before any test imports rclpy; subprocesses inherit them.
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(REPO / "config" / "fastdds_localhost.xml")
+os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+
+
+@pytest.fixture
+def real_data() -> Path:
+    """../shared/data/real, or skip with the reason."""
+    if not REAL_DATA.is_dir():
+        pytest.skip(f"real 3DGS samples not present at {REAL_DATA} (see ../shared/data/real/README.md)")
+    return REAL_DATA
