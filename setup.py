@@ -38,7 +38,7 @@ setup(
         # The CUDA renderer. torch itself is installed by the Makefile with a pinned version,
         # never pulled here, so that no unpinned multi-GB torch download happens.
         "gpu": ["gsplat>=1.4"],
-        "dev": ["pytest>=7", "plyfile>=1"],
+        "dev": ["pytest>=7", "plyfile>=1", "colcon-common-extensions>=0.3"],
     },
     zip_safe=False,
     entry_points={
