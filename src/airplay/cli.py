@@ -72,16 +72,17 @@ def _cmd_render(args: argparse.Namespace) -> int:
     gaussians, mesh, spec = _load_for_render(Path(args.scene), args.convention)
     if spec is not None:
         camera, mount = spec.camera.intrinsics, spec.camera.mount
+        background = tuple(args.background) if args.background else spec.background_rgb
     else:
         camera, mount = PinholeCamera.from_fov(224, 224, 90.0), CameraMount()
+        background = tuple(args.background) if args.background else (0.0, 0.0, 0.0)
     if args.width or args.height or args.hfov:
         camera = PinholeCamera.from_fov(args.width or camera.width, args.height or camera.height,
                                         args.hfov or math.degrees(2 * math.atan(camera.width / (2 * camera.fx))))
     x, y, z, yaw_deg = args.pose
     pose = (x, y, z, math.radians(yaw_deg))
     t0 = time.perf_counter()
-    view = render_vehicle_view(gaussians, camera, pose, mount, backend=args.backend,
-                               background=tuple(args.background))
+    view = render_vehicle_view(gaussians, camera, pose, mount, backend=args.backend, background=background)
     dt = time.perf_counter() - t0
     out = save_png(args.out, view.rgb)
     print(f"rendered {len(gaussians):,} Gaussians at {camera.width}x{camera.height} with the "
@@ -145,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     rend.add_argument("--width", type=int, default=0)
     rend.add_argument("--height", type=int, default=0)
     rend.add_argument("--hfov", type=float, default=0.0, help="horizontal field of view, degrees")
-    rend.add_argument("--background", nargs=3, type=float, default=(0.0, 0.0, 0.0), metavar=("R", "G", "B"))
+    rend.add_argument("--background", nargs=3, type=float, default=None, metavar=("R", "G", "B"),
+                      help="colour behind the splat in [0, 1] (default: the scene's background_rgb, else black)")
     rend.add_argument("--depth-out", default=None, help="also write a colourised depth PNG")
     rend.add_argument("--depth-source", default="splat", choices=("splat", "mesh"),
                       help="depth from the splats (expected depth) or by ray casting the collision mesh")

@@ -42,11 +42,12 @@ def run_demo(scenes_dir: Path, out_dir: Path, categories: list[str], seed: int, 
             print(f"[{category}] no free viewpoint found in the navigable region", flush=True)
             continue
         cam, mount = scene.spec.camera.intrinsics, scene.spec.camera.mount
-        render_vehicle_view(scene.gaussians, cam, poses[0], mount, backend=backend)  # warm-up / compile
+        sky = scene.spec.background_rgb
+        render_vehicle_view(scene.gaussians, cam, poses[0], mount, backend=backend, background=sky)  # warm-up
         times = []
         for i, pose in enumerate(poses):
             t0 = time.perf_counter()
-            view = render_vehicle_view(scene.gaussians, cam, pose, mount, backend=backend)
+            view = render_vehicle_view(scene.gaussians, cam, pose, mount, backend=backend, background=sky)
             times.append(time.perf_counter() - t0)
             mesh_depth = caster.depth(view.viewmat, cam.K, cam.width, cam.height)
             stem = out_dir / f"{category}_{i}"

@@ -44,7 +44,7 @@ class PinholeCamera:
         """Square pixels, principal point at the image centre, horizontal field of view in degrees."""
         if not 0.0 < hfov_deg < 180.0:
             raise ValueError(f"horizontal field of view must be in (0, 180) degrees, got {hfov_deg}")
-        fx = 0.5 * width / math.tan(math.radians(hfov_deg) / 2.0)
+        fx = round(0.5 * width / math.tan(math.radians(hfov_deg) / 2.0), 9)  # 112.00000000000001 -> 112.0
         return cls(width=width, height=height, fx=fx, fy=fx, cx=width / 2.0, cy=height / 2.0)
 
     @property

@@ -25,6 +25,7 @@ Example (every field; see README "Bring a real scene")::
       hfov_deg: 90.0           # or fx, fy, cx, cy in pixels
       mount_offset_m: [0.1, 0.0, 0.0]  # camera position in base_link (FLU)
       mount_pitch_deg: 0.0     # positive tilts the camera down
+    background_rgb: [0.62, 0.75, 0.90]  # optional: colour behind the splat (the sky), 0..1
     landmarks: []              # optional; later issues (VLN) fill it
 
 Alignment model: a point p in the file's own axes goes to the map frame as
@@ -150,6 +151,7 @@ class SceneSpec:
     collision_alignment: Alignment
     navigable: NavigableRegion
     camera: CameraSpec
+    background_rgb: tuple[float, float, float] = (0.0, 0.0, 0.0)
     landmarks: list = field(default_factory=list)
 
     def to_yaml_dict(self) -> dict[str, Any]:
@@ -173,6 +175,7 @@ class SceneSpec:
                 "mount_offset_m": [float(v) for v in self.camera.mount.offset_m],
                 "mount_pitch_deg": float(self.camera.mount.pitch_deg),
             },
+            "background_rgb": [float(v) for v in self.background_rgb],
             "landmarks": list(self.landmarks),
         }
 
@@ -349,6 +352,9 @@ def parse_scene_yaml(path: str | Path) -> SceneSpec:
         raise f.fail("format_version", f"this airplay reads version {FORMAT_VERSION}, got {version:g}")
     splat = f.sub("splat")
     collision = f.sub("collision")
+    background = f.vector("background_rgb", 3, default=[0.0, 0.0, 0.0])
+    if (background < 0).any() or (background > 1).any():
+        raise f.fail("background_rgb", f"must be three values in [0, 1], got {background.tolist()}")
     landmarks = f.get("landmarks", default=[])
     if not isinstance(landmarks, list):
         raise f.fail("landmarks", "must be a list")
@@ -363,5 +369,6 @@ def parse_scene_yaml(path: str | Path) -> SceneSpec:
         collision_alignment=_alignment(collision),
         navigable=_navigable(f.sub("navigable")),
         camera=_camera(f.sub("camera", default={})),
+        background_rgb=tuple(float(v) for v in background),
         landmarks=landmarks,
     )
