@@ -31,6 +31,7 @@ setup(
         "pillow>=10",
         "scipy>=1.10",
         "tqdm>=4",
+        "rtree>=1.0",  # trimesh spatial queries (nearest point on a mesh)
         # Embree ray casting for mesh depth; trimesh's pure-Python fallback is used elsewhere.
         "embreex>=2.17; platform_machine == 'x86_64' or platform_machine == 'AMD64'",
     ],
