@@ -27,6 +27,8 @@ def free_viewpoints(
 ) -> list[tuple[float, float, float, float]]:
     """Up to ``count`` poses (x, y, z m in map; yaw rad) in free space, most open first.
 
+    Openness is the clearance capped at 2 m, so among roomy places the draw order decides.
+
     Candidates are drawn uniformly in the navigable polygon's bounding box and height band
     with ``np.random.default_rng(seed)``; those outside the polygon or closer than
     ``min_clearance_m`` to the mesh are dropped. Deterministic for a given seed.
@@ -48,11 +50,13 @@ def free_viewpoints(
     dist[~np.isfinite(dist)] = np.inf
     dist = dist.reshape(len(points), len(dirs))
     clearance = dist.min(axis=1)
-    # Yaw: among horizontal probe directions, the one with the longest free ray (capped at 50 m).
+    # Yaw: among horizontal probe directions, the longest ray that still hits something, so the
+    # view looks down a street or corridor rather than over a roof into empty sky.
     horizontal = np.flatnonzero(np.abs(dirs[:, 2]) < 1e-9)
-    best_dir = dirs[horizontal][np.argmax(np.minimum(dist[:, horizontal], 50.0), axis=1)]
+    reach = dist[:, horizontal]
+    best_dir = dirs[horizontal][np.argmax(np.where(np.isfinite(reach), reach, 0.0), axis=1)]
     keep = np.flatnonzero(clearance >= min_clearance_m)
-    order = keep[np.argsort(-np.minimum(clearance[keep], 5.0), kind="stable")]
+    order = keep[np.argsort(-np.minimum(clearance[keep], 2.0), kind="stable")]
     poses = []
     for i in order[:count]:
         yaw = float(np.arctan2(best_dir[i, 1], best_dir[i, 0]))
