@@ -7,7 +7,7 @@ One call renders a batch of C cameras sharing one resolution. Backends:
 * ``"auto"``   - ``gsplat`` when :func:`gsplat_available` says so, else ``cpu``.
 
 Both follow the 3DGS conventions of the INRIA/gsplat rasterizers: EWA projection with a
-0.3 px^2 low-pass dilation, alpha = min(0.99, opacity * exp(-power)), fragments with
+0.3 px^2 low-pass dilation, alpha = min(0.99, opacity * exp(-0.5 d^T conic d)), fragments with
 alpha < 1/255 skipped, front-to-back compositing stopped once transmittance < 1e-4.
 
 Example::
@@ -135,6 +135,8 @@ def render(
     """
     if width <= 0 or height <= 0:
         raise ValueError(f"image size must be positive, got {width}x{height}")
+    if not 0.0 < near_m < far_m:
+        raise ValueError(f"clipping distances must satisfy 0 < near_m < far_m, got near_m={near_m} far_m={far_m}")
     viewmats, Ks = _as_batch(viewmats, Ks)
     chosen = resolve_backend(backend)
     bg = np.asarray(background, dtype=np.float32).reshape(3)
@@ -146,4 +148,5 @@ def render(
         from airplay.render.cpu_backend import render_cpu
 
         rgb, depth, alpha = render_cpu(gaussians, viewmats, Ks, width, height, bg, near_m, far_m)
-    return RenderOutput(rgb=rgb, depth=depth, alpha=alpha, backend=chosen)
+    # SH colours are clamped below at 0 only (INRIA/gsplat); clip the composite to [0, 1].
+    return RenderOutput(rgb=np.clip(rgb, 0.0, 1.0), depth=depth, alpha=alpha, backend=chosen)
