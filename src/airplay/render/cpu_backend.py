@@ -51,12 +51,11 @@ import numpy as np
 from numba import get_num_threads, njit, prange, set_parallel_chunksize
 
 from airplay.render.api import ALPHA_MAX, ALPHA_MIN, EPS2D, TRANSMITTANCE_MIN
-from airplay.scene.gaussians import Gaussians
+from airplay.scene.gaussians import SH_C0, Gaussians
 
 DEPTH_ALPHA_MIN = 1.0e-3
 """Below this accumulated alpha the expected depth is ``inf``."""
 
-SH_C0 = 0.28209479177387814
 SH_C1 = 0.4886025119029199
 SH_C2 = np.array(
     [1.0925484305920792, -1.0925484305920792, 0.31539156525252005, -1.0925484305920792, 0.5462742152960396]

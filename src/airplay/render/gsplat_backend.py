@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from airplay.render.api import EPS2D
-from airplay.scene.gaussians import Gaussians
+from airplay.scene.gaussians import SH_C0, Gaussians
 
 _DEVICE_CACHE: dict[int, tuple[Gaussians, dict]] = {}
 
@@ -58,7 +58,7 @@ def render_gsplat(
     n_cams = vm.shape[0]
     degree = gaussians.sh_degree
     if degree == 0:
-        colors = torch.clamp_min(t["sh"][:, 0, :] * 0.28209479177387814 + 0.5, 0.0)
+        colors = torch.clamp_min(t["sh"][:, 0, :] * SH_C0 + 0.5, 0.0)
     else:
         # Per-camera colours with view directions rotated into the SH frame.
         cam_centres = torch.linalg.inv(vm)[:, :3, 3]  # (C, 3)
