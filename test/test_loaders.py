@@ -95,3 +95,26 @@ def test_gaussians_shape_checks():
         Gaussians(g.means, g.scales[:4], g.quats_wxyz, g.opacities, g.sh)
     with pytest.raises(ValueError, match="SH coefficients"):
         Gaussians(g.means, g.scales, g.quats_wxyz, g.opacities, np.zeros((5, 5, 3), np.float32))
+
+
+@pytest.mark.parametrize("suffix", [".ply", ".obj", ".glb"])
+def test_collision_mesh_formats(tmp_path, suffix):
+    """A scene's collision mesh may be PLY, OBJ or GLB; all load to the same closed box."""
+    import trimesh
+    import yaml
+
+    from airplay.scene import Scene
+    from airplay.scene.mesh_io import load_collision_mesh
+    from scene_factory import write_tiny_scene
+
+    folder = write_tiny_scene(tmp_path / "s")
+    box = trimesh.creation.box(extents=(4.0, 4.0, 4.0))
+    box.apply_translation((0, 0, 2.0))
+    box.export(folder / f"mesh{suffix}")
+    mesh = load_collision_mesh(folder / f"mesh{suffix}")
+    assert mesh.volume == pytest.approx(64.0, rel=1e-6)
+    np.testing.assert_allclose(mesh.bounds, [[-2, -2, 0], [2, 2, 4]], atol=1e-6)
+    data = yaml.safe_load((folder / "scene.yaml").read_text())
+    data["collision"] = {"file": f"mesh{suffix}"}
+    (folder / "scene.yaml").write_text(yaml.safe_dump(data))
+    assert Scene.load(folder).mesh.is_watertight
