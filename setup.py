@@ -32,6 +32,8 @@ setup(
         "scipy>=1.10",
         "tqdm>=4",
         "rtree>=1.0",  # trimesh spatial queries (nearest point on a mesh)
+        "gymnasium>=1.0",
+        "matplotlib>=3.7",
         # Embree ray casting for mesh depth; trimesh's pure-Python fallback is used elsewhere.
         "embreex>=2.17; platform_machine == 'x86_64' or platform_machine == 'AMD64'",
     ],
@@ -39,7 +41,9 @@ setup(
         # The CUDA renderer. torch itself is installed by the Makefile with a pinned version,
         # never pulled here, so that no unpinned multi-GB torch download happens.
         "gpu": ["gsplat>=1.4"],
-        "dev": ["pytest>=7", "plyfile>=1", "colcon-common-extensions>=0.3"],
+        # The anchor of bench/sim.py (the same workload in pybullet).
+        "bench": ["pybullet>=3.2"],
+        "dev": ["pytest>=7", "plyfile>=1", "colcon-common-extensions>=0.3", "pybullet>=3.2"],
     },
     zip_safe=False,
     entry_points={
