@@ -168,8 +168,6 @@ def _solid_voxels(mesh, origin: np.ndarray, res: float, shape: tuple[int, int, i
     standing on its body, a wall on the floor: coincident faces, which a ray caster
     reports once) are still right. Open components contribute their surface voxels.
     """
-    from airplay.render.mesh_depth import MeshRaycaster
-
     nx, ny, nz = shape
     solid = np.zeros(shape, dtype=bool)
     upper = origin + res * (np.array(shape) - 1)
@@ -195,7 +193,7 @@ def _solid_voxels(mesh, origin: np.ndarray, res: float, shape: tuple[int, int, i
         origins = np.column_stack([origin[0] + res * gx.ravel() + 1.37e-5, origin[1] + res * gy.ravel() + 2.71e-5,
                                    np.full(gx.size, lo[2] - 1.0)])
         directions = np.tile([0.0, 0.0, 1.0], (len(origins), 1))
-        locations, ray_idx, _ = MeshRaycaster(part).intersector.intersects_location(
+        locations, ray_idx, _ = _all_hits_intersector(part).intersects_location(
             origins, directions, multiple_hits=True)
         if len(ray_idx) == 0:
             continue
@@ -205,6 +203,15 @@ def _solid_voxels(mesh, origin: np.ndarray, res: float, shape: tuple[int, int, i
         inside = (np.cumsum(toggles, axis=1)[:, :nz] % 2 == 1).reshape(len(ix), len(iy), nz)
         solid[ix[0]:ix[-1] + 1, iy[0]:iy[-1] + 1, :] |= inside
     return solid
+
+
+def _all_hits_intersector(mesh):
+    """trimesh's ray intersector reporting every crossing (Embree when installed)."""
+    try:
+        from trimesh.ray.ray_pyembree import RayMeshIntersector
+    except ImportError:
+        from trimesh.ray.ray_triangle import RayMeshIntersector
+    return RayMeshIntersector(mesh)
 
 
 def _surface_voxels(mesh, origin: np.ndarray, res: float, shape: tuple[int, int, int]) -> np.ndarray:
