@@ -106,6 +106,37 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scene_dirs(specs: list[str]) -> list[Path]:
+    """Scene folders from arguments: a scene folder, or a folder whose sub-folders are scenes."""
+    dirs: list[Path] = []
+    for spec in specs:
+        path = Path(spec)
+        if (path / "scene.yaml").is_file():
+            dirs.append(path)
+        elif path.is_dir() and any((p / "scene.yaml").is_file() for p in path.iterdir()):
+            dirs.extend(sorted(p for p in path.iterdir() if (p / "scene.yaml").is_file()))
+        else:
+            raise SceneError(path, "not a scene folder (no scene.yaml) nor a folder of scenes")
+    return dirs
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from airplay.eval.runner import EvalConfig, evaluate_inprocess
+
+    if args.make_default_scenes:
+        from airplay.demo import ensure_scene
+
+        for category in DEFAULT_CATEGORIES:
+            ensure_scene(Path(args.make_default_scenes) / f"{category}_0", category, 0)
+    cfg = EvalConfig(scenes=_scene_dirs(args.scenes), policy=args.policy, setting=args.setting,
+                     episodes=args.episodes, seed=args.seed, render_backend=args.backend,
+                     render_images=not args.no_images, bootstrap=args.bootstrap)
+    if args.runtime != "inprocess":
+        raise SystemExit(f"--runtime {args.runtime}: only 'inprocess' exists so far (the ROS graph is issue 4)")
+    evaluate_inprocess(cfg, Path(args.out), progress=not args.no_progress)
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from airplay.demo import run_demo
 
@@ -156,6 +187,26 @@ def build_parser() -> argparse.ArgumentParser:
     rend.add_argument("--convention", default="z_up", choices=("z_up", "opencv", "opengl"),
                       help="axes of a bare splat file (ignored for scene folders)")
     rend.set_defaults(func=_cmd_render)
+
+    ev = sub.add_parser("eval", help="closed-loop evaluation of a policy over scenes",
+                        description="Fly a policy on sampled tasks in each scene and write episodes.jsonl, "
+                                    "summary.json, a metrics table and trajectory plots (README: Results format).")
+    ev.add_argument("--scenes", nargs="+", required=True,
+                    help="scene folders, or folders holding scene folders")
+    ev.add_argument("--runtime", default="inprocess", choices=("inprocess", "ros"))
+    ev.add_argument("--policy", default="expert", help="policy name (expert)")
+    ev.add_argument("--setting", default="pointgoal", choices=("pointgoal", "imagegoal", "goalfree"))
+    ev.add_argument("--episodes", type=int, default=10, help="episodes per scene")
+    ev.add_argument("--seed", type=int, default=0, help="task sampling seed")
+    ev.add_argument("--out", default="out/eval", help="results folder")
+    ev.add_argument("--backend", default="auto", choices=("auto", "cpu", "gsplat"))
+    ev.add_argument("--no-images", action="store_true",
+                    help="do not render RGB/depth (for policies that read only the state, e.g. the expert)")
+    ev.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% CIs")
+    ev.add_argument("--no-progress", action="store_true")
+    ev.add_argument("--make-default-scenes", metavar="DIR", default=None,
+                    help="first generate DIR/{indoor,urban,vegetation}_0 if missing")
+    ev.set_defaults(func=_cmd_eval)
 
     demo = sub.add_parser("demo", help="make the default scenes if missing and render views of each",
                           description="What `make sim-eval` runs for now: synthetic scenes of each category, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 from enum import Enum
 
 import numpy as np
+from numba import njit
 
 from airplay.scene.spec import NavigableRegion
 from airplay.sim.sdf import SignedDistanceField
@@ -27,6 +28,21 @@ class EpisodeStatus(str, Enum):
     """The policy sent no command within the bounded wait (ROS lockstep)."""
 
 
+@njit(cache=True)
+def _outside(poly, z_min, z_max, points, out):
+    """out[i] = points[i] outside the polygon (even-odd rule, as NavigableRegion.contains) or the band."""
+    m = poly.shape[0]
+    for i in range(points.shape[0]):
+        px, py, pz = points[i, 0], points[i, 1], points[i, 2]
+        inside = False
+        for j in range(m):
+            x0, y0 = poly[j, 0], poly[j, 1]
+            x1, y1 = poly[(j + 1) % m, 0], poly[(j + 1) % m, 1]
+            if (y0 > py) != (y1 > py) and px < x0 + (py - y0) * (x1 - x0) / (y1 - y0):
+                inside = not inside
+        out[i] = not (inside and pz >= z_min and pz <= z_max)
+
+
 class CollisionChecker:
     """Sphere-vs-SDF collision and region bounds for one scene, vectorised over vehicles."""
 
@@ -36,6 +52,7 @@ class CollisionChecker:
         self.sdf = sdf
         self.region = region
         self.radius_m = float(radius_m)
+        self._polygon = np.ascontiguousarray(region.polygon, dtype=np.float64)
 
     def clearance(self, positions: np.ndarray) -> np.ndarray:
         """(N,) distance from the sphere's surface to the nearest obstacle, m (< 0: collision)."""
@@ -47,14 +64,17 @@ class CollisionChecker:
 
     def out_of_bounds(self, positions: np.ndarray) -> np.ndarray:
         """(N,) bool: centre outside the navigable polygon or the height band."""
-        return ~self.region.contains(positions)
+        # Compiled: NavigableRegion.contains costs ~0.1 ms per call in numpy, even for one point.
+        pts = np.ascontiguousarray(np.atleast_2d(positions), dtype=np.float64)
+        out = np.empty(len(pts), dtype=bool)
+        _outside(self._polygon, float(self.region.z_min), float(self.region.z_max), pts, out)
+        return out
 
-    def status(self, positions: np.ndarray) -> np.ndarray:
-        """(N,) object array of :class:`EpisodeStatus`: COLLISION, OUT_OF_BOUNDS or RUNNING.
+    def status(self, positions: np.ndarray) -> list[EpisodeStatus]:
+        """One :class:`EpisodeStatus` per position (N, 3): COLLISION, OUT_OF_BOUNDS or RUNNING.
 
         Collision takes precedence when both hold (a crash outside the region is a crash).
         """
-        out = np.full(len(np.atleast_2d(positions)), EpisodeStatus.RUNNING, dtype=object)
-        out[self.out_of_bounds(positions)] = EpisodeStatus.OUT_OF_BOUNDS
-        out[self.collided(positions)] = EpisodeStatus.COLLISION
-        return out
+        collided, out = self.collided(positions), self.out_of_bounds(positions)
+        return [EpisodeStatus.COLLISION if c else EpisodeStatus.OUT_OF_BOUNDS if o else EpisodeStatus.RUNNING
+                for c, o in zip(collided, out)]

@@ -42,30 +42,46 @@ def default_cache_dir() -> Path:
     return Path(base) / "airplay"
 
 
+@njit(cache=True, inline="always")
+def _trilinear_at(values, origin, inv_res, px, py, pz):
+    nx, ny, nz = values.shape
+    fx = (px - origin[0]) * inv_res
+    fy = (py - origin[1]) * inv_res
+    fz = (pz - origin[2]) * inv_res
+    fx = min(max(fx, 0.0), nx - 1.0)
+    fy = min(max(fy, 0.0), ny - 1.0)
+    fz = min(max(fz, 0.0), nz - 1.0)
+    x0 = min(int(fx), nx - 2) if nx > 1 else 0
+    y0 = min(int(fy), ny - 2) if ny > 1 else 0
+    z0 = min(int(fz), nz - 2) if nz > 1 else 0
+    x1 = min(x0 + 1, nx - 1)
+    y1 = min(y0 + 1, ny - 1)
+    z1 = min(z0 + 1, nz - 1)
+    tx, ty, tz = fx - x0, fy - y0, fz - z0
+    c00 = values[x0, y0, z0] * (1 - tx) + values[x1, y0, z0] * tx
+    c10 = values[x0, y1, z0] * (1 - tx) + values[x1, y1, z0] * tx
+    c01 = values[x0, y0, z1] * (1 - tx) + values[x1, y0, z1] * tx
+    c11 = values[x0, y1, z1] * (1 - tx) + values[x1, y1, z1] * tx
+    c0 = c00 * (1 - ty) + c10 * ty
+    c1 = c01 * (1 - ty) + c11 * ty
+    return c0 * (1 - tz) + c1 * tz
+
+
 @njit(cache=True, parallel=True)
 def _trilinear(values, origin, inv_res, points, out):
-    nx, ny, nz = values.shape
     for i in prange(points.shape[0]):
-        fx = (points[i, 0] - origin[0]) * inv_res
-        fy = (points[i, 1] - origin[1]) * inv_res
-        fz = (points[i, 2] - origin[2]) * inv_res
-        fx = min(max(fx, 0.0), nx - 1.0)
-        fy = min(max(fy, 0.0), ny - 1.0)
-        fz = min(max(fz, 0.0), nz - 1.0)
-        x0 = min(int(fx), nx - 2) if nx > 1 else 0
-        y0 = min(int(fy), ny - 2) if ny > 1 else 0
-        z0 = min(int(fz), nz - 2) if nz > 1 else 0
-        x1 = min(x0 + 1, nx - 1)
-        y1 = min(y0 + 1, ny - 1)
-        z1 = min(z0 + 1, nz - 1)
-        tx, ty, tz = fx - x0, fy - y0, fz - z0
-        c00 = values[x0, y0, z0] * (1 - tx) + values[x1, y0, z0] * tx
-        c10 = values[x0, y1, z0] * (1 - tx) + values[x1, y1, z0] * tx
-        c01 = values[x0, y0, z1] * (1 - tx) + values[x1, y0, z1] * tx
-        c11 = values[x0, y1, z1] * (1 - tx) + values[x1, y1, z1] * tx
-        c0 = c00 * (1 - ty) + c10 * ty
-        c1 = c01 * (1 - ty) + c11 * ty
-        out[i] = c0 * (1 - tz) + c1 * tz
+        out[i] = _trilinear_at(values, origin, inv_res, points[i, 0], points[i, 1], points[i, 2])
+
+
+@njit(cache=True)
+def _trilinear_serial(values, origin, inv_res, points, out):
+    for i in range(points.shape[0]):
+        out[i] = _trilinear_at(values, origin, inv_res, points[i, 0], points[i, 1], points[i, 2])
+
+
+_PARALLEL_MIN_POINTS = 4096
+"""Below this many points a query runs on one thread: waking the thread pool costs far more
+than a few lookups (0.15-0.5 ms for one point on a busy 2-core machine, against ~1 us)."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +114,8 @@ class SignedDistanceField:
         """(N,) float32 signed distance at points (N, 3) in map; trilinear, clamped to the grid."""
         pts = np.ascontiguousarray(np.atleast_2d(points), dtype=np.float64)
         out = np.empty(len(pts), dtype=np.float32)
-        _trilinear(self.values, self.origin_m.astype(np.float64), 1.0 / self.resolution_m, pts, out)
+        kernel = _trilinear if len(pts) >= _PARALLEL_MIN_POINTS else _trilinear_serial
+        kernel(self.values, self.origin_m.astype(np.float64), 1.0 / self.resolution_m, pts, out)
         return out
 
     @classmethod

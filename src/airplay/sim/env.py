@@ -1,0 +1,248 @@
+"""``AirPlayEnv``: the in-process runtime, a Gymnasium environment over one scene.
+
+Observation (a dict; keys depend on the setting):
+
+* ``rgb``        (H, W, 3) uint8 camera image (the scene's camera on its mount).
+* ``depth``      (H, W, 1) float32 metres along the optical axis, by ray casting the
+                 collision mesh (as AirPlayground); rays that hit nothing read
+                 ``MAX_DEPTH_M``.
+* ``state``      (13,) float32: position in map (m, 3), orientation of base_link in map as
+                 a quaternion (x, y, z, w), linear velocity in map (m/s, 3), angular velocity
+                 in base_link (rad/s, 3).
+* ``goal``       (3,) float32, PointGoal only: goal position relative to the vehicle, in the
+                 heading frame (x forward, y left, z up; metres).
+* ``goal_image`` (H, W, 3) uint8, ImageGoal only: the camera image at the goal pose.
+  Goal-free episodes have neither goal key: the target is withheld.
+
+Action: (4,) float32 ``[vx, vy, vz, yaw_rate]``: heading-frame velocity (m/s) and yaw rate
+(rad/s), applied for one 50 Hz control period (see :mod:`airplay.sim.dynamics`).
+
+Episodes end with an explicit status (``info["status"]``): ``success`` (within the
+protocol's success radius of the goal), ``collision`` (sphere against the mesh),
+``out_of_bounds`` (left the navigable polygon or height band) - these terminate - or
+``timeout`` (the protocol's time limit for the task), which truncates.
+
+Reward (for RL users; evaluation uses the metrics, not the reward): progress towards the
+goal in metres per step, +10 on success, -10 on collision or leaving the region.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+from airplay.render.api import Backend, render
+from airplay.render.camera import map_from_base, viewmat_from_pose
+from airplay.sim.collision import EpisodeStatus
+from airplay.sim.dynamics import QuadrotorBatch
+from airplay.sim.world import World
+from airplay.tasks.sampler import SETTINGS, Task, sample_tasks
+
+MAX_DEPTH_M = 100.0
+SUCCESS_REWARD = 10.0
+FAILURE_REWARD = -10.0
+
+
+def goal_in_heading_frame(position: np.ndarray, yaw: float, goal: np.ndarray) -> np.ndarray:
+    """Goal minus position, rotated from map into the heading frame (x fwd, y left, z up)."""
+    d = np.asarray(goal, dtype=np.float64) - np.asarray(position, dtype=np.float64)
+    c, s = np.cos(yaw), np.sin(yaw)
+    return np.array([c * d[0] + s * d[1], -s * d[0] + c * d[1], d[2]])
+
+
+class AirPlayEnv(gym.Env):
+    """A quadrotor in one scene, given tasks of one setting (pointgoal, imagegoal, goalfree).
+
+    Args:
+        world: a :class:`World` or a scene folder.
+        setting: "pointgoal", "imagegoal" or "goalfree".
+        tasks: the tasks to fly, in order (``reset`` cycles through them); default: sample
+            ``num_tasks`` with the protocol's sampler from the seed given to ``reset``.
+        render_backend: renderer backend ("auto", "cpu", "gsplat").
+        render_images: False skips RGB and depth (zeros) for state-only uses such as
+            collecting the expert's commands fast.
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
+
+    def __init__(self, world: World | str | Path, setting: str = "pointgoal", tasks: list[Task] | None = None,
+                 num_tasks: int = 16, render_backend: Backend = "auto", render_images: bool = True,
+                 render_mode: str | None = None) -> None:
+        super().__init__()
+        if setting not in SETTINGS:
+            raise ValueError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        self.world = world if isinstance(world, World) else World.load(world)
+        self.setting = setting
+        self.render_mode = render_mode
+        self.render_backend = render_backend
+        self.render_images = render_images
+        self._given_tasks = list(tasks) if tasks is not None else None
+        self._num_tasks = num_tasks
+        self._tasks: list[Task] = self._given_tasks or []
+        self._next_task = 0
+        spec = self.world.scene.spec
+        self.camera, self.mount = spec.camera.intrinsics, spec.camera.mount
+        self.vehicle = QuadrotorBatch(self.world.vehicle, 1)
+        v = self.world.vehicle
+        high = np.array([v.max_speed_xy_m_s, v.max_speed_xy_m_s, v.max_speed_up_m_s, v.max_yaw_rate_rad_s], np.float32)
+        low = np.array([-v.max_speed_xy_m_s, -v.max_speed_xy_m_s, -v.max_speed_down_m_s, -v.max_yaw_rate_rad_s],
+                       np.float32)
+        self.action_space = gym.spaces.Box(low=low, high=high, dtype=np.float32)
+        h, w = self.camera.height, self.camera.width
+        # Bounds: positions inside the SDF's box (the episode ends out of bounds before
+        # leaving it), speeds within twice the model's limits, rotation rates within 4 pi.
+        lo_p, hi_p = self.world.sdf.origin_m, self.world.sdf.upper_m
+        v_max = 2.0 * max(v.max_speed_xy_m_s, v.max_speed_up_m_s, v.max_speed_down_m_s)
+        w_max = 4.0 * np.pi
+        state_low = np.concatenate([lo_p, -np.ones(4), -v_max * np.ones(3), -w_max * np.ones(3)]).astype(np.float32)
+        state_high = np.concatenate([hi_p, np.ones(4), v_max * np.ones(3), w_max * np.ones(3)]).astype(np.float32)
+        reach = float(np.linalg.norm(hi_p - lo_p))
+        spaces = {
+            "rgb": gym.spaces.Box(0, 255, (h, w, 3), np.uint8),
+            "depth": gym.spaces.Box(0.0, MAX_DEPTH_M, (h, w, 1), np.float32),
+            "state": gym.spaces.Box(state_low, state_high, (13,), np.float32),
+        }
+        if setting == "pointgoal":
+            spaces["goal"] = gym.spaces.Box(-reach, reach, (3,), np.float32)
+        elif setting == "imagegoal":
+            spaces["goal_image"] = gym.spaces.Box(0, 255, (h, w, 3), np.uint8)
+        self.observation_space = gym.spaces.Dict(spaces)
+        self.task: Task | None = None
+        self.status = EpisodeStatus.RUNNING
+        self._goal_image: np.ndarray | None = None
+        self._last_rgb: np.ndarray | None = None
+        self.trajectory: list[np.ndarray] = []
+
+    # -- episode ---------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start the next task (or ``options["task"]``); ``seed`` re-samples the task list."""
+        super().reset(seed=seed)
+        options = options or {}
+        if "task" in options:
+            task = options["task"]
+        else:
+            if seed is not None and self._given_tasks is None:
+                self._tasks = sample_tasks(self.world.scene, self.world.grid, self._num_tasks, seed,
+                                           self.setting, self.world.protocol)
+                self._next_task = 0
+            if not self._tasks:
+                self._tasks = sample_tasks(self.world.scene, self.world.grid, self._num_tasks, 0,
+                                           self.setting, self.world.protocol)
+            task = self._tasks[self._next_task % len(self._tasks)]
+            self._next_task += 1
+        self.task = task
+        self.vehicle.reset(task.start_position[None, :], np.array([task.start_yaw]))
+        self.status = EpisodeStatus.RUNNING
+        self.steps = 0
+        self.path_length_m = 0.0
+        self.trajectory = [self.position.copy()]
+        self._distance = self.distance_to_goal_m
+        self.min_distance_m = self._distance
+        self._goal_image = self._render_rgb_at(task.goal_position, task.goal_yaw) \
+            if self.setting == "imagegoal" and self.render_images else None
+        if self.setting == "imagegoal" and self._goal_image is None:
+            self._goal_image = np.zeros((self.camera.height, self.camera.width, 3), np.uint8)
+        if self._distance <= self.world.protocol.success_radius_m:
+            self.status = EpisodeStatus.SUCCESS
+        return self._observation(), self._info()
+
+    def step(self, action):
+        if self.task is None:
+            raise RuntimeError("call reset() before step()")
+        if self.status is not EpisodeStatus.RUNNING:
+            raise RuntimeError(f"episode already ended ({self.status.value}); call reset()")
+        cmd = np.asarray(action, dtype=np.float64).reshape(4)
+        if not np.isfinite(cmd).all():
+            raise ValueError(f"action must be finite, got {cmd.tolist()}")
+        before = self.position.copy()
+        self.vehicle.step(cmd[None, :])
+        self.steps += 1
+        pos = self.position
+        self.path_length_m += float(np.linalg.norm(pos - before))
+        self.trajectory.append(pos.copy())
+        distance = self.distance_to_goal_m
+        self.min_distance_m = min(self.min_distance_m, distance)
+        reward = self._distance - distance
+        self._distance = distance
+        status = self.world.checker.status(pos[None, :])[0]
+        if status is EpisodeStatus.RUNNING and distance <= self.world.protocol.success_radius_m:
+            status = EpisodeStatus.SUCCESS
+        if status is EpisodeStatus.RUNNING and self.time_s >= self.task.time_limit_s - 1e-9:
+            status = EpisodeStatus.TIMEOUT
+        self.status = status
+        if status is EpisodeStatus.SUCCESS:
+            reward += SUCCESS_REWARD
+        elif status in (EpisodeStatus.COLLISION, EpisodeStatus.OUT_OF_BOUNDS):
+            reward += FAILURE_REWARD
+        terminated = status in (EpisodeStatus.SUCCESS, EpisodeStatus.COLLISION, EpisodeStatus.OUT_OF_BOUNDS)
+        truncated = status is EpisodeStatus.TIMEOUT
+        return self._observation(), float(reward), terminated, truncated, self._info()
+
+    def render(self):
+        """The last camera image (rgb_array mode)."""
+        return None if self.render_mode is None else self._last_rgb
+
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def position(self) -> np.ndarray:
+        return self.vehicle.position[0]
+
+    @property
+    def yaw(self) -> float:
+        return float(self.vehicle.yaw[0])
+
+    @property
+    def time_s(self) -> float:
+        return self.steps * self.world.vehicle.control_dt_s
+
+    @property
+    def distance_to_goal_m(self) -> float:
+        return float(np.linalg.norm(self.task.goal_position - self.position))
+
+    def state_vector(self) -> np.ndarray:
+        v = self.vehicle
+        return np.concatenate([v.position[0], v.quat_xyzw[0], v.velocity[0], v.angular_velocity_body[0]]).astype(
+            np.float32)
+
+    def _render_rgb_at(self, position: np.ndarray, yaw: float) -> np.ndarray:
+        viewmat = viewmat_from_pose(map_from_base(*position, yaw), self.mount)
+        out = render(self.world.scene.gaussians, viewmat, self.camera.K, self.camera.width, self.camera.height,
+                     backend=self.render_backend, background=self.world.scene.spec.background_rgb)
+        return out.rgb_uint8[0]
+
+    def _observation(self) -> dict:
+        h, w = self.camera.height, self.camera.width
+        if self.render_images:
+            p = self.position
+            # Attitude tilt is left out of the camera pose: a gimbal-stabilised camera.
+            viewmat = viewmat_from_pose(map_from_base(p[0], p[1], p[2], self.yaw), self.mount)
+            out = render(self.world.scene.gaussians, viewmat, self.camera.K, w, h,
+                         backend=self.render_backend, background=self.world.scene.spec.background_rgb)
+            rgb = out.rgb_uint8[0]
+            depth = self.world.caster.depth(viewmat, self.camera.K, w, h)
+            depth = np.minimum(depth, MAX_DEPTH_M)[..., None]
+        else:
+            rgb = np.zeros((h, w, 3), np.uint8)
+            depth = np.zeros((h, w, 1), np.float32)
+        self._last_rgb = rgb
+        obs = {"rgb": rgb, "depth": depth.astype(np.float32), "state": self.state_vector()}
+        if self.setting == "pointgoal":
+            obs["goal"] = goal_in_heading_frame(self.position, self.yaw, self.task.goal_position).astype(np.float32)
+        elif self.setting == "imagegoal":
+            obs["goal_image"] = self._goal_image.copy()
+        return obs
+
+    def _info(self) -> dict:
+        return {
+            "status": self.status.value,
+            "task_id": self.task.task_id,
+            "steps": self.steps,
+            "time_s": self.time_s,
+            "distance_to_goal_m": self._distance,
+            "min_distance_m": self.min_distance_m,
+            "path_length_m": self.path_length_m,
+        }

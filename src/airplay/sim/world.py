@@ -1,0 +1,48 @@
+"""Everything a scene needs for flying in it, built once: SDF, planning grid, collision, ray caster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from airplay.render.mesh_depth import MeshRaycaster
+from airplay.scene.scene import Scene
+from airplay.sim.collision import CollisionChecker
+from airplay.sim.dynamics import VehicleParams, load_vehicle_params
+from airplay.sim.sdf import SignedDistanceField
+from airplay.tasks.navigable import NavigableGrid
+from airplay.tasks.protocol import Protocol, load_protocol
+
+
+@dataclass(frozen=True)
+class World:
+    """A scene with its derived structures (map frame, metres).
+
+    scene: splat, mesh and spec; sdf: signed distance field (cached on disk);
+    grid: the planning grid of the protocol; checker: sphere-vs-SDF collision and bounds;
+    caster: ray caster for mesh depth; vehicle and protocol: the settings used.
+    """
+
+    scene: Scene
+    sdf: SignedDistanceField
+    grid: NavigableGrid
+    checker: CollisionChecker
+    caster: MeshRaycaster
+    vehicle: VehicleParams
+    protocol: Protocol
+
+    @property
+    def name(self) -> str:
+        return self.scene.name
+
+    @classmethod
+    def load(cls, scene: Scene | str | Path, vehicle: VehicleParams | None = None,
+             protocol: Protocol | None = None, cache_dir: str | Path | None = None) -> "World":
+        """Load a scene folder (or take a loaded Scene) and build what flying needs."""
+        scene = scene if isinstance(scene, Scene) else Scene.load(scene)
+        vehicle = vehicle or load_vehicle_params()
+        protocol = protocol or load_protocol()
+        sdf = SignedDistanceField.for_scene(scene, resolution_m=protocol.task.grid_resolution_m, cache_dir=cache_dir)
+        grid = NavigableGrid.for_scene(scene, sdf, protocol.task, vehicle.radius_m)
+        checker = CollisionChecker(sdf, scene.spec.navigable, vehicle.radius_m)
+        return cls(scene, sdf, grid, checker, MeshRaycaster(scene.mesh), vehicle, protocol)

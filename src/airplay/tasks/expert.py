@@ -1,0 +1,366 @@
+"""The expert pilot: A* on the planning grid, smoothed, time-parametrised and tracked at 50 Hz.
+
+Planning (:meth:`ExpertPolicy.reset`), all in map (ENU, metres):
+
+1. A* on the navigable grid with a wall penalty: cells closer to the mesh than the
+   planning clearance + ``preferred_extra_clearance_m`` cost more, so the expert keeps off
+   walls where there is room (the task's own, unpenalised A* length stays the A*-SPL
+   reference).
+2. Line-of-sight shortcutting: from each anchor the path jumps to the farthest following
+   point whose straight segment keeps, against the SDF, the clearance the original path
+   had there (capped at the preferred clearance) and stays in the navigable region.
+3. Corner rounding: each corner of the shortcut polyline becomes a quadratic Bezier with
+   legs of up to ``corner_cut_max_m``, halved until the curve passes the same check.
+4. Speed profile along the arc length: cruise speed, lateral acceleration limit in turns,
+   vertical speed limits of the vehicle, tangential acceleration limit, start and end at
+   rest (forward/backward passes). This gives a reference p(t), v(t), a(t).
+
+Tracking (:meth:`ExpertPolicy.act`, once per 50 Hz control period): the map-frame
+velocity command is ``v_ref + tau * a_ref + kp * (p_ref - p)`` (feed-forward that
+compensates the vehicle's first-order velocity lag ``tau``, plus P on position), clamped
+to the vehicle's limits and rotated into the heading frame; the yaw rate turns the vehicle
+to face the path direction a little ahead. A time governor slows the reference clock when
+the position error grows or the vehicle does not yet face its direction of travel, so the
+expert turns before it flies into what its camera cannot see.
+
+Commands: ``[vx forward, vy left]`` in the heading frame (map velocity rotated by -yaw),
+``vz`` up (map z), ``yaw_rate`` rad/s CCW. Deterministic: no randomness at all.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from airplay.tasks.astar import astar
+from airplay.tasks.navigable import NavigableGrid
+
+_SAMPLE_M = 0.05  # spacing of clearance checks and of the reference's arc-length samples
+_TOL_M = 0.02  # shortcuts may come this much closer to walls than the path they replace
+
+
+@dataclass(frozen=True)
+class ExpertSettings:
+    """Tuning of the expert; speeds m/s, accelerations m/s^2, lengths m, gains 1/s."""
+
+    cruise_speed_m_s: float = 2.0
+    accel_fraction: float = 0.6  # share of the vehicle's acceleration limits the reference uses
+    lateral_accel_m_s2: float = 1.5
+    vertical_speed_fraction: float = 0.8  # share of the vehicle's climb / descent limits
+    preferred_extra_clearance_m: float = 0.45
+    wall_penalty: float = 2.0  # step-cost weight at the planning clearance (0 at the preferred one)
+    corner_cut_max_m: float = 1.2
+    position_gain: float = 1.5
+    yaw_gain: float = 2.5
+    yaw_lookahead_m: float = 0.6
+    governor_error_m: tuple[float, float] = (0.25, 0.6)  # full speed below, stop above
+    governor_yaw_deg: tuple[float, float] = (25.0, 70.0)  # full speed below, stop above
+    governor_slew_per_s: float = 0.5
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Time-parametrised reference: times (N,) s; positions, velocities, accelerations
+    (N, 3) map; arc length (N,) m; heading to face (N,) rad (NaN where undefined)."""
+
+    t: np.ndarray
+    p: np.ndarray
+    v: np.ndarray
+    a: np.ndarray
+    s: np.ndarray
+    heading: np.ndarray
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.t[-1])
+
+    @property
+    def length_m(self) -> float:
+        return float(self.s[-1])
+
+
+def wrap_angle(a):
+    """Angle(s) wrapped to [-pi, pi)."""
+    return (np.asarray(a) + np.pi) % (2.0 * np.pi) - np.pi
+
+
+# ---------------------------------------------------------------------------------------
+# geometry
+
+
+def _segment_points(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    n = max(2, int(math.ceil(np.linalg.norm(b - a) / _SAMPLE_M)) + 1)
+    return a + np.linspace(0.0, 1.0, n)[:, None] * (b - a)
+
+
+class ClearanceCheck:
+    """Is a sampled curve clear: signed distance >= a required value and inside the
+    navigable region (polygon and height band) by the grid's boundary margin?"""
+
+    def __init__(self, sdf, grid: NavigableGrid):
+        self.sdf, self.grid = sdf, grid
+
+    def __call__(self, points: np.ndarray, required_m: float) -> bool:
+        if not bool(np.min(self.sdf.query(points)) >= required_m):
+            return False
+        return bool(self.grid.inside_region(points).all())
+
+
+def shortcut(points: np.ndarray, clearance: np.ndarray, check: ClearanceCheck, cap_m: float) -> list[int]:
+    """Indices of the waypoints kept by greedy line-of-sight shortcutting of ``points`` (K, 3),
+    given the clearance (K,) at each point: a segment i->j must keep
+    ``min(cap_m, min(clearance[i..j])) - tol``."""
+    keep = [0]
+    i, k = 0, len(points)
+    while i < k - 1:
+        best = i + 1
+        lo = clearance[i]
+        lo = min(lo, clearance[i + 1])
+        for j in range(i + 2, k):
+            lo = min(lo, clearance[j])
+            if check(_segment_points(points[i], points[j]), min(cap_m, lo) - _TOL_M):
+                best = j
+            else:
+                break
+        keep.append(best)
+        i = best
+    return keep
+
+
+def _bezier(a: np.ndarray, c: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    t = np.linspace(0.0, 1.0, n)[:, None]
+    return (1 - t) ** 2 * a + 2 * t * (1 - t) * c + t ** 2 * b
+
+
+def round_corners(waypoints: np.ndarray, check: ClearanceCheck, cap_m: float, cut_max_m: float) -> np.ndarray:
+    """Dense polyline (M, 3) through ``waypoints`` (W, 3) with each corner replaced by a
+    quadratic Bezier whose legs (<= cut_max_m, <= 45 % of each adjacent segment) are halved
+    until the curve keeps the clearance of the corner it replaces (capped at ``cap_m``)."""
+    w = np.asarray(waypoints, dtype=np.float64)
+    if len(w) < 3:
+        return np.concatenate([_segment_points(w[0], w[-1])]) if len(w) == 2 else w.copy()
+    pieces = []
+    prev_end = w[0]
+    for i in range(1, len(w) - 1):
+        u1, u2 = w[i] - w[i - 1], w[i + 1] - w[i]
+        l1, l2 = np.linalg.norm(u1), np.linalg.norm(u2)
+        u1, u2 = u1 / l1, u2 / l2
+        d = min(cut_max_m, 0.45 * l1, 0.45 * l2)
+        corner = np.concatenate([_segment_points(w[i] - d * u1, w[i]), _segment_points(w[i], w[i] + d * u2)])
+        required = min(cap_m, float(np.min(check.sdf.query(corner)))) - _TOL_M
+        curve = None
+        if float(np.dot(u1, u2)) < 1.0 - 1e-9:
+            for _ in range(6):
+                a, b = w[i] - d * u1, w[i] + d * u2
+                cand = _bezier(a, w[i], b, max(3, int(math.ceil(2 * d / _SAMPLE_M)) + 1))
+                if check(cand, required):
+                    curve = cand
+                    break
+                d *= 0.5
+        if curve is None:
+            curve = w[i:i + 1]
+        pieces.append(_segment_points(prev_end, curve[0]))
+        pieces.append(curve)
+        prev_end = curve[-1]
+    pieces.append(_segment_points(prev_end, w[-1]))
+    dense = np.concatenate(pieces)
+    step = np.linalg.norm(np.diff(dense, axis=0), axis=1)
+    return dense[np.r_[True, step > 1e-9]]
+
+
+def resample(polyline: np.ndarray, ds: float) -> tuple[np.ndarray, np.ndarray]:
+    """Points (N, 3) every ``ds`` metres of arc length along ``polyline`` (end included) and
+    their arc lengths (N,)."""
+    seg = np.linalg.norm(np.diff(polyline, axis=0), axis=1)
+    s = np.r_[0.0, np.cumsum(seg)]
+    total = float(s[-1])
+    if total < 1e-9:
+        return polyline[:1].copy(), np.zeros(1)
+    n = max(2, int(math.ceil(total / ds)) + 1)
+    si = np.linspace(0.0, total, n)
+    return np.column_stack([np.interp(si, s, polyline[:, k]) for k in range(3)]), si
+
+
+# ---------------------------------------------------------------------------------------
+# speed profile
+
+
+def time_parametrise(points: np.ndarray, s: np.ndarray, vehicle, settings: ExpertSettings) -> Reference:
+    """Reference from arc-length samples: speed limited by cruise, lateral acceleration
+    (curvature), vertical speed limits, and tangential acceleration; at rest at both ends."""
+    n = len(points)
+    if n < 2:
+        z = np.zeros((1, 3))
+        return Reference(np.zeros(1), points[:1].copy(), z, z.copy(), np.zeros(1), np.full(1, np.nan))
+    seg = np.diff(points, axis=0)
+    ds = np.linalg.norm(seg, axis=1)
+    tang_seg = seg / np.maximum(ds, 1e-12)[:, None]
+    tang = np.empty_like(points)
+    tang[0], tang[-1] = tang_seg[0], tang_seg[-1]
+    mid = tang_seg[:-1] + tang_seg[1:]
+    tang[1:-1] = mid / np.maximum(np.linalg.norm(mid, axis=1), 1e-12)[:, None]
+    # curvature at interior samples: turn angle between neighbouring segments / mean length
+    cosang = np.clip(np.sum(tang_seg[:-1] * tang_seg[1:], axis=1), -1.0, 1.0)
+    kappa = np.zeros(n)
+    kappa[1:-1] = np.arccos(cosang) / np.maximum(0.5 * (ds[:-1] + ds[1:]), 1e-9)
+    # widen by the neighbours: the discrete curvature of a resampled curve is noisy
+    kappa = np.maximum.reduce([kappa, np.r_[kappa[1:], 0.0], np.r_[0.0, kappa[:-1]]])
+    v_lim = np.full(n, settings.cruise_speed_m_s)
+    v_lim = np.minimum(v_lim, np.sqrt(settings.lateral_accel_m_s2 / np.maximum(kappa, 1e-9)))
+    vz_up = settings.vertical_speed_fraction * vehicle.max_speed_up_m_s
+    vz_dn = settings.vertical_speed_fraction * vehicle.max_speed_down_m_s
+    tz = tang[:, 2]
+    with np.errstate(divide="ignore"):
+        v_lim = np.minimum(v_lim, np.where(tz > 1e-6, vz_up / np.abs(tz), np.inf))
+        v_lim = np.minimum(v_lim, np.where(tz < -1e-6, vz_dn / np.abs(tz), np.inf))
+    v_lim = np.minimum(v_lim, settings.accel_fraction * vehicle.max_speed_xy_m_s)
+    acc = settings.accel_fraction * min(vehicle.max_accel_xy_m_s2, vehicle.max_accel_z_m_s2)
+    v = v_lim.copy()
+    v[0] = v[-1] = 0.0
+    for i in range(n - 1):
+        v[i + 1] = min(v[i + 1], math.sqrt(v[i] ** 2 + 2.0 * acc * ds[i]))
+    for i in range(n - 2, -1, -1):
+        v[i] = min(v[i], math.sqrt(v[i + 1] ** 2 + 2.0 * acc * ds[i]))
+    dt = 2.0 * ds / np.maximum(v[:-1] + v[1:], 1e-9)
+    t = np.r_[0.0, np.cumsum(dt)]
+    vel = v[:, None] * tang
+    a = np.zeros_like(vel)
+    a[1:-1] = (vel[2:] - vel[:-2]) / (t[2:] - t[:-2])[:, None]
+    a[0] = (vel[1] - vel[0]) / max(t[1] - t[0], 1e-9)
+    a[-1] = (vel[-1] - vel[-2]) / max(t[-1] - t[-2], 1e-9)
+    return Reference(t=t, p=points.copy(), v=vel, a=a, s=s.copy(), heading=_headings(points, s, settings))
+
+
+def _headings(points: np.ndarray, s: np.ndarray, settings: ExpertSettings) -> np.ndarray:
+    """Yaw to face at each sample: direction from it to the point ``yaw_lookahead_m`` ahead
+    (horizontal); where that is nearly vertical, the next defined value (else NaN)."""
+    ahead = np.searchsorted(s, s + settings.yaw_lookahead_m)
+    ahead = np.minimum(ahead, len(s) - 1)
+    d = points[ahead, :2] - points[:, :2]
+    norm = np.hypot(d[:, 0], d[:, 1])
+    heading = np.where(norm > 0.1 * settings.yaw_lookahead_m, np.arctan2(d[:, 1], d[:, 0]), np.nan)
+    # fill undefined values backwards from the next defined one, then forwards at the end
+    for i in range(len(heading) - 2, -1, -1):
+        if np.isnan(heading[i]):
+            heading[i] = heading[i + 1]
+    for i in range(1, len(heading)):
+        if np.isnan(heading[i]):
+            heading[i] = heading[i - 1]
+    return heading
+
+
+# ---------------------------------------------------------------------------------------
+# the policy
+
+
+class ExpertPolicy:
+    """A*-based expert. ``reset(task)`` plans, ``act(...)`` returns the 50 Hz command.
+
+    grid: :class:`~airplay.tasks.navigable.NavigableGrid`; sdf: the scene's
+    :class:`~airplay.sim.sdf.SignedDistanceField`; vehicle_params: the
+    :class:`~airplay.sim.dynamics.VehicleParams`; settings: :class:`ExpertSettings`.
+    """
+
+    def __init__(self, grid: NavigableGrid, sdf, vehicle_params, settings: ExpertSettings | None = None):
+        self.grid, self.sdf, self.vehicle = grid, sdf, vehicle_params
+        self.settings = settings if settings is not None else ExpertSettings()
+        self.dt = 1.0 / float(vehicle_params.control_rate_hz)
+        self.check = ClearanceCheck(sdf, grid)
+        self._penalty: np.ndarray | None = None
+        self.reference: Reference | None = None
+        self.waypoints: np.ndarray | None = None
+
+    # -- planning ----------------------------------------------------------------------
+    @property
+    def preferred_clearance_m(self) -> float:
+        return self.grid.clearance_m + self.settings.preferred_extra_clearance_m
+
+    def penalty(self) -> np.ndarray:
+        """Per-cell step-cost penalty (computed once): ``wall_penalty * x^2`` with x going
+        from 1 at the planning clearance to 0 at the preferred clearance."""
+        if self._penalty is None:
+            c0, c1 = self.grid.clearance_m, self.preferred_clearance_m
+            x = np.clip((c1 - self.grid.distance_m) / max(c1 - c0, 1e-6), 0.0, 1.0)
+            self._penalty = (self.settings.wall_penalty * x * x).astype(np.float32)
+        return self._penalty
+
+    def plan(self, start: np.ndarray, goal: np.ndarray, fallback_path: np.ndarray | None = None) -> Reference:
+        """Reference trajectory from ``start`` to ``goal`` (map, m)."""
+        start, goal = np.asarray(start, np.float64), np.asarray(goal, np.float64)
+        found = astar(self.grid.free, self.grid.to_cell(start), self.grid.to_cell(goal),
+                      self.grid.resolution_m, self.penalty())
+        if found is not None:
+            pts = self.grid.to_world(found.cells)
+        elif fallback_path is not None and len(fallback_path):
+            pts = np.asarray(fallback_path, np.float64)
+        else:
+            pts = np.stack([start, goal])  # no path: fly straight, the episode will tell
+        pts = np.concatenate([start[None], pts[1:-1], goal[None]]) if len(pts) >= 2 else np.stack([start, goal])
+        cap = self.preferred_clearance_m
+        clearance = np.asarray(self.sdf.query(pts), dtype=np.float64)
+        keep = shortcut(pts, clearance, self.check, cap)
+        self.waypoints = pts[keep]
+        dense = round_corners(self.waypoints, self.check, cap, self.settings.corner_cut_max_m)
+        points, s = resample(dense, _SAMPLE_M)
+        return time_parametrise(points, s, self.vehicle, self.settings)
+
+    def reset(self, task) -> None:
+        """Plan for ``task`` (:class:`~airplay.tasks.sampler.Task`) and restart the clock."""
+        self.reference = self.plan(task.start_position, task.goal_position, getattr(task, "path_m", None))
+        self._tau = 0.0
+        self._rate: float | None = None
+        self._yaw_target = float(task.start_yaw)
+
+    # -- tracking ----------------------------------------------------------------------
+    def _sample(self, tau: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        ref = self.reference
+        if tau >= ref.t[-1]:
+            return ref.p[-1], np.zeros(3), np.zeros(3), float(ref.heading[-1])
+        i = int(np.searchsorted(ref.t, tau, side="right")) - 1
+        i = min(max(i, 0), len(ref.t) - 2)
+        w = (tau - ref.t[i]) / max(ref.t[i + 1] - ref.t[i], 1e-12)
+        p = ref.p[i] + w * (ref.p[i + 1] - ref.p[i])
+        v = ref.v[i] + w * (ref.v[i + 1] - ref.v[i])
+        a = ref.a[i] + w * (ref.a[i + 1] - ref.a[i])
+        return p, v, a, float(ref.heading[i])
+
+    def act(self, position: np.ndarray, velocity: np.ndarray, yaw: float) -> np.ndarray:
+        """Command (4,) float32 ``[vx, vy, vz, yaw_rate]`` for one control period, from the
+        vehicle's map position (m), map velocity (m/s) and yaw (rad). Call once per period."""
+        if self.reference is None:
+            raise RuntimeError("ExpertPolicy.act called before reset(task)")
+        st, veh = self.settings, self.vehicle
+        position = np.asarray(position, dtype=np.float64)
+        p_ref, v_ref, a_ref, heading = self._sample(self._tau)
+        err = p_ref - position
+        if not math.isnan(heading):
+            self._yaw_target = heading
+        yaw_err = float(wrap_angle(self._yaw_target - yaw))
+        # time governor: the reference clock runs slower when off track or facing away
+        e0, e1 = st.governor_error_m
+        g_err = float(np.clip((e1 - np.linalg.norm(err)) / (e1 - e0), 0.0, 1.0))
+        y0, y1 = np.radians(st.governor_yaw_deg)
+        g_yaw = float(np.clip((y1 - abs(yaw_err)) / (y1 - y0), 0.0, 1.0))
+        target = min(g_err, g_yaw)
+        slew = st.governor_slew_per_s * self.dt
+        if self._rate is None:  # first period: start at the rate the heading allows
+            self._rate = target
+        self._rate = float(np.clip(target, self._rate - slew, self._rate + slew))
+        cmd_map = self._rate * (v_ref + veh.velocity_time_constant_s * a_ref) + st.position_gain * err
+        # limits: horizontal speed, climb and descent
+        vmax = 0.95 * veh.max_speed_xy_m_s
+        sxy = math.hypot(cmd_map[0], cmd_map[1])
+        if sxy > vmax:
+            cmd_map[:2] *= vmax / sxy
+        cmd_map[2] = np.clip(cmd_map[2], -0.95 * veh.max_speed_down_m_s, 0.95 * veh.max_speed_up_m_s)
+        yaw_rate = float(np.clip(st.yaw_gain * yaw_err, -0.95 * veh.max_yaw_rate_rad_s,
+                                 0.95 * veh.max_yaw_rate_rad_s))
+        # rotate into the heading frame at the yaw expected mid-period
+        psi = yaw + 0.5 * self.dt * yaw_rate
+        c, s = math.cos(psi), math.sin(psi)
+        cmd = np.array([c * cmd_map[0] + s * cmd_map[1], -s * cmd_map[0] + c * cmd_map[1], cmd_map[2], yaw_rate],
+                       dtype=np.float32)
+        self._tau = min(self._tau + self._rate * self.dt, float(self.reference.t[-1]))
+        return cmd

@@ -1,0 +1,118 @@
+"""The evaluation protocol (``config/protocol.yaml``): task sampling settings, success radius,
+episode time limit.
+
+The defaults are AirPlayground's reference task settings (DESIGN.md section 6); the success
+radius and the time limit are our choice, documented in the YAML file itself.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROTOCOL_FILE = "protocol.yaml"
+
+
+class ProtocolError(ValueError):
+    """A missing or invalid protocol file; the message names the file and the field."""
+
+    def __init__(self, path: Path | str, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path, self.problem = Path(path), problem
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """How tasks are sampled (``task:`` in protocol.yaml); lengths in metres."""
+
+    grid_resolution_m: float = 0.10
+    endpoint_candidates: int = 128
+    min_endpoint_separation_m: float = 2.0
+    endpoint_extra_clearance_m: float = 0.40
+    distance_quantile: float = 0.0
+    clearance_margin_m: float = 0.05
+
+    def clearance_m(self, vehicle_radius_m: float) -> float:
+        """Planning clearance: the vehicle sphere's radius plus the margin, metres."""
+        return float(vehicle_radius_m) + self.clearance_margin_m
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Everything protocol.yaml fixes for closed-loop evaluation."""
+
+    task: TaskSettings = TaskSettings()
+    success_radius_m: float = 1.0
+    time_limit_base_s: float = 10.0
+    time_limit_per_astar_m_s: float = 1.5
+
+    def time_limit_s(self, astar_length_m: float) -> float:
+        """Episode time limit, seconds: base + per-metre factor * A* path length (m)."""
+        return self.time_limit_base_s + self.time_limit_per_astar_m_s * float(astar_length_m)
+
+
+def default_config_dir() -> Path:
+    """The repository's ``config/`` (source tree) or ``share/airplay/config`` (installed copy)."""
+    source = Path(__file__).resolve().parents[3] / "config"
+    if (source / PROTOCOL_FILE).is_file():
+        return source
+    return Path(sys.prefix) / "share" / "airplay" / "config"
+
+
+def _number(path: Path, data: dict, key: str, prefix: str, *, positive: bool = True,
+            integer: bool = False, lo: float | None = None, hi: float | None = None) -> Any:
+    name = prefix + key
+    if key not in data:
+        raise ProtocolError(path, f"{name}: required field is missing")
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ProtocolError(path, f"{name}: must be a finite number, got {value!r}")
+    if integer and value != int(value):
+        raise ProtocolError(path, f"{name}: must be an integer, got {value!r}")
+    if positive and value <= 0:
+        raise ProtocolError(path, f"{name}: must be positive, got {value!r}")
+    if lo is not None and value < lo or hi is not None and value > hi:
+        raise ProtocolError(path, f"{name}: must be in [{lo}, {hi}], got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def load_protocol(path: str | Path | None = None) -> Protocol:
+    """Read and validate protocol.yaml (default: :func:`default_config_dir`/protocol.yaml).
+
+    Raises :class:`ProtocolError` naming the file and the field when it is missing or invalid.
+    """
+    path = Path(path) if path is not None else default_config_dir() / PROTOCOL_FILE
+    if not path.is_file():
+        raise ProtocolError(path, "protocol file not found")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ProtocolError(path, f"invalid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise ProtocolError(path, "must be a YAML mapping")
+    task = data.get("task")
+    if not isinstance(task, dict):
+        raise ProtocolError(path, "task: required mapping is missing")
+    limit = data.get("time_limit")
+    if not isinstance(limit, dict):
+        raise ProtocolError(path, "time_limit: required mapping is missing")
+    settings = TaskSettings(
+        grid_resolution_m=_number(path, task, "grid_resolution_m", "task."),
+        endpoint_candidates=_number(path, task, "endpoint_candidates", "task.", integer=True, lo=2),
+        min_endpoint_separation_m=_number(path, task, "min_endpoint_separation_m", "task.", positive=False, lo=0.0),
+        endpoint_extra_clearance_m=_number(path, task, "endpoint_extra_clearance_m", "task.", positive=False,
+                                           lo=0.0),
+        distance_quantile=_number(path, task, "distance_quantile", "task.", positive=False, lo=0.0, hi=1.0),
+        clearance_margin_m=_number(path, task, "clearance_margin_m", "task.", positive=False, lo=0.0),
+    )
+    return Protocol(
+        task=settings,
+        success_radius_m=_number(path, data, "success_radius_m", ""),
+        time_limit_base_s=_number(path, limit, "base_s", "time_limit.", positive=False, lo=0.0),
+        time_limit_per_astar_m_s=_number(path, limit, "per_astar_m_s", "time_limit.", positive=False, lo=0.0),
+    )
