@@ -104,7 +104,7 @@ def make_scene(category: str, seed: int, out_dir: Path, *, gaussians_per_m2: flo
     """
     if split not in ("seen", "unseen"):
         raise ValueError(f"split must be 'seen' or 'unseen', got {split!r}")
-    name = name if name is not None else f"{category}_{int(seed):04d}"
+    name = name if name is not None else f"{category}_{int(seed)}"
     if not re.fullmatch(r"[A-Za-z0-9_.\-]+", name):
         raise ValueError(f"scene name {name!r}: use letters, digits, '_', '-' and '.' only")
     out_dir = Path(out_dir)
