@@ -36,7 +36,7 @@ def test_files_parse_and_agree(scenes, category):
     spec, splat, mesh = scenes[category]
     assert {p.name for p in spec.root.iterdir()} == set(FILES)
     again = parse_scene_yaml(spec.root / "scene.yaml")
-    assert again.category == category and again.split == "seen" and again.name == f"{category}_0003"
+    assert again.category == category and again.split == "seen" and again.name == f"{category}_3"
     assert again.splat_alignment.is_identity() and again.collision_alignment.is_identity()
     assert again.splat_alignment.convention == "z_up"
     cam = again.camera
