@@ -27,6 +27,8 @@ class MeshRaycaster:
 
     def __init__(self, mesh) -> None:
         self.mesh = mesh
+        self._rays_cam: np.ndarray | None = None
+        self._rays_key: tuple | None = None
         try:
             from embreex import rtcore_scene
             from embreex.mesh_construction import TriangleMesh
@@ -77,12 +79,38 @@ class MeshRaycaster:
         """
         viewmat = np.asarray(viewmat, dtype=np.float64)
         cam_to_world = np.linalg.inv(viewmat)
-        rays_cam = pixel_rays_camera(K, width, height)
-        dirs = rays_cam @ cam_to_world[:3, :3].T
-        origin = cam_to_world[:3, 3]
+        key = (width, height, *np.asarray(K, dtype=np.float64).ravel().tolist())
+        if self._rays_key != key:
+            self._rays_cam, self._rays_key = pixel_rays_camera(K, width, height), key
         # Rays with optical z = 1: the hit parameter t is the z-depth itself.
-        points, _ = self.first_hits(origin, dirs)
-        depth = np.full(width * height, np.inf)
-        hit = np.isfinite(points[:, 0])
-        depth[hit] = (points[hit] - origin) @ cam_to_world[:3, 2]
-        return depth.reshape(height, width).astype(np.float32)
+        dirs = self._rays_cam @ cam_to_world[:3, :3].T
+        origin = cam_to_world[:3, 3]
+        if self._scene is None:
+            points, _ = self.first_hits(origin, dirs)
+            depth = np.full(width * height, np.inf)
+            hit = np.isfinite(points[:, 0])
+            depth[hit] = (points[hit] - origin) @ cam_to_world[:3, 2]
+            return depth.reshape(height, width).astype(np.float32)
+        dirs32 = np.ascontiguousarray(dirs, dtype=np.float32)
+        origins32 = np.ascontiguousarray(np.broadcast_to(origin.astype(np.float32), dirs32.shape))
+        # Embree releases the GIL: cast the halves of the image on two threads.
+        half = len(dirs32) // 2
+        other = _pool().submit(self._scene.run, origins32[half:], dirs32[half:], query="DISTANCE")
+        first = self._scene.run(origins32[:half], dirs32[:half], query="DISTANCE")
+        t = np.concatenate([first, other.result()])
+        t[t >= _EMBREE_NO_HIT] = np.inf
+        return t.reshape(height, width).astype(np.float32)
+
+
+_EMBREE_NO_HIT = 1e37
+"""embreex reports a miss as a distance of 1e37."""
+_POOL = None
+
+
+def _pool():
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="airplay-raycast")
+    return _POOL
