@@ -28,19 +28,24 @@ class EpisodeStatus(str, Enum):
     """The policy sent no command within the bounded wait (ROS lockstep)."""
 
 
+@njit(cache=True, inline="always")
+def outside_point(poly, z_min, z_max, px, py, pz):
+    """True when (px, py, pz) is outside the polygon (even-odd rule, as NavigableRegion.contains) or the band."""
+    m = poly.shape[0]
+    inside = False
+    for j in range(m):
+        x0, y0 = poly[j, 0], poly[j, 1]
+        x1, y1 = poly[(j + 1) % m, 0], poly[(j + 1) % m, 1]
+        if (y0 > py) != (y1 > py) and px < x0 + (py - y0) * (x1 - x0) / (y1 - y0):
+            inside = not inside
+    return not (inside and pz >= z_min and pz <= z_max)
+
+
 @njit(cache=True)
 def _outside(poly, z_min, z_max, points, out):
-    """out[i] = points[i] outside the polygon (even-odd rule, as NavigableRegion.contains) or the band."""
-    m = poly.shape[0]
+    """out[i] = points[i] outside the polygon or the band."""
     for i in range(points.shape[0]):
-        px, py, pz = points[i, 0], points[i, 1], points[i, 2]
-        inside = False
-        for j in range(m):
-            x0, y0 = poly[j, 0], poly[j, 1]
-            x1, y1 = poly[(j + 1) % m, 0], poly[(j + 1) % m, 1]
-            if (y0 > py) != (y1 > py) and px < x0 + (py - y0) * (x1 - x0) / (y1 - y0):
-                inside = not inside
-        out[i] = not (inside and pz >= z_min and pz <= z_max)
+        out[i] = outside_point(poly, z_min, z_max, points[i, 0], points[i, 1], points[i, 2])
 
 
 class CollisionChecker:

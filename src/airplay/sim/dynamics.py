@@ -97,19 +97,39 @@ def load_vehicle_params(path: str | Path | None = None) -> VehicleParams:
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"{path}: unknown vehicle parameters {unknown}; known: {sorted(known)}")
+    values = {}
+    for key, value in data.items():
+        try:
+            values[key] = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}: vehicle parameter {key} must be a number, got {value!r}") from None
     try:
-        return VehicleParams(**{k: float(v) for k, v in data.items()})
+        return VehicleParams(**values)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{path}: {err}") from None
 
 
 def _quat_xyzw_from_matrix(r: np.ndarray) -> np.ndarray:
-    """(N, 4) quaternions (x, y, z, w) from rotation matrices (N, 3, 3)."""
-    w = 0.5 * np.sqrt(np.maximum(1.0 + r[:, 0, 0] + r[:, 1, 1] + r[:, 2, 2], 1e-12))
-    x = (r[:, 2, 1] - r[:, 1, 2]) / (4.0 * w)
-    y = (r[:, 0, 2] - r[:, 2, 0]) / (4.0 * w)
-    z = (r[:, 1, 0] - r[:, 0, 1]) / (4.0 * w)
-    q = np.stack([x, y, z, w], axis=1)
+    """(N, 4) quaternions (x, y, z, w), w >= 0, from rotation matrices (N, 3, 3).
+
+    Shepperd's method: each row is computed from its largest of w, x, y, z, so rotations
+    near 180 degrees (heading west, yaw = +-pi) are as exact as any other.
+    """
+    m00, m11, m22 = r[:, 0, 0], r[:, 1, 1], r[:, 2, 2]
+    d21, d02, d10 = r[:, 2, 1] - r[:, 1, 2], r[:, 0, 2] - r[:, 2, 0], r[:, 1, 0] - r[:, 0, 1]
+    s01, s02, s12 = r[:, 0, 1] + r[:, 1, 0], r[:, 0, 2] + r[:, 2, 0], r[:, 1, 2] + r[:, 2, 1]
+    case = np.argmax(np.stack([m00 + m11 + m22, m00, m11, m22], axis=1), axis=1)
+    t = np.choose(case, [1.0 + m00 + m11 + m22, 1.0 + m00 - m11 - m22, 1.0 - m00 + m11 - m22,
+                         1.0 - m00 - m11 + m22])
+    s = 0.5 / np.sqrt(np.maximum(t, 1e-300))  # 1 / (4 * largest component)
+    big = 0.5 * np.sqrt(np.maximum(t, 0.0))
+    q = np.choose(case[:, None], [
+        np.stack([d21 * s, d02 * s, d10 * s, big], axis=1),
+        np.stack([big, s01 * s, s02 * s, d21 * s], axis=1),
+        np.stack([s01 * s, big, s12 * s, d02 * s], axis=1),
+        np.stack([s02 * s, s12 * s, big, d10 * s], axis=1),
+    ])
+    q = np.where(q[:, 3:4] < 0.0, -q, q)
     return q / np.linalg.norm(q, axis=1, keepdims=True)
 
 
@@ -174,7 +194,7 @@ def _step_one(i, state, rot, omega, cmd, prm):
         yaw = yaw + state[i, 10] * dt
         if yaw > math.pi:
             yaw -= 2.0 * math.pi
-        elif yaw < -math.pi:
+        elif yaw <= -math.pi:
             yaw += 2.0 * math.pi
         state[i, 9] = yaw
     _attitude(state[i, 6], state[i, 7], state[i, 8], state[i, 9], gravity, rot[i])
@@ -245,7 +265,8 @@ class QuadrotorBatch:
         """Hover at ``positions`` (N, 3) map m with headings ``yaws`` (N,) rad, at rest."""
         self.state[:] = 0.0
         self.state[:, POS] = np.asarray(positions, dtype=np.float64).reshape(self.n, 3)
-        self.state[:, YAW] = np.asarray(yaws, dtype=np.float64).reshape(self.n)
+        yaws = np.asarray(yaws, dtype=np.float64).reshape(self.n)
+        self.state[:, YAW] = np.where((yaws > -np.pi) & (yaws <= np.pi), yaws, np.pi - np.mod(np.pi - yaws, 2.0 * np.pi))
         self.rotation = attitude_from_acceleration(np.zeros((self.n, 3)), self.state[:, YAW], self.params.gravity_m_s2)
         self.angular_velocity_body[:] = 0.0
         self.time_s = 0.0

@@ -36,7 +36,7 @@ import numpy as np
 from airplay.render.api import Backend, render
 from airplay.render.camera import map_from_base, viewmat_from_pose
 from airplay.sim.collision import EpisodeStatus
-from airplay.sim.dynamics import QuadrotorBatch
+from airplay.sim.flight import CODE_STATUS, FlightSim
 from airplay.sim.world import World
 from airplay.tasks.sampler import SETTINGS, Task, sample_tasks
 
@@ -86,7 +86,8 @@ class AirPlayEnv(gym.Env):
         self._next_task = 0
         spec = self.world.scene.spec
         self.camera, self.mount = spec.camera.intrinsics, spec.camera.mount
-        self.vehicle = QuadrotorBatch(self.world.vehicle, 1)
+        self.flight = FlightSim(self.world.vehicle, self.world.checker, 1)
+        self.vehicle = self.flight.vehicles
         v = self.world.vehicle
         high = np.array([v.max_speed_xy_m_s, v.max_speed_xy_m_s, v.max_speed_up_m_s, v.max_yaw_rate_rad_s], np.float32)
         low = np.array([-v.max_speed_xy_m_s, -v.max_speed_xy_m_s, -v.max_speed_down_m_s, -v.max_yaw_rate_rad_s],
@@ -135,7 +136,7 @@ class AirPlayEnv(gym.Env):
             task = self._tasks[self._next_task % len(self._tasks)]
             self._next_task += 1
         self.task = task
-        self.vehicle.reset(task.start_position[None, :], np.array([task.start_yaw]))
+        self.flight.reset(task.start_position[None, :], np.array([task.start_yaw]))
         self.status = EpisodeStatus.RUNNING
         self.steps = 0
         self.path_length_m = 0.0
@@ -159,7 +160,7 @@ class AirPlayEnv(gym.Env):
         if not np.isfinite(cmd).all():
             raise ValueError(f"action must be finite, got {cmd.tolist()}")
         before = self.position.copy()
-        self.vehicle.step(cmd[None, :])
+        code = int(self.flight.step(cmd[None, :])[0])
         self.steps += 1
         pos = self.position
         self.path_length_m += float(np.linalg.norm(pos - before))
@@ -168,7 +169,7 @@ class AirPlayEnv(gym.Env):
         self.min_distance_m = min(self.min_distance_m, distance)
         reward = self._distance - distance
         self._distance = distance
-        status = self.world.checker.status(pos[None, :])[0]
+        status = CODE_STATUS[code]
         if status is EpisodeStatus.RUNNING and distance <= self.world.protocol.success_radius_m:
             status = EpisodeStatus.SUCCESS
         if status is EpisodeStatus.RUNNING and self.time_s >= self.task.time_limit_s - 1e-9:

@@ -1,0 +1,101 @@
+"""Dynamics, collision and bounds for N vehicles in one compiled call per control step.
+
+:class:`FlightSim` is what the environment steps: the flight model of
+:mod:`airplay.sim.dynamics`, then the sphere-vs-SDF and region checks of
+:mod:`airplay.sim.collision`, fused so one vehicle costs about a microsecond per 50 Hz
+step instead of several Python-level calls.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from airplay.sim.collision import CollisionChecker, EpisodeStatus, outside_point
+from airplay.sim.dynamics import PARALLEL_MIN_VEHICLES, QuadrotorBatch, VehicleParams, _step_one
+from airplay.sim.sdf import _trilinear_at
+
+RUNNING, COLLISION, OUT_OF_BOUNDS = 0, 1, 2
+CODE_STATUS = {RUNNING: EpisodeStatus.RUNNING, COLLISION: EpisodeStatus.COLLISION,
+               OUT_OF_BOUNDS: EpisodeStatus.OUT_OF_BOUNDS}
+
+
+@njit(cache=True)
+def _commands_finite(cmd):
+    for i in range(cmd.shape[0]):
+        for j in range(4):
+            if not np.isfinite(cmd[i, j]):
+                return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _check_one(i, state, values, origin, inv_res, radius, poly, z_min, z_max, codes):
+    x, y, z = state[i, 0], state[i, 1], state[i, 2]
+    if _trilinear_at(values, origin, inv_res, x, y, z) < radius:
+        codes[i] = 1
+    elif outside_point(poly, z_min, z_max, x, y, z):
+        codes[i] = 2
+    else:
+        codes[i] = 0
+
+
+@njit(cache=True)
+def _step_check_serial(state, rot, omega, cmd, prm, values, origin, inv_res, radius, poly, z_min, z_max, codes):
+    if not _commands_finite(cmd):
+        return False
+    for i in range(state.shape[0]):
+        _step_one(i, state, rot, omega, cmd, prm)
+        _check_one(i, state, values, origin, inv_res, radius, poly, z_min, z_max, codes)
+    return True
+
+
+@njit(cache=True, parallel=True)
+def _step_check_parallel(state, rot, omega, cmd, prm, values, origin, inv_res, radius, poly, z_min, z_max, codes):
+    if not _commands_finite(cmd):
+        return False
+    for i in prange(state.shape[0]):
+        _step_one(i, state, rot, omega, cmd, prm)
+        _check_one(i, state, values, origin, inv_res, radius, poly, z_min, z_max, codes)
+    return True
+
+
+class FlightSim:
+    """N vehicles in one scene: ``step(cmd)`` moves them and returns their status codes.
+
+    Codes (int8, one per vehicle): 0 running, 1 collision (the sphere of
+    ``params.radius_m`` reaches the mesh), 2 out of bounds (centre outside the navigable
+    polygon or height band); collision wins when both hold. ``CODE_STATUS`` maps them to
+    :class:`EpisodeStatus`. Vehicle state is read through :attr:`vehicles`.
+    """
+
+    def __init__(self, params: VehicleParams, checker: CollisionChecker, n: int = 1) -> None:
+        self.vehicles = QuadrotorBatch(params, n)
+        self.checker = checker
+        sdf = checker.sdf
+        self._values = sdf.values
+        self._origin = np.ascontiguousarray(sdf.origin_m, dtype=np.float64)
+        self._inv_res = 1.0 / sdf.resolution_m
+        self._poly = np.ascontiguousarray(checker.region.polygon, dtype=np.float64)
+        self._band = (float(checker.region.z_min), float(checker.region.z_max))
+        self._radius = float(checker.radius_m)
+        self.codes = np.zeros(n, dtype=np.int8)
+        self._kernel = _step_check_parallel if n >= PARALLEL_MIN_VEHICLES else _step_check_serial
+
+    def reset(self, positions: np.ndarray, yaws: np.ndarray) -> np.ndarray:
+        """Place the vehicles at rest; returns the status codes at those positions."""
+        self.vehicles.reset(positions, yaws)
+        pos = self.vehicles.position
+        collided, outside = self.checker.collided(pos), self.checker.out_of_bounds(pos)
+        self.codes[:] = np.where(collided, COLLISION, np.where(outside, OUT_OF_BOUNDS, RUNNING))
+        return self.codes
+
+    def step(self, cmd: np.ndarray) -> np.ndarray:
+        """Advance one control period under ``cmd`` (N, 4) and return the (N,) int8 status codes."""
+        v = self.vehicles
+        cmd = np.ascontiguousarray(cmd, dtype=np.float64).reshape(v.n, 4)
+        if not self._kernel(v.state, v.rotation, v.angular_velocity_body, cmd, v._prm, self._values, self._origin,
+                            self._inv_res, self._radius, self._poly, self._band[0], self._band[1], self.codes):
+            raise ValueError("non-finite velocity command; the safety layer must refuse it before the vehicle")
+        v.time_s += v.params.control_dt_s
+        return self.codes
