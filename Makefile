@@ -6,6 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.airplay-installed
 SCENES ?= scenes
+EPISODES ?= 10
 
 # DDS stays on this machine unless the user says otherwise (config/fastdds_localhost.xml).
 export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
@@ -15,7 +16,7 @@ export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
 .PHONY: setup sim-eval test bench clean-venv help
 
 help:
-	@echo "make sim-eval   set up .venv if needed, make the synthetic scenes, render views"
+	@echo "make sim-eval   set up .venv if needed, make the synthetic scenes, fly the expert, print metrics"
 	@echo "make test       set up .venv if needed and run the test suite"
 	@echo "make bench      run the benchmarks under bench/"
 
@@ -42,7 +43,8 @@ $(STAMP): setup.py pyproject.toml requirements/torch.txt requirements/ros-jazzy.
 	@touch $(STAMP)
 
 sim-eval: $(STAMP)
-	$(VENV)/bin/airplay demo --scenes $(SCENES) --out out/demo
+	$(VENV)/bin/airplay eval --runtime inprocess --policy expert --make-default-scenes $(SCENES) \
+	  --scenes $(SCENES) --episodes $(EPISODES) --seed 0 --out out/sim-eval
 
 test: $(STAMP)
 	ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST FASTDDS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml \
@@ -50,6 +52,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/render.py
+	$(PY) bench/sim.py
 
 clean-venv:
 	rm -rf $(VENV)

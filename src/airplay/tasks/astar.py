@@ -7,6 +7,13 @@ cell is expanded at most once and the path returned is optimal. Ties in f are br
 towards larger g (deeper nodes), which keeps long straight searches cheap; the search is
 deterministic.
 
+Long detours (a building between start and goal) would flood the volume around the
+obstacle with the octile heuristic alone; a search that expands more than
+``EXPANSIONS_BEFORE_COLUMN_HEURISTIC`` cells restarts with h = max(octile, D2) where D2 is
+the 8-connected 2D distance to the goal over the grid's columns that hold any free cell.
+D2 is a lower bound of any 3D path's length (a path's (x, y) projection is such a 2D path
+and no longer than it) and consistent, so the result is still optimal.
+
 An optional non-negative per-cell ``penalty`` multiplies step costs (entering cell b from
 a costs ``step * (1 + (penalty[a] + penalty[b]) / 2)``): the expert uses it to keep away
 from walls. The heuristic stays admissible and consistent with it; ``length_m`` is always
@@ -38,6 +45,10 @@ def _offsets() -> tuple[np.ndarray, np.ndarray]:
 
 OFFSETS, STEP_COSTS = _offsets()
 """The 26 neighbour offsets (26, 3) and their lengths in cells (26,)."""
+
+FOUND, UNREACHABLE, OVER_BUDGET = 0, 1, 2
+EXPANSIONS_BEFORE_COLUMN_HEURISTIC = 20_000
+"""Searches that expand more cells than this restart with the column heuristic (below)."""
 
 
 @dataclass(frozen=True)
@@ -71,18 +82,25 @@ def _before(f1: float, g1: float, f2: float, g2: float) -> bool:
 
 
 @numba.njit(cache=True)
-def _search(free, penalty, use_penalty, start, goal, offsets, step_costs):
-    """Core A*: returns (path cells (K, 3) int64 or empty, cost in cells, expanded)."""
+def _search(free, penalty, use_penalty, h2d, use_h2d, start, goal, offsets, step_costs, max_expanded):
+    """Core A*: (path cells (K, 3) int64 or empty, cost in cells, expanded, status) with
+    status FOUND, UNREACHABLE or OVER_BUDGET (more than ``max_expanded`` expansions)."""
     nx, ny, nz = free.shape
     n = nx * ny * nz
+    nyz = ny * nz
+    free_flat = free.reshape(n)
+    pen_flat = penalty.reshape(penalty.size)
+    flat_off = np.empty(26, dtype=np.int64)
+    for d in range(26):
+        flat_off[d] = (offsets[d, 0] * ny + offsets[d, 1]) * nz + offsets[d, 2]
+    # g and parent are valid only where state != 0; np.empty / np.zeros leave untouched
+    # pages unmapped, so a short search on a large grid costs only what it touches
     g = np.empty(n, dtype=np.float64)
-    g[:] = np.inf
     state = np.zeros(n, dtype=np.uint8)  # 0 unseen, 1 open, 2 closed
-    parent = np.full(n, -1, dtype=np.int8)  # index into offsets of the step that reached the cell
+    parent = np.empty(n, dtype=np.int8)  # index into offsets of the step that reached the cell
+    # binary heap of (f, g, cell) rows: one cache line per level
     cap = 1 << 16
-    hf = np.empty(cap, dtype=np.float64)
-    hg = np.empty(cap, dtype=np.float64)
-    hv = np.empty(cap, dtype=np.int64)
+    heap = np.empty((cap, 3), dtype=np.float64)
     size = 0
 
     sx, sy, sz = start[0], start[1], start[2]
@@ -91,86 +109,95 @@ def _search(free, penalty, use_penalty, start, goal, offsets, step_costs):
     g_idx = (gx * ny + gy) * nz + gz
     g[s_idx] = 0.0
     state[s_idx] = 1
-    hf[0] = _octile(gx - sx, gy - sy, gz - sz)
-    hg[0] = 0.0
-    hv[0] = s_idx
+    h0 = _octile(gx - sx, gy - sy, gz - sz)
+    if use_h2d:
+        h0 = max(h0, h2d[sx, sy])
+    heap[0, 0] = h0
+    heap[0, 1] = 0.0
+    heap[0, 2] = s_idx
     size = 1
     expanded = 0
     found = False
     while size > 0:
         # pop
-        cur = hv[0]
-        cur_g = hg[0]
+        cur = np.int64(heap[0, 2])
+        cur_g = heap[0, 1]
         size -= 1
         if size > 0:
-            lf, lg, lv = hf[size], hg[size], hv[size]
+            lf, lg, lv = heap[size, 0], heap[size, 1], heap[size, 2]
             i = 0
             while True:
                 c = 2 * i + 1
                 if c >= size:
                     break
-                if c + 1 < size and _before(hf[c + 1], hg[c + 1], hf[c], hg[c]):
+                if c + 1 < size and _before(heap[c + 1, 0], heap[c + 1, 1], heap[c, 0], heap[c, 1]):
                     c += 1
-                if _before(hf[c], hg[c], lf, lg):
-                    hf[i], hg[i], hv[i] = hf[c], hg[c], hv[c]
+                if _before(heap[c, 0], heap[c, 1], lf, lg):
+                    heap[i, 0], heap[i, 1], heap[i, 2] = heap[c, 0], heap[c, 1], heap[c, 2]
                     i = c
                 else:
                     break
-            hf[i], hg[i], hv[i] = lf, lg, lv
-        if state[cur] == 2 or cur_g > g[cur]:
+            heap[i, 0], heap[i, 1], heap[i, 2] = lf, lg, lv
+        if state[cur] == 2:
             continue  # stale entry
         state[cur] = 2
         expanded += 1
         if cur == g_idx:
             found = True
             break
-        cx = cur // (ny * nz)
-        rem = cur - cx * ny * nz
+        if expanded > max_expanded:
+            return np.empty((0, 3), dtype=np.int64), np.inf, expanded, OVER_BUDGET
+        cx = cur // nyz
+        rem = cur - cx * nyz
         cy = rem // nz
         cz = rem - cy * nz
-        pen_cur = penalty[cx, cy, cz] if use_penalty else 0.0
+        pen_cur = pen_flat[cur] if use_penalty else 0.0
+        interior = 0 < cx < nx - 1 and 0 < cy < ny - 1 and 0 < cz < nz - 1
         for d in range(26):
-            x = cx + offsets[d, 0]
-            y = cy + offsets[d, 1]
-            z = cz + offsets[d, 2]
-            if x < 0 or y < 0 or z < 0 or x >= nx or y >= ny or z >= nz:
-                continue
-            if not free[x, y, z]:
-                continue
-            nb = (x * ny + y) * nz + z
-            if state[nb] == 2:
+            if interior:
+                nb = cur + flat_off[d]
+            else:
+                x = cx + offsets[d, 0]
+                y = cy + offsets[d, 1]
+                z = cz + offsets[d, 2]
+                if x < 0 or y < 0 or z < 0 or x >= nx or y >= ny or z >= nz:
+                    continue
+                nb = (x * ny + y) * nz + z
+            if not free_flat[nb] or state[nb] == 2:
                 continue
             step = step_costs[d]
             if use_penalty:
-                step = step * (1.0 + 0.5 * (pen_cur + penalty[x, y, z]))
+                step = step * (1.0 + 0.5 * (pen_cur + pen_flat[nb]))
             ng = cur_g + step
-            if ng < g[nb]:
+            if state[nb] == 0 or ng < g[nb]:
                 g[nb] = ng
                 parent[nb] = d
                 state[nb] = 1
-                nf = ng + _octile(gx - x, gy - y, gz - z)
+                x = cx + offsets[d, 0]
+                y = cy + offsets[d, 1]
+                z = cz + offsets[d, 2]
+                h = _octile(gx - x, gy - y, gz - z)
+                if use_h2d:
+                    h = max(h, h2d[x, y])
+                nf = ng + h
                 # push
                 if size == cap:
                     cap *= 2
-                    nhf = np.empty(cap, dtype=np.float64)
-                    nhg = np.empty(cap, dtype=np.float64)
-                    nhv = np.empty(cap, dtype=np.int64)
-                    nhf[:size] = hf[:size]
-                    nhg[:size] = hg[:size]
-                    nhv[:size] = hv[:size]
-                    hf, hg, hv = nhf, nhg, nhv
+                    bigger = np.empty((cap, 3), dtype=np.float64)
+                    bigger[:size] = heap[:size]
+                    heap = bigger
                 i = size
                 size += 1
                 while i > 0:
                     p = (i - 1) // 2
-                    if _before(nf, ng, hf[p], hg[p]):
-                        hf[i], hg[i], hv[i] = hf[p], hg[p], hv[p]
+                    if _before(nf, ng, heap[p, 0], heap[p, 1]):
+                        heap[i, 0], heap[i, 1], heap[i, 2] = heap[p, 0], heap[p, 1], heap[p, 2]
                         i = p
                     else:
                         break
-                hf[i], hg[i], hv[i] = nf, ng, nb
+                heap[i, 0], heap[i, 1], heap[i, 2] = nf, ng, nb
     if not found:
-        return np.empty((0, 3), dtype=np.int64), np.inf, expanded
+        return np.empty((0, 3), dtype=np.int64), np.inf, expanded, UNREACHABLE
     # walk back
     count = 1
     x, y, z = gx, gy, gz
@@ -189,7 +216,69 @@ def _search(free, penalty, use_penalty, start, goal, offsets, step_costs):
             x -= offsets[d, 0]
             y -= offsets[d, 1]
             z -= offsets[d, 2]
-    return cells, g[g_idx], expanded
+    return cells, g[g_idx], expanded, FOUND
+
+
+@numba.njit(cache=True)
+def _column_distance(columns, gx, gy):
+    """8-connected Dijkstra over the 2D mask ``columns`` (nx, ny) from (gx, gy): distance in
+    cells (inf where unreachable). A lower bound of the 3D distance when ``columns`` marks
+    the (x, y) columns holding any free cell."""
+    nx, ny = columns.shape
+    dist = np.full((nx, ny), np.inf)
+    done = np.zeros((nx, ny), dtype=np.bool_)
+    cap = 1 << 12
+    heap = np.empty((cap, 3), dtype=np.float64)  # (d, x, y)
+    dist[gx, gy] = 0.0
+    heap[0, 0], heap[0, 1], heap[0, 2] = 0.0, gx, gy
+    size = 1
+    while size > 0:
+        d0, cx, cy = heap[0, 0], np.int64(heap[0, 1]), np.int64(heap[0, 2])
+        size -= 1
+        if size > 0:
+            last0, last1, last2 = heap[size, 0], heap[size, 1], heap[size, 2]
+            i = 0
+            while True:
+                c = 2 * i + 1
+                if c >= size:
+                    break
+                if c + 1 < size and heap[c + 1, 0] < heap[c, 0]:
+                    c += 1
+                if heap[c, 0] < last0:
+                    heap[i, 0], heap[i, 1], heap[i, 2] = heap[c, 0], heap[c, 1], heap[c, 2]
+                    i = c
+                else:
+                    break
+            heap[i, 0], heap[i, 1], heap[i, 2] = last0, last1, last2
+        if done[cx, cy]:
+            continue
+        done[cx, cy] = True
+        for dx in range(-1, 2):
+            for dy in range(-1, 2):
+                x, y = cx + dx, cy + dy
+                if (dx == 0 and dy == 0) or x < 0 or y < 0 or x >= nx or y >= ny:
+                    continue
+                if not columns[x, y] or done[x, y]:
+                    continue
+                nd = d0 + (1.4142135623730951 if dx != 0 and dy != 0 else 1.0)
+                if nd < dist[x, y]:
+                    dist[x, y] = nd
+                    if size == cap:
+                        cap *= 2
+                        bigger = np.empty((cap, 3), dtype=np.float64)
+                        bigger[:size] = heap[:size]
+                        heap = bigger
+                    i = size
+                    size += 1
+                    while i > 0:
+                        p = (i - 1) // 2
+                        if nd < heap[p, 0]:
+                            heap[i, 0], heap[i, 1], heap[i, 2] = heap[p, 0], heap[p, 1], heap[p, 2]
+                            i = p
+                        else:
+                            break
+                    heap[i, 0], heap[i, 1], heap[i, 2] = nd, x, y
+    return dist
 
 
 def path_length_cells(cells: np.ndarray) -> float:
@@ -219,11 +308,17 @@ def astar(free: np.ndarray, start, goal, resolution_m: float = 1.0,
         pen = np.ascontiguousarray(penalty, dtype=np.float32)
         if pen.shape != free.shape:
             raise ValueError(f"penalty shape {pen.shape} differs from the grid's {free.shape}")
-        if not (pen >= 0).all():
-            raise ValueError("penalty must be non-negative (and not NaN)")
-        use = True
-    cells, cost, expanded = _search(free, pen, use, s, t, OFFSETS, STEP_COSTS)
-    if len(cells) == 0:
+        use = True  # not checked for >= 0 here (a full pass per search); the caller's contract
+    no_h2d = np.zeros((1, 1), dtype=np.float64)
+    cells, cost, expanded, status = _search(free, pen, use, no_h2d, False, s, t, OFFSETS, STEP_COSTS,
+                                            EXPANSIONS_BEFORE_COLUMN_HEURISTIC)
+    if status == OVER_BUDGET:
+        # a long detour: bound the remaining distance by the 2D distance over the grid's
+        # columns, which keeps the search from flooding the volume around obstacles
+        h2d = _column_distance(free.any(axis=2), t[0], t[1])
+        cells, cost, more, status = _search(free, pen, use, h2d, True, s, t, OFFSETS, STEP_COSTS, free.size)
+        expanded += more
+    if status != FOUND:
         return None
     return AStarPath(cells=cells, length_m=path_length_cells(cells) * float(resolution_m),
                      cost=float(cost), expanded=int(expanded))

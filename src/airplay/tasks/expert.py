@@ -286,11 +286,20 @@ class ExpertPolicy:
             self._penalty = (self.settings.wall_penalty * x * x).astype(np.float32)
         return self._penalty
 
+    def _cell_for(self, point: np.ndarray) -> np.ndarray | None:
+        """The point's own cell when free, else the nearest free cell within 1 m."""
+        cell = self.grid.to_cell(point)
+        if self.grid.in_grid(cell)[0] and self.grid.free[tuple(cell)]:
+            return cell
+        return self.grid.nearest_free(point, max_radius_m=1.0)
+
     def plan(self, start: np.ndarray, goal: np.ndarray, fallback_path: np.ndarray | None = None) -> Reference:
         """Reference trajectory from ``start`` to ``goal`` (map, m)."""
         start, goal = np.asarray(start, np.float64), np.asarray(goal, np.float64)
-        found = astar(self.grid.free, self.grid.to_cell(start), self.grid.to_cell(goal),
-                      self.grid.resolution_m, self.penalty())
+        ends = [self._cell_for(start), self._cell_for(goal)]
+        found = None
+        if ends[0] is not None and ends[1] is not None:
+            found = astar(self.grid.free, ends[0], ends[1], self.grid.resolution_m, self.penalty())
         if found is not None:
             pts = self.grid.to_world(found.cells)
         elif fallback_path is not None and len(fallback_path):
@@ -328,7 +337,12 @@ class ExpertPolicy:
 
     def act(self, position: np.ndarray, velocity: np.ndarray, yaw: float) -> np.ndarray:
         """Command (4,) float32 ``[vx, vy, vz, yaw_rate]`` for one control period, from the
-        vehicle's map position (m), map velocity (m/s) and yaw (rad). Call once per period."""
+        vehicle's map position (m), map velocity (m/s) and yaw (rad).
+
+        Call exactly once per control period: the reference clock advances one period per
+        call. ``velocity`` is part of the common policy signature; the tracker does not
+        need it (the feed-forward carries the motion, the lag model is in the gains).
+        """
         if self.reference is None:
             raise RuntimeError("ExpertPolicy.act called before reset(task)")
         st, veh = self.settings, self.vehicle

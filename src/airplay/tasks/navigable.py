@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from airplay.scene.spec import NavigableRegion
@@ -171,24 +172,43 @@ class NavigableGrid:
         return self.free[:, :, k].copy(), self.origin_m[:2].copy(), self.resolution_m
 
 
-def polygon_edge_distance(polygon: np.ndarray, xy: np.ndarray) -> np.ndarray:
-    """(K,) distance (m) from points (K, 2) to the nearest edge of a closed polygon (M, 2)."""
-    xy = np.atleast_2d(np.asarray(xy, dtype=np.float64))
-    best = np.full(len(xy), np.inf)
-    for i in range(len(polygon)):
-        a, b = polygon[i], polygon[(i + 1) % len(polygon)]
-        ab = b - a
-        t = np.clip(((xy - a) @ ab) / max(float(ab @ ab), 1e-18), 0.0, 1.0)
-        best = np.minimum(best, np.linalg.norm(xy - (a + t[:, None] * ab), axis=1))
-    return best
+@numba.njit(cache=True)
+def _signed_edge_distance(polygon, xy, out):
+    """out[k] = distance from xy[k] to the polygon's boundary, positive inside (even-odd)."""
+    m = polygon.shape[0]
+    for k in range(xy.shape[0]):
+        px, py = xy[k, 0], xy[k, 1]
+        best = np.inf
+        inside = False
+        for i in range(m):
+            x0, y0 = polygon[i, 0], polygon[i, 1]
+            x1, y1 = polygon[(i + 1) % m, 0], polygon[(i + 1) % m, 1]
+            if (y0 > py) != (y1 > py):
+                if px < x0 + (py - y0) * (x1 - x0) / (y1 - y0):
+                    inside = not inside
+            ex, ey = x1 - x0, y1 - y0
+            ee = ex * ex + ey * ey
+            t = ((px - x0) * ex + (py - y0) * ey) / ee if ee > 0 else 0.0
+            t = min(max(t, 0.0), 1.0)
+            dx, dy = px - (x0 + t * ex), py - (y0 + t * ey)
+            best = min(best, dx * dx + dy * dy)
+        out[k] = np.sqrt(best) if inside else -np.sqrt(best)
+
+
+def polygon_signed_distance(polygon: np.ndarray, xy: np.ndarray) -> np.ndarray:
+    """(K,) distance (m) from points (K, 2) to a closed polygon's (M, 2) boundary, positive
+    inside, negative outside (even-odd rule, as :meth:`NavigableRegion.contains_xy`)."""
+    pts = np.ascontiguousarray(np.atleast_2d(xy), dtype=np.float64)
+    out = np.empty(len(pts), dtype=np.float64)
+    _signed_edge_distance(np.ascontiguousarray(polygon, dtype=np.float64), pts, out)
+    return out
 
 
 def inside_polygon(region: NavigableRegion, xy: np.ndarray, margin_m: float = 0.0) -> np.ndarray:
     """Boolean (K,): points (K, 2) inside the region's polygon, at least ``margin_m`` from its edges."""
-    inside = region.contains_xy(xy)
-    if margin_m > 0 and inside.any():
-        inside[inside] = polygon_edge_distance(region.polygon, np.atleast_2d(xy)[inside]) >= margin_m
-    return inside
+    if margin_m <= 0:
+        return region.contains_xy(xy)
+    return polygon_signed_distance(region.polygon, xy) >= margin_m
 
 
 def _query_grid(sdf, origin: np.ndarray, res: float, shape: tuple[int, int, int]) -> np.ndarray:
