@@ -277,7 +277,7 @@ def test_sampler_honours_separation_clearance_and_connectivity(room):
     tasks = sample_tasks("room", grid, 40, seed=5, settings=proto)
     assert len(tasks) == 40 and len({t.task_id for t in tasks}) == 40
     for t in tasks:
-        assert t.task_id.startswith("room-5-") and t.setting == "pointgoal" and t.scene == "room"
+        assert t.task_id.startswith("room-pointgoal-5-") and t.setting == "pointgoal" and t.scene == "room"
         d = np.linalg.norm(t.goal_position - t.start_position)
         assert d >= proto.task.min_endpoint_separation_m
         assert t.euclidean_distance_m == pytest.approx(d)

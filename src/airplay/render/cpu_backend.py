@@ -105,7 +105,7 @@ def tile_size(width: int, height: int, threads: int | None = None) -> int:
     return 32 if n32 >= 8 * threads else 16
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _cull(means, scales, opacities, viewmat, K, width, height, near, far, eps2d, alpha_min, valid, depth):
     """valid[i] = 1 for Gaussians that may touch the image (a superset); depth[i] = optical z."""
     n = means.shape[0]
@@ -153,7 +153,7 @@ def _cull(means, scales, opacities, viewmat, K, width, height, near, far, eps2d,
         valid[i] = 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sort_visible(valid, depth, max_digit_bits, keys_a, keys_b, idx_a, idx_b, hist, rank):
     """Stable sort of the valid Gaussians by depth; rank[i] = position of Gaussian i in depth
     order (valid i only). Returns their count.
@@ -220,7 +220,7 @@ def _sort_visible(valid, depth, max_digit_bits, keys_a, keys_b, idx_a, idx_b, hi
     return m
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _project(valid, rank, means, scales, quats, opacities, sh, viewmat, K, sh_rot, width, height,
              eps2d, alpha_min, grec):
     """Screen-space record of each valid Gaussian i into row rank[i] of ``grec`` (empty box
@@ -383,7 +383,7 @@ def _project(valid, rank, means, scales, quats, opacities, sh, viewmat, K, sh_ro
         grec[r, _R_PY1] = min(fy1, height - 1.0)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _count_tiles(grec, m, ntx, nty, tile_shift, nchunks, starts, offsets):
     """Tile-list offsets (CSR) and per-chunk write cursors; returns the number of pairs."""
     nt = ntx * nty
@@ -409,7 +409,7 @@ def _count_tiles(grec, m, ntx, nty, tile_shift, nchunks, starts, offsets):
     return total
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _fill_tiles(grec, m, ntx, tile_shift, nchunks, starts, rec):
     """Per-tile records, contiguous per tile and in depth order within each tile: row k of
     ``rec`` holds the float record and (as float32) the pixel box of one (tile, Gaussian)."""
@@ -445,7 +445,7 @@ def _terminate(done, rowlo, rowhi, ly, tw, lx):
         rowhi[ly] = k
 
 
-@njit(parallel=True, cache=True, fastmath={"contract"})
+@njit(parallel=True, cache=True, nogil=True, fastmath={"contract"})
 def _rasterize(rec, offsets, width, height, ntx, nty, tile, background,
                alpha_max, alpha_min, t_min, depth_alpha_min, rgb_out, depth_out, alpha_out):
     """Composite each tile's depth-ordered records; one tile per parallel iteration.

@@ -34,18 +34,7 @@ import numpy as np
 import yaml
 from numba import njit, prange
 
-
-def config_dir() -> Path:
-    """The package's ``config/`` folder: the source tree's, else the installed share/airplay one."""
-    import sys
-
-    source = Path(__file__).resolve().parents[3] / "config"
-    if source.is_dir():
-        return source
-    installed = Path(sys.prefix) / "share" / "airplay" / "config"
-    if installed.is_dir():
-        return installed
-    raise FileNotFoundError(f"airplay config folder not found (looked in {source} and {installed})")
+from airplay.config import config_dir
 
 
 @dataclass(frozen=True)

@@ -224,6 +224,8 @@ class AirPlayEnv(gym.Env):
             out = render(self.world.scene.gaussians, viewmat, self.camera.K, w, h,
                          backend=self.render_backend, background=self.world.scene.spec.background_rgb)
             rgb = out.rgb_uint8[0]
+            # One after the other: overlapping them on 2 cores measured slower (the
+            # renderer's parallel stages wait for a descheduled thread).
             depth = self.world.caster.depth(viewmat, self.camera.K, w, h)
             depth = np.minimum(depth, MAX_DEPTH_M)[..., None]
         else:

@@ -8,12 +8,13 @@ radius and the time limit are our choice, documented in the YAML file itself.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from airplay.config import config_dir
 
 PROTOCOL_FILE = "protocol.yaml"
 
@@ -56,14 +57,6 @@ class Protocol:
         return self.time_limit_base_s + self.time_limit_per_astar_m_s * float(astar_length_m)
 
 
-def default_config_dir() -> Path:
-    """The repository's ``config/`` (source tree) or ``share/airplay/config`` (installed copy)."""
-    source = Path(__file__).resolve().parents[3] / "config"
-    if (source / PROTOCOL_FILE).is_file():
-        return source
-    return Path(sys.prefix) / "share" / "airplay" / "config"
-
-
 def _number(path: Path, data: dict, key: str, prefix: str, *, positive: bool = True,
             integer: bool = False, lo: float | None = None, hi: float | None = None) -> Any:
     name = prefix + key
@@ -82,11 +75,11 @@ def _number(path: Path, data: dict, key: str, prefix: str, *, positive: bool = T
 
 
 def load_protocol(path: str | Path | None = None) -> Protocol:
-    """Read and validate protocol.yaml (default: :func:`default_config_dir`/protocol.yaml).
+    """Read and validate protocol.yaml (default: :func:`airplay.config.config_dir`/protocol.yaml).
 
     Raises :class:`ProtocolError` naming the file and the field when it is missing or invalid.
     """
-    path = Path(path) if path is not None else default_config_dir() / PROTOCOL_FILE
+    path = Path(path) if path is not None else config_dir() / PROTOCOL_FILE
     if not path.is_file():
         raise ProtocolError(path, "protocol file not found")
     try:

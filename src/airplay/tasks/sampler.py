@@ -143,7 +143,7 @@ def sample_tasks(scene, grid: NavigableGrid, n: int, seed: int, setting: str = "
         path_m = grid.to_world(found.cells)
         k = len(tasks)
         tasks.append(Task(
-            task_id=f"{name}-{seed}-{k}", scene=name, setting=setting,
+            task_id=f"{name}-{setting}-{seed}-{k}", scene=name, setting=setting,
             start_position=path_m[0].copy(), start_yaw=float(start_yaw),
             goal_position=path_m[-1].copy(), goal_yaw=_goal_yaw(path_m, float(alt_goal_yaw)),
             path_m=path_m, astar_length_m=found.length_m, euclidean_distance_m=float(dist[p]),
