@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchlib import threading_layer
+
 TARGET_FPS = 50.0
 TARGET_RATIO = 10.0
 REAL_DATA = Path(__file__).resolve().parents[1].parent / "shared/data/real"
@@ -206,7 +208,7 @@ def main(argv=None) -> int:
             rows.append(bench_scene("synthetic-urban", g, viewmats, K, args.size, args.frames, bg, not args.no_reference, args.profile))
     result = {
         "threads": numba.get_num_threads(),
-        "threading_layer": _threading_layer(),
+        "threading_layer": threading_layer(),
         "target_fps": TARGET_FPS,
         "target_ratio": TARGET_RATIO,
         "scenes": rows,
@@ -218,15 +220,6 @@ def main(argv=None) -> int:
         print(f"CPU backend, {result['threads']} numba threads ({result['threading_layer']})")
         print_table(rows, skipped)
     return 0
-
-
-def _threading_layer() -> str:
-    import numba
-
-    try:
-        return numba.threading_layer()
-    except ValueError:  # no parallel function has run yet
-        return "unknown"
 
 
 if __name__ == "__main__":

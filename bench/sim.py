@@ -48,6 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchlib import threading_layer
+
 TARGET_RATIO = 10.0
 TARGET_BATCH_RATE = 1e6
 PYBULLET_MASS_KG = 1.0
@@ -453,7 +455,7 @@ def main(argv=None) -> int:
         "cpu_count": os.cpu_count(),
         "load_average_at_start": load_at_start,
         "threads": numba.get_num_threads(),
-        "threading_layer": _threading_layer(),
+        "threading_layer": threading_layer(),
         "scene": info,
         "vehicle": {"control_rate_hz": params.control_rate_hz, "inner_rate_hz": params.inner_rate_hz,
                     "radius_m": params.radius_m},
@@ -522,15 +524,6 @@ def print_table(res: dict) -> None:
     if res["best_batch_rate"] is not None:
         print(f"  batched: {res['best_batch_rate']:,.0f} vehicle-steps/s at N={res['best_batch_vehicles']} "
               f"(>= {res['target_batch_rate']:.0e})  {'PASS' if res['pass_batch'] else 'FAIL'}")
-
-
-def _threading_layer() -> str:
-    import numba
-
-    try:
-        return numba.threading_layer()
-    except ValueError:  # no parallel function has run yet
-        return "unknown"
 
 
 if __name__ == "__main__":
