@@ -3,9 +3,10 @@
 Observation (a dict; keys depend on the setting):
 
 * ``rgb``        (H, W, 3) uint8 camera image (the scene's camera on its mount).
-* ``depth``      (H, W, 1) float32 metres along the optical axis, by ray casting the
-                 collision mesh (as AirPlayground); rays that hit nothing read
-                 ``MAX_DEPTH_M``.
+* ``depth``      (H, W, 1) float32 metres along the optical axis, of the collision mesh
+                 (as AirPlayground): a compiled z-buffer that gives the image of ray
+                 casting through pixel centres (tested against Embree); pixels that see
+                 nothing read ``MAX_DEPTH_M``.
 * ``state``      (13,) float32: position in map (m, 3), orientation of base_link in map as
                  a quaternion (x, y, z, w), linear velocity in map (m/s, 3), angular velocity
                  in base_link (rad/s, 3).
@@ -224,9 +225,7 @@ class AirPlayEnv(gym.Env):
             out = render(self.world.scene.gaussians, viewmat, self.camera.K, w, h,
                          backend=self.render_backend, background=self.world.scene.spec.background_rgb)
             rgb = out.rgb_uint8[0]
-            # One after the other: overlapping them on 2 cores measured slower (the
-            # renderer's parallel stages wait for a descheduled thread).
-            depth = self.world.caster.depth(viewmat, self.camera.K, w, h)
+            depth = self.world.depth.depth(viewmat, self.camera.K, w, h)
             depth = np.minimum(depth, MAX_DEPTH_M)[..., None]
         else:
             rgb = np.zeros((h, w, 3), np.uint8)
