@@ -81,6 +81,50 @@ def _before(f1: float, g1: float, f2: float, g2: float) -> bool:
     return f1 < f2 or (f1 == f2 and g1 > g2)
 
 
+@numba.njit(cache=True, inline="always")
+def _heap_push(heap, size, key, tie, value):
+    """Push (key, tie, value) on the binary heap ``heap[:size]`` (rows ordered by :func:`_before`).
+
+    Returns (heap, size + 1); the heap array is doubled when full.
+    """
+    if size == heap.shape[0]:
+        bigger = np.empty((2 * size, 3), dtype=np.float64)
+        bigger[:size] = heap[:size]
+        heap = bigger
+    i = size
+    while i > 0:
+        p = (i - 1) // 2
+        if _before(key, tie, heap[p, 0], heap[p, 1]):
+            heap[i, 0], heap[i, 1], heap[i, 2] = heap[p, 0], heap[p, 1], heap[p, 2]
+            i = p
+        else:
+            break
+    heap[i, 0], heap[i, 1], heap[i, 2] = key, tie, value
+    return heap, size + 1
+
+
+@numba.njit(cache=True, inline="always")
+def _heap_pop(heap, size):
+    """Drop the top row of ``heap[:size]`` (read it first); returns the new size."""
+    size -= 1
+    if size > 0:
+        lk, lt, lv = heap[size, 0], heap[size, 1], heap[size, 2]
+        i = 0
+        while True:
+            c = 2 * i + 1
+            if c >= size:
+                break
+            if c + 1 < size and _before(heap[c + 1, 0], heap[c + 1, 1], heap[c, 0], heap[c, 1]):
+                c += 1
+            if _before(heap[c, 0], heap[c, 1], lk, lt):
+                heap[i, 0], heap[i, 1], heap[i, 2] = heap[c, 0], heap[c, 1], heap[c, 2]
+                i = c
+            else:
+                break
+        heap[i, 0], heap[i, 1], heap[i, 2] = lk, lt, lv
+    return size
+
+
 @numba.njit(cache=True)
 def _search(free, penalty, use_penalty, h2d, use_h2d, start, goal, offsets, step_costs, max_expanded):
     """Core A*: (path cells (K, 3) int64 or empty, cost in cells, expanded, status) with
@@ -99,8 +143,7 @@ def _search(free, penalty, use_penalty, h2d, use_h2d, start, goal, offsets, step
     state = np.zeros(n, dtype=np.uint8)  # 0 unseen, 1 open, 2 closed
     parent = np.empty(n, dtype=np.int8)  # index into offsets of the step that reached the cell
     # binary heap of (f, g, cell) rows: one cache line per level
-    cap = 1 << 16
-    heap = np.empty((cap, 3), dtype=np.float64)
+    heap = np.empty((1 << 16, 3), dtype=np.float64)
     size = 0
 
     sx, sy, sz = start[0], start[1], start[2]
@@ -122,22 +165,7 @@ def _search(free, penalty, use_penalty, h2d, use_h2d, start, goal, offsets, step
         # pop
         cur = np.int64(heap[0, 2])
         cur_g = heap[0, 1]
-        size -= 1
-        if size > 0:
-            lf, lg, lv = heap[size, 0], heap[size, 1], heap[size, 2]
-            i = 0
-            while True:
-                c = 2 * i + 1
-                if c >= size:
-                    break
-                if c + 1 < size and _before(heap[c + 1, 0], heap[c + 1, 1], heap[c, 0], heap[c, 1]):
-                    c += 1
-                if _before(heap[c, 0], heap[c, 1], lf, lg):
-                    heap[i, 0], heap[i, 1], heap[i, 2] = heap[c, 0], heap[c, 1], heap[c, 2]
-                    i = c
-                else:
-                    break
-            heap[i, 0], heap[i, 1], heap[i, 2] = lf, lg, lv
+        size = _heap_pop(heap, size)
         if state[cur] == 2:
             continue  # stale entry
         state[cur] = 2
@@ -179,23 +207,7 @@ def _search(free, penalty, use_penalty, h2d, use_h2d, start, goal, offsets, step
                 h = _octile(gx - x, gy - y, gz - z)
                 if use_h2d:
                     h = max(h, h2d[x, y])
-                nf = ng + h
-                # push
-                if size == cap:
-                    cap *= 2
-                    bigger = np.empty((cap, 3), dtype=np.float64)
-                    bigger[:size] = heap[:size]
-                    heap = bigger
-                i = size
-                size += 1
-                while i > 0:
-                    p = (i - 1) // 2
-                    if _before(nf, ng, heap[p, 0], heap[p, 1]):
-                        heap[i, 0], heap[i, 1], heap[i, 2] = heap[p, 0], heap[p, 1], heap[p, 2]
-                        i = p
-                    else:
-                        break
-                heap[i, 0], heap[i, 1], heap[i, 2] = nf, ng, nb
+                heap, size = _heap_push(heap, size, ng + h, ng, nb)
     if not found:
         return np.empty((0, 3), dtype=np.int64), np.inf, expanded, UNREACHABLE
     # walk back
@@ -227,29 +239,14 @@ def _column_distance(columns, gx, gy):
     nx, ny = columns.shape
     dist = np.full((nx, ny), np.inf)
     done = np.zeros((nx, ny), dtype=np.bool_)
-    cap = 1 << 12
-    heap = np.empty((cap, 3), dtype=np.float64)  # (d, x, y)
+    heap = np.empty((1 << 12, 3), dtype=np.float64)  # (distance, 0, x * ny + y)
     dist[gx, gy] = 0.0
-    heap[0, 0], heap[0, 1], heap[0, 2] = 0.0, gx, gy
+    heap[0, 0], heap[0, 1], heap[0, 2] = 0.0, 0.0, gx * ny + gy
     size = 1
     while size > 0:
-        d0, cx, cy = heap[0, 0], np.int64(heap[0, 1]), np.int64(heap[0, 2])
-        size -= 1
-        if size > 0:
-            last0, last1, last2 = heap[size, 0], heap[size, 1], heap[size, 2]
-            i = 0
-            while True:
-                c = 2 * i + 1
-                if c >= size:
-                    break
-                if c + 1 < size and heap[c + 1, 0] < heap[c, 0]:
-                    c += 1
-                if heap[c, 0] < last0:
-                    heap[i, 0], heap[i, 1], heap[i, 2] = heap[c, 0], heap[c, 1], heap[c, 2]
-                    i = c
-                else:
-                    break
-            heap[i, 0], heap[i, 1], heap[i, 2] = last0, last1, last2
+        d0, cell = heap[0, 0], np.int64(heap[0, 2])
+        cx, cy = cell // ny, cell % ny
+        size = _heap_pop(heap, size)
         if done[cx, cy]:
             continue
         done[cx, cy] = True
@@ -263,21 +260,8 @@ def _column_distance(columns, gx, gy):
                 nd = d0 + (1.4142135623730951 if dx != 0 and dy != 0 else 1.0)
                 if nd < dist[x, y]:
                     dist[x, y] = nd
-                    if size == cap:
-                        cap *= 2
-                        bigger = np.empty((cap, 3), dtype=np.float64)
-                        bigger[:size] = heap[:size]
-                        heap = bigger
-                    i = size
-                    size += 1
-                    while i > 0:
-                        p = (i - 1) // 2
-                        if nd < heap[p, 0]:
-                            heap[i, 0], heap[i, 1], heap[i, 2] = heap[p, 0], heap[p, 1], heap[p, 2]
-                            i = p
-                        else:
-                            break
-                    heap[i, 0], heap[i, 1], heap[i, 2] = nd, x, y
+                    # tie 0 for every row: the order is plain "smaller distance first"
+                    heap, size = _heap_push(heap, size, nd, 0.0, x * ny + y)
     return dist
 
 
