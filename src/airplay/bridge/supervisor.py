@@ -43,6 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from airplay.bridge.geofence import Geofence, signed_area
+
 log = logging.getLogger("airplay.supervisor")
 
 
@@ -167,7 +169,7 @@ class SupervisorConfig:
             if poly.ndim != 2 or poly.shape[1] != 2 or len(poly) < 3 or not np.all(np.isfinite(poly)):
                 raise ValueError("SupervisorConfig.fence_polygon_xy_m must be at least 3 finite (x, y) vertices, "
                                  f"got {self.fence_polygon_xy_m!r}")
-            if abs(_signed_area(poly)) < 1e-9:
+            if abs(signed_area(poly)) < 1e-9:
                 raise ValueError("SupervisorConfig.fence_polygon_xy_m has zero area")
 
     @property
@@ -182,67 +184,8 @@ class SupervisorConfig:
             return np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]])
         if self.fence_polygon_xy_m is not None:
             poly = np.asarray(self.fence_polygon_xy_m, dtype=np.float64)
-            return poly if _signed_area(poly) > 0 else poly[::-1].copy()
+            return poly if signed_area(poly) > 0 else poly[::-1].copy()
         return None
-
-
-def _signed_area(poly: np.ndarray) -> float:
-    x, y = poly[:, 0], poly[:, 1]
-    return 0.5 * float(np.sum(x * np.roll(y, -1) - np.roll(x, -1) * y))
-
-
-class Geofence:
-    """Horizontal polygon (map x/y, CCW) and/or altitude band (map z), with distances and the
-    outward normals of the boundary parts near a point."""
-
-    def __init__(self, cfg: SupervisorConfig) -> None:
-        self.vertices = cfg.fence_vertices_ccw()
-        self.z_min_m, self.z_max_m = cfg.fence_z_min_m, cfg.fence_z_max_m
-
-    def contains(self, position_enu: np.ndarray) -> bool:
-        x, y, z = (float(v) for v in position_enu)
-        if self.z_min_m is not None and z < self.z_min_m:
-            return False
-        if self.z_max_m is not None and z > self.z_max_m:
-            return False
-        if self.vertices is None:
-            return True
-        inside = False  # even-odd ray casting; boundary points count as inside via the distance test
-        v = self.vertices
-        for i in range(len(v)):
-            (x0, y0), (x1, y1) = v[i], v[(i + 1) % len(v)]
-            if (y0 > y) != (y1 > y) and x < x0 + (y - y0) * (x1 - x0) / (y1 - y0):
-                inside = not inside
-        return inside or min((d for d, _ in self._edges(x, y)), default=math.inf) < 1e-9
-
-    def _edges(self, x: float, y: float):
-        """(distance m, outward unit normal (2,)) of every polygon edge from point (x, y)."""
-        v = self.vertices
-        for i in range(len(v)):
-            a, b = v[i], v[(i + 1) % len(v)]
-            ab = b - a
-            length = float(np.hypot(*ab))
-            t = min(1.0, max(0.0, float(np.dot([x, y] - a, ab)) / (length * length)))
-            d = float(np.hypot(*(a + t * ab - [x, y])))
-            yield d, np.array([ab[1], -ab[0]]) / length  # CCW polygon: right of the edge is outside
-
-    def near_normals(self, position_enu: np.ndarray, margin_m: float) -> tuple[list[np.ndarray], list[str]]:
-        """Outward unit normals (3,) ENU of the fence parts within ``margin_m`` of the position,
-        with a description of each (for intervention reasons)."""
-        x, y, z = (float(v) for v in position_enu)
-        normals, names = [], []
-        if self.vertices is not None:
-            for i, (d, n) in enumerate(self._edges(x, y)):
-                if d < margin_m:
-                    normals.append(np.array([n[0], n[1], 0.0]))
-                    names.append(f"edge {i} at {d:.2f} m")
-        if self.z_max_m is not None and self.z_max_m - z < margin_m:
-            normals.append(np.array([0.0, 0.0, 1.0]))
-            names.append(f"ceiling z_max {self.z_max_m:.2f} m at {self.z_max_m - z:.2f} m")
-        if self.z_min_m is not None and z - self.z_min_m < margin_m:
-            normals.append(np.array([0.0, 0.0, -1.0]))
-            names.append(f"floor z_min {self.z_min_m:.2f} m at {z - self.z_min_m:.2f} m")
-        return normals, names
 
 
 def _heading_to_enu(v_heading: np.ndarray, yaw_rad: float) -> np.ndarray:
@@ -264,7 +207,8 @@ class SafetySupervisor:
 
     def __init__(self, config: SupervisorConfig | None = None) -> None:
         self.config = config if config is not None else SupervisorConfig()
-        self.fence = Geofence(self.config) if self.config.has_fence else None
+        cfg = self.config
+        self.fence = Geofence(cfg.fence_vertices_ccw(), cfg.fence_z_min_m, cfg.fence_z_max_m) if cfg.has_fence else None
         self._last_heartbeat_s: float | None = None
         self._position_enu: np.ndarray | None = None
         self._velocity_enu: np.ndarray | None = None

@@ -62,7 +62,7 @@ def sample_quads(q: dict[str, np.ndarray], density: float, rng: np.random.Genera
     fv = (iv + 0.5 + jit[:, 1]) / nv[idx]
     eu, ev = q["eu"][idx], q["ev"][idx]
     p = q["origin"][idx] + fu[:, None] * eu + fv[:, None] * ev
-    t1, t2 = _unit(eu), _unit(ev)
+    t1 = _unit(eu)
     n = _unit(np.cross(eu, ev))
     uv = np.column_stack([q["u0"][idx] + fu * lu[idx], q["v0"][idx] + fv * lv[idx]])
     st = np.column_stack([fu * lu[idx], fv * lv[idx]])
