@@ -49,6 +49,12 @@ setup(
     entry_points={
         "console_scripts": [
             "airplay = airplay.cli:main",
+            # The node executables of airplay.graph (NodeSpec.executable), installed to
+            # lib/airplay (setup.cfg) where `ros2 run` / `ros2 launch` look for them.
+            "sim_node = airplay.nodes.sim_node:main",
+            "renderer_node = airplay.nodes.renderer_node:main",
+            "policy_node = airplay.nodes.policy_node:main",
+            "evaluator_node = airplay.nodes.evaluator_node:main",
         ],
     },
 )

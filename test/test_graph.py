@@ -20,6 +20,11 @@ def test_sim_eval_graph_nodes_and_parameters():
     assert "sim_eval" in GRAPHS
 
 
+def test_scene_is_another_name_for_scenes():
+    values = parse_launch_arguments(["scene:=scenes/urban_0"], SIM_EVAL_ARGUMENTS)
+    assert all(n.parameters.get("scenes", "scenes/urban_0") == "scenes/urban_0" for n in sim_eval_graph(values))
+
+
 @pytest.mark.parametrize("tokens, words", [
     (["bogus:=1"], "unknown launch argument 'bogus'"),
     (["policy=expert"], "must look like key:=value"),
@@ -31,7 +36,9 @@ def test_bad_launch_arguments_name_the_key(tokens, words):
 
 @pytest.mark.parametrize("tokens, words", [
     (["lockstep:=maybe"], "lockstep:=maybe must be true or false"),
-    (["episodes:=ten"], "episodes:=ten must be a int"),
+    (["episodes:=ten"], "episodes:=ten must be an integer"),
+    (["setting:=vln"], "setting:=vln must be one of pointgoal, imagegoal, goalfree"),
+    (["render_backend:=vulkan"], "render_backend:=vulkan must be one of auto, cpu, gsplat"),
 ])
 def test_bad_values_name_the_argument(tokens, words):
     with pytest.raises(GraphArgumentError, match=words):

@@ -143,6 +143,45 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.scenes), Path(args.out), args.categories, args.seed, args.views, args.backend)
 
 
+def _cmd_launch(args: argparse.Namespace) -> int:
+    import shlex
+
+    from airplay.graph import GRAPHS, GraphArgumentError, parse_launch_arguments
+
+    if "-h" in args.arguments or "--help" in args.arguments:
+        print(args.launch_help())
+        if args.graph in GRAPHS:
+            print(f"launch arguments of {args.graph} (key:=value), with their defaults:")
+            for key, default in GRAPHS[args.graph][1].items():
+                print(f"  {key}:={default}")
+        return 0
+    # Options may also follow GRAPH, among the key:=value tokens (argparse leaves them there).
+    late = argparse.ArgumentParser(prog=f"airplay launch {args.graph}", add_help=False)
+    late.add_argument("--print", action="store_true")
+    late.add_argument("--grace", type=float, default=None)
+    late.add_argument("tokens", nargs="*")
+    extra = late.parse_intermixed_args(args.arguments)
+    tokens = extra.tokens
+    show = args.print or extra.print
+    grace_s = args.grace if extra.grace is None else extra.grace
+    if args.graph not in GRAPHS:
+        print(f"error: unknown graph {args.graph!r}; graphs: {', '.join(sorted(GRAPHS))}", file=sys.stderr)
+        return 2
+    builder, accepted = GRAPHS[args.graph]
+    try:
+        nodes = builder(parse_launch_arguments(tokens, accepted))
+    except GraphArgumentError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    from airplay.launcher import launch_graph, node_command
+
+    if show:
+        for spec in nodes:
+            print(shlex.join(node_command(spec)))
+        return 0
+    return launch_graph(nodes, grace_s=grace_s)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="airplay", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -218,6 +257,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--views", type=int, default=3, help="views per scene")
     demo.add_argument("--backend", default="auto", choices=("auto", "cpu", "gsplat"))
     demo.set_defaults(func=_cmd_demo)
+
+    launch = sub.add_parser("launch", help="run a ROS graph as separate processes (pip ROS 2 wheels)",
+                            description="Start the nodes of a graph (airplay.graph) as separate processes, "
+                                        "forward their output behind their names, and stop them all on Ctrl-C "
+                                        "or when the required node (the evaluator) exits. The same graph as "
+                                        "`ros2 launch airplay <graph>.launch.py key:=value ...`.")
+    launch.add_argument("graph", help="graph name (sim_eval)")
+    launch.add_argument("arguments", nargs=argparse.REMAINDER, metavar="key:=value",
+                        help="launch arguments, as for ros2 launch (e.g. policy:=expert episodes:=3)")
+    launch.add_argument("--print", action="store_true",
+                        help="print the node command lines instead of running them (also accepted after GRAPH)")
+    launch.add_argument("--grace", type=float, default=5.0,
+                        help="seconds between SIGINT, SIGTERM and SIGKILL when stopping (default 5)")
+    launch.set_defaults(func=_cmd_launch, launch_help=launch.format_help)
     return parser
 
 

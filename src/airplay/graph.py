@@ -33,12 +33,14 @@ class NodeSpec:
 
 
 SIM_EVAL_ARGUMENTS: dict[str, str] = {
-    "scenes": "scenes",            # scene folders, comma-separated, or a folder of scenes
+    "scenes": "scenes",            # scene folders, comma-separated, or a folder of scenes;
+                                   # relative paths are taken from each node's working folder
+    "scene": "",                   # one scene folder (the same as scenes:=FOLDER)
     "policy": "expert",
     "setting": "pointgoal",
     "episodes": "10",              # per scene
     "seed": "0",
-    "out": "out/sim-eval-ros",
+    "out": "out/sim-eval-ros",     # results folder, relative to the evaluator's working folder
     "lockstep": "true",
     "command_timeout_s": "10.0",   # lockstep: bounded wall-clock wait for the policy's command
     "render_backend": "auto",
@@ -75,17 +77,27 @@ def _number(values: dict[str, str], key: str, kind=float):
     try:
         return kind(values[key])
     except ValueError:
-        raise GraphArgumentError(f"launch argument {key}:={values[key]} must be a {kind.__name__}") from None
+        what = "an integer" if kind is int else "a number"
+        raise GraphArgumentError(f"launch argument {key}:={values[key]} must be {what}") from None
+
+
+def _choice(values: dict[str, str], key: str, choices: tuple[str, ...]) -> str:
+    if values[key] not in choices:
+        raise GraphArgumentError(f"launch argument {key}:={values[key]} must be one of {', '.join(choices)}")
+    return values[key]
 
 
 def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     """The closed-loop evaluation graph: sim, renderer, policy, evaluator (DESIGN.md section 4)."""
     v = dict(SIM_EVAL_ARGUMENTS)
     v.update(arguments or {})
+    if v["scene"]:
+        v["scenes"] = v["scene"]
+    _choice(v, "render_backend", ("auto", "cpu", "gsplat"))
     common = {"use_sim_time": True}
     episode = {
         "scenes": v["scenes"],
-        "setting": v["setting"],
+        "setting": _choice(v, "setting", ("pointgoal", "imagegoal", "goalfree")),
         "episodes": _number(v, "episodes", int),
         "seed": _number(v, "seed", int),
     }

@@ -1,0 +1,372 @@
+"""``airplay launch``: one process per node, output behind node names, the graph stopped as a
+whole (required node done, a crash, Ctrl-C) with no process left behind; parameters that rclpy
+reads back with their types; the ros2 launch file, the console scripts and the Dockerfile that
+read the same graph description."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import py_compile
+import queue
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from airplay.cli import main
+from airplay.graph import SIM_EVAL_ARGUMENTS, NodeSpec, sim_eval_graph
+from airplay.launcher import format_parameter, graph_environment, launch_graph, node_command
+
+REPO = Path(__file__).resolve().parents[1]
+
+# A stand-in node: reads its -p parameters from the command line like a node would, prints,
+# optionally starts a grandchild, ignores SIGINT/SIGTERM if asked, sleeps, exits with a code.
+FAKE_NODE = '''
+import os, signal, subprocess, sys, time
+
+argv = sys.argv[1:]
+params = {}
+name = "?"
+for flag, rule in zip(argv, argv[1:]):
+    key, _, value = rule.partition(":=")
+    if flag == "-p":
+        params[key] = value
+    elif flag == "-r" and key == "__node":
+        name = value
+if params.get("stubborn") == "true":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print(f"pid {os.getpid()}", flush=True)
+if params.get("grandchild") == "true":
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    print(f"child {child.pid}", flush=True)
+for i in range(int(params.get("lines", "0"))):
+    print(f"{name} line {i}", flush=True)
+print(f"{name} on stderr", file=sys.stderr, flush=True)
+try:
+    time.sleep(float(params.get("sleep_s", "0")))
+except KeyboardInterrupt:
+    sys.exit(0)
+sys.exit(int(params.get("exit_code", "0")))
+'''
+
+# A real rclpy node that declares whatever parameters it was given and prints them as JSON.
+PARAM_ECHO = '''
+import json, sys
+import rclpy
+from rclpy.node import Node
+
+rclpy.init(args=sys.argv)
+node = Node("param_echo", automatically_declare_parameters_from_overrides=True)
+values = {name: [type(p.value).__name__, p.value if p.value == p.value else "nan"]
+          for name, p in node.get_parameters_by_prefix("").items()}
+print(json.dumps({"node": node.get_name(), "parameters": values}), flush=True)
+node.destroy_node()
+rclpy.shutdown()
+'''
+
+
+@pytest.fixture
+def fake_env(tmp_path) -> dict[str, str]:
+    """Environment whose PYTHONPATH holds the fake node modules (and airplay's src)."""
+    (tmp_path / "fake_node.py").write_text(FAKE_NODE)
+    (tmp_path / "param_echo.py").write_text(PARAM_ECHO)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(REPO / "src"), env.get("PYTHONPATH", "")])
+    return env
+
+
+def fake(name: str, required: bool = False, **params) -> NodeSpec:
+    return NodeSpec(name, "fake_node", "fake_node", params, required=required)
+
+
+def pids_in(text: str, label: str = "pid") -> list[int]:
+    """Pids the fake nodes printed ("[name] pid N"), not those in the launcher's own messages."""
+    return [int(m) for m in re.findall(rf"^\[\w+\] {label} (\d+)$", text, flags=re.MULTILINE)]
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie waiting for a reaper (containers without init)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_dead(pids: list[int], timeout_s: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+# --- the launcher on a fake graph -----------------------------------------------------------------
+
+def test_output_is_prefixed_and_required_exit_stops_the_rest(fake_env, capsys):
+    nodes = [fake("sleeper", sleep_s=60.0, lines=1), fake("worker", required=True, lines=2, sleep_s=1.0)]
+    t0 = time.monotonic()
+    code = launch_graph(nodes, env=fake_env, grace_s=3.0)
+    elapsed = time.monotonic() - t0
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert elapsed < 8.0
+    assert "[worker] worker line 0" in out and "[worker] worker line 1" in out
+    assert "[sleeper] sleeper line 0" in out
+    assert "[sleeper] sleeper on stderr" in err and "[worker] worker on stderr" in err
+    assert "required node worker exited (code 0)" in err
+    pids = pids_in(out)
+    assert len(pids) == 2 and wait_dead(pids) == []
+
+
+def test_a_crashing_node_stops_the_graph_and_is_reported(fake_env, capsys):
+    nodes = [fake("sleeper", sleep_s=60.0), fake("crasher", exit_code=3, sleep_s=0.3),
+             fake("evaluator", required=True, sleep_s=60.0)]
+    t0 = time.monotonic()
+    code = launch_graph(nodes, env=fake_env, grace_s=3.0)
+    out, err = capsys.readouterr()
+    assert code == 3
+    assert time.monotonic() - t0 < 8.0
+    assert "node crasher crashed (code 3)" in err
+    pids = pids_in(out)
+    assert len(pids) == 3 and wait_dead(pids) == []
+
+
+def test_nodes_that_ignore_sigint_and_sigterm_are_killed(fake_env, capsys):
+    nodes = [fake("stubborn", stubborn=True, sleep_s=60.0, grandchild=True),
+             fake("worker", required=True, exit_code=5, sleep_s=0.5)]
+    t0 = time.monotonic()
+    code = launch_graph(nodes, env=fake_env, grace_s=0.3)
+    out, err = capsys.readouterr()
+    assert code == 5
+    assert time.monotonic() - t0 < 6.0
+    assert "required node worker failed (code 5)" in err
+    assert "sending SIGKILL to stubborn" in err
+    pids = pids_in(out) + pids_in(out, "child")
+    assert len(pids) == 3 and wait_dead(pids) == []
+
+
+def test_sigint_to_the_launcher_stops_every_process(fake_env, tmp_path):
+    script = tmp_path / "run_graph.py"
+    script.write_text(textwrap.dedent('''
+        import sys
+        from airplay.graph import NodeSpec
+        from airplay.launcher import launch_graph
+
+        nodes = [NodeSpec(n, "fake_node", "fake_node", {"sleep_s": 60.0, "grandchild": True},
+                          required=(n == "c")) for n in ("a", "b", "c")]
+        sys.exit(launch_graph(nodes, grace_s=3.0))
+    '''))
+    proc = subprocess.Popen([sys.executable, str(script)], env=fake_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True)
+    reader.start()
+    seen: list[str] = []
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 15.0
+        while time.monotonic() < deadline and len(pids_in("".join(seen), "child")) < 3:
+            try:
+                seen.append(lines.get(timeout=0.2))
+            except queue.Empty:
+                pass
+        text = "".join(seen)
+        pids = pids_in(text) + pids_in(text, "child")
+        assert len(pids) == 6, text
+        assert all(alive(p) for p in pids)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+        for pid in pids_in("".join(seen)):  # on failure only: the nodes' groups, started by this test
+            if alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+    reader.join(timeout=5)
+    while not lines.empty():
+        seen.append(lines.get())
+    assert "SIGINT received; stopping the graph" in "".join(seen)
+    assert wait_dead(pids) == []
+
+
+# --- parameters ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, text", [
+    (True, "true"), (False, "false"), (0, "0"), (-7, "-7"),
+    (10.0, "10.0"), (1e-05, "1.0e-05"), (1e20, "1.0e+20"), (-2.5, "-2.5"),
+    (math.inf, ".inf"), (-math.inf, "-.inf"), (math.nan, ".nan"),
+    ("scenes", "scenes"), ("out/sim-eval-ros", "out/sim-eval-ros"), ("/abs/path_1.x", "/abs/path_1.x"),
+    ("1", "'1'"), ("true", "'true'"), ("Off", "'Off'"), ("nan", "'nan'"), ("", "''"),
+    ("it's", "'it''s'"), ("a b", "'a b'"), ("a,b", "'a,b'"),
+])
+def test_format_parameter(value, text):
+    assert format_parameter(value) == text
+
+
+def test_format_parameter_rejects_other_types():
+    with pytest.raises(TypeError, match="list"):
+        format_parameter([1, 2])
+
+
+ROUND_TRIP = {
+    "flag": True, "off": False, "count": 3, "negative": -7, "zero": 0,
+    "whole": 10.0, "ratio": 0.25, "tiny": 1e-05, "big": 1e20, "minus_inf": -math.inf, "not_a_number": math.nan,
+    "word": "scenes", "path": "out/x", "abs_path": "/data/scenes/indoor_0", "dash": "sim-eval",
+    "digits": "1", "float_text": "3.5", "neg_text": "-1", "hex_text": "0x10", "sci_text": "1e5",
+    "true_text": "true", "yes_text": "yes", "off_text": "Off", "y_text": "y", "nan_text": "nan", "inf_text": "inf",
+    "null_text": "null", "tilde": "~", "empty": "", "quote": "it's", "double_quote": 'say "hi"',
+    "space": "a b", "colon": "a: b", "comma": "a,b", "list_text": "[1, 2]", "map_text": "{}", "hash": "#x",
+    "backslash": "C:\\dir", "unicode": "zürich", "assign": "a:=b", "dash_first": "-x", "dot_first": ".hidden",
+}
+
+
+@pytest.mark.ros
+def test_parameters_round_trip_through_rclpy(fake_env):
+    pytest.importorskip("rclpy")
+    spec = NodeSpec("echo_node", "param_echo", "param_echo", ROUND_TRIP)
+    res = subprocess.run(node_command(spec), env=graph_environment(fake_env), capture_output=True,
+                         text=True, timeout=30)
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    assert report["node"] == "echo_node"
+    got = report["parameters"]
+    python_types = {bool: "bool", int: "int", float: "float", str: "str"}
+    for key, value in ROUND_TRIP.items():
+        kind, back = got[key]
+        assert kind == python_types[type(value)], (key, value, got[key])
+        if isinstance(value, float) and math.isnan(value):
+            assert back == "nan"
+        else:
+            assert back == value, (key, value, got[key])
+
+
+def test_graph_environment_sets_loopback_dds_only_where_absent():
+    env = graph_environment({"PATH": "/bin"})
+    assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
+    assert Path(env["FASTDDS_DEFAULT_PROFILES_FILE"]).name == "fastdds_localhost.xml"
+    assert Path(env["FASTDDS_DEFAULT_PROFILES_FILE"]).is_file()
+    mine = graph_environment({"ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET", "FASTDDS_DEFAULT_PROFILES_FILE": "/p.xml"})
+    assert mine["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET" and mine["FASTDDS_DEFAULT_PROFILES_FILE"] == "/p.xml"
+
+
+# --- airplay launch --------------------------------------------------------------------------------
+
+def test_cli_launch_print(capsys):
+    assert main(["launch", "sim_eval", "--print", "policy:=expert", "episodes:=3"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 4
+    commands = [shlex.split(line) for line in lines]
+    names = ["sim", "renderer", "policy", "evaluator"]
+    for cmd, name in zip(commands, names):
+        assert cmd[1:4] == ["-m", f"airplay.nodes.{name}_node", "--ros-args"]
+        assert f"__node:={name}" in cmd
+        assert "episodes:=3" in cmd or name == "renderer"
+        assert "use_sim_time:=true" in cmd
+    sim, renderer, policy, evaluator = commands
+    assert "lockstep:=true" in sim and "command_timeout_s:=10.0" in sim and "seed:=0" in sim
+    assert "render_images:=true" in renderer and "scenes:=scenes" in renderer
+    assert "policy:=expert" in policy and "policy:=expert" in evaluator
+    assert "out:=out/sim-eval-ros" in evaluator
+
+
+def test_cli_launch_errors_name_the_problem(capsys):
+    assert main(["launch", "sim_eval", "bogus:=1"]) == 2
+    assert "bogus" in capsys.readouterr().err
+    assert main(["launch", "no_such_graph"]) == 2
+    assert "no_such_graph" in capsys.readouterr().err
+    assert main(["launch", "sim_eval", "episodes:=many"]) == 2
+    assert "episodes" in capsys.readouterr().err
+
+
+# --- ros2 launch, console scripts, Docker ----------------------------------------------------------
+
+LAUNCH_FILE = REPO / "launch" / "sim_eval.launch.py"
+
+
+def test_launch_file_compiles_and_reads_the_shared_graph(tmp_path):
+    py_compile.compile(str(LAUNCH_FILE), cfile=str(tmp_path / "sim_eval.pyc"), doraise=True)
+    tree = ast.parse(LAUNCH_FILE.read_text())
+    imported = {(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    assert ("airplay.graph", "sim_eval_graph") in imported
+    assert ("airplay.graph", "SIM_EVAL_ARGUMENTS") in imported
+    assert ("launch_ros.actions", "Node") in imported
+    assert ("launch.event_handlers", "OnProcessExit") in imported
+    assert ("launch.events", "Shutdown") in imported
+    functions = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    assert "generate_launch_description" in functions
+
+
+def test_launch_file_under_launch_ros():
+    pytest.importorskip("launch_ros")
+    import importlib.util
+
+    from launch import LaunchContext
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction, RegisterEventHandler
+    from launch_ros.actions import Node
+
+    module_spec = importlib.util.spec_from_file_location("sim_eval_launch", LAUNCH_FILE)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    description = module.generate_launch_description()
+    declared = [e for e in description.entities if isinstance(e, DeclareLaunchArgument)]
+    assert {d.name for d in declared} == set(SIM_EVAL_ARGUMENTS)
+    context = LaunchContext()
+    context.launch_configurations.update(dict(SIM_EVAL_ARGUMENTS, episodes="3"))
+    opaque = next(e for e in description.entities if isinstance(e, OpaqueFunction))
+    actions = opaque.execute(context)
+    nodes = [a for a in actions if isinstance(a, Node)]
+    assert len(nodes) == len(sim_eval_graph()) == 4
+    assert sum(isinstance(a, RegisterEventHandler) for a in actions) == 1
+
+
+def test_setup_installs_node_executables_and_launch_files():
+    text = (REPO / "setup.py").read_text()
+    for spec in sim_eval_graph():
+        assert f'"{spec.executable} = {spec.module}:main"' in text, spec.executable
+    assert '(f"share/{PACKAGE}/launch", glob("launch/*.py"))' in text
+    assert "install_scripts=$base/lib/airplay" in (REPO / "setup.cfg").read_text()
+    assert LAUNCH_FILE.is_file()
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of docker/Dockerfile, continuation lines joined, comments dropped."""
+    text = (REPO / "docker" / "Dockerfile").read_text()
+    logical, current = [], ""
+    for line in text.splitlines():
+        if not current and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        current += line.rstrip("\\").rstrip() + " "
+        if not line.rstrip().endswith("\\"):
+            logical.append(current.strip())
+            current = ""
+    return [tuple(entry.split(None, 1)) for entry in logical]
+
+
+def test_dockerfile_structure():
+    instructions = dockerfile_instructions()
+    assert instructions[0] == ("FROM", "ros:jazzy")
+    runs = [args for op, args in instructions if op == "RUN"]
+    assert any("colcon build" in run for run in runs)
+    assert any("apt-get install" in run and "python3-pip" in run and "python3-numpy" in run for run in runs)
+    pip_runs = [run for run in runs if "pip install" in run]
+    assert pip_runs and all("--break-system-packages" in run and "constraints" in run for run in pip_runs)
+    assert not any(re.search(r"\btorch\b", run.split("pip install", 1)[1]) for run in pip_runs)
+    cmd = [args for op, args in instructions if op == "CMD"]
+    assert len(cmd) == 1 and json.loads(cmd[0]) == ["ros2", "launch", "airplay", "sim_eval.launch.py"]
+    copied = " ".join(args for op, args in instructions if op == "COPY")
+    assert "/ws/src/airplay" in copied and "src " in copied + " "
+    readme = (REPO / "docker" / "README.md").read_text()
+    assert "docker build -f docker/Dockerfile" in readme and "docker run" in readme
