@@ -103,16 +103,18 @@ def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     }
     lockstep = _flag(v, "lockstep")
     timeout_s = _number(v, "command_timeout_s")
+    render_images = _flag(v, "render_images")
     return [
         NodeSpec("sim", "airplay.nodes.sim_node", "sim_node",
                  {**common, **episode, "lockstep": lockstep, "command_timeout_s": timeout_s}),
         NodeSpec("renderer", "airplay.nodes.renderer_node", "renderer_node",
-                 {**common, "scenes": v["scenes"], "render_backend": v["render_backend"],
-                  "render_images": _flag(v, "render_images")}),
+                 {**common, **episode, "lockstep": lockstep, "render_backend": v["render_backend"],
+                  "render_images": render_images}),
         NodeSpec("policy", "airplay.nodes.policy_node", "policy_node",
-                 {**common, **episode, "policy": v["policy"]}),
+                 {**common, **episode, "lockstep": lockstep, "policy": v["policy"]}),
         NodeSpec("evaluator", "airplay.nodes.evaluator_node", "evaluator_node",
-                 {**common, **episode, "policy": v["policy"], "out": v["out"]}, required=True),
+                 {**common, **episode, "policy": v["policy"], "out": v["out"], "render_images": render_images},
+                 required=True),
     ]
 
 

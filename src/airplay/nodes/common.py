@@ -1,0 +1,285 @@
+"""What the airplay nodes share: QoS profiles, message <-> numpy conversions, JSON helpers.
+
+No node logic here; every function is a plain conversion (DESIGN.md section 1: ``nodes/``
+holds no logic a test of the core would need).
+
+Conventions on the wire (DESIGN.md sections 3 and 4):
+
+* ``odom`` (nav_msgs/Odometry): header.frame_id ``map``, child_frame_id ``base_link``;
+  ``pose.pose`` = position (m, map) + orientation of base_link in map (x, y, z, w).
+  NOTE: ``twist.twist.linear`` carries the linear velocity in the MAP frame (m/s) and
+  ``twist.twist.angular`` the angular velocity in BASE_LINK (rad/s) - exactly the 13-vector
+  of :meth:`airplay.sim.env.AirPlayEnv.state_vector`, so that the state round-trips
+  bit-for-bit (REP-105 would put both in child_frame_id; we deviate on purpose, for the
+  lockstep equality with the in-process runtime).
+* ``cmd_vel`` (geometry_msgs/TwistStamped): linear.x/y/z = heading-frame vx, vy, vz (m/s),
+  angular.z = yaw rate (rad/s); the (4,) command of AirPlayEnv.
+* Stamps are sim time: integer nanoseconds, ``steps * control_dt`` (see the sim node).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import TwistStamped
+from nav_msgs.msg import Odometry
+from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
+                       qos_profile_sensor_data)
+from sensor_msgs.msg import CameraInfo, Image
+from std_msgs.msg import String
+
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
+                      durability=DurabilityPolicy.VOLATILE)
+"""Commands (cmd_vel), odom in lockstep and episode control: reliable, depth 10."""
+
+SENSOR_DATA = qos_profile_sensor_data
+"""Camera streams without lockstep (best effort, depth 5), as on a vehicle."""
+
+LOCKSTEP_IMAGES = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
+                             durability=DurabilityPolicy.VOLATILE)
+"""Camera streams in lockstep: reliable KEEP_LAST 10. In lockstep every frame gates a
+control step, so a dropped frame costs a bounded-wait retry; best effort drops large
+frames under load on loopback (fragmented UDP), reliable does not. A best-effort
+subscriber still matches this publisher."""
+
+CONTROL_DT_NS = 20_000_000  # 50 Hz; checked against the vehicle's control_dt_s by the sim
+
+
+# -- time ------------------------------------------------------------------------------------
+def stamp_from_ns(ns: int) -> Time:
+    return Time(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
+
+
+def ns_from_stamp(stamp: Time) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+# -- odometry --------------------------------------------------------------------------------
+def odometry_from_state(state: np.ndarray, stamp_ns: int) -> Odometry:
+    """Odometry from a 13-vector (position map, quat xyzw, velocity MAP, angular rate BODY).
+
+    Give it the float64 state (the vehicle's arrays) so that nothing is rounded on the way.
+    """
+    s = np.asarray(state, dtype=np.float64).reshape(13)
+    msg = Odometry()
+    msg.header.stamp = stamp_from_ns(stamp_ns)
+    msg.header.frame_id = "map"
+    msg.child_frame_id = "base_link"
+    p, q = msg.pose.pose.position, msg.pose.pose.orientation
+    p.x, p.y, p.z = float(s[0]), float(s[1]), float(s[2])
+    q.x, q.y, q.z, q.w = float(s[3]), float(s[4]), float(s[5]), float(s[6])
+    v, w = msg.twist.twist.linear, msg.twist.twist.angular
+    v.x, v.y, v.z = float(s[7]), float(s[8]), float(s[9])
+    w.x, w.y, w.z = float(s[10]), float(s[11]), float(s[12])
+    return msg
+
+
+def state_from_odometry(msg: Odometry) -> np.ndarray:
+    """(13,) float64 state back from :func:`odometry_from_state` (twist: map linear, body angular)."""
+    p, q = msg.pose.pose.position, msg.pose.pose.orientation
+    v, w = msg.twist.twist.linear, msg.twist.twist.angular
+    return np.array([p.x, p.y, p.z, q.x, q.y, q.z, q.w, v.x, v.y, v.z, w.x, w.y, w.z], np.float64)
+
+
+def yaw_from_state(state: np.ndarray) -> float:
+    """The vehicle's heading (rad, CCW from east) from the state's quaternion (x, y, z, w).
+
+    The vehicle's attitude (:func:`airplay.sim.dynamics.attitude_from_acceleration`) puts
+    base_link's y axis along ``z_b x heading``, so the heading is the horizontal direction
+    perpendicular to y_b: ``atan2(-R[0, 1], R[1, 1])``. This equals ``AirPlayEnv.yaw`` to
+    ~1e-16 rad even when tilted, where the ZYX yaw of the quaternion is off by up to ~1 degree;
+    the renderer and the goal vector need the heading (a gimbal-stabilised camera).
+    """
+    x, y, z, w = (float(v) for v in np.asarray(state, np.float64)[3:7])
+    r01 = 2.0 * (x * y - z * w)
+    r11 = 1.0 - 2.0 * (x * x + z * z)
+    return math.atan2(-r01, r11)
+
+
+# -- commands --------------------------------------------------------------------------------
+def twist_from_command(cmd: np.ndarray, stamp_ns: int, frame_id: str = "base_link") -> TwistStamped:
+    """TwistStamped from a (4,) [vx, vy, vz, yaw_rate] heading-frame command."""
+    c = np.asarray(cmd, dtype=np.float64).reshape(4)
+    msg = TwistStamped()
+    msg.header.stamp = stamp_from_ns(stamp_ns)
+    msg.header.frame_id = frame_id
+    msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z = float(c[0]), float(c[1]), float(c[2])
+    msg.twist.angular.z = float(c[3])
+    return msg
+
+
+def command_from_twist(msg: TwistStamped) -> np.ndarray:
+    """(4,) float64 [vx, vy, vz, yaw_rate] from a TwistStamped (exact for float32 commands)."""
+    t = msg.twist
+    return np.array([t.linear.x, t.linear.y, t.linear.z, t.angular.z], np.float64)
+
+
+# -- images ----------------------------------------------------------------------------------
+def image_from_rgb(rgb: np.ndarray, stamp_ns: int, frame_id: str = "camera_optical") -> Image:
+    a = np.ascontiguousarray(rgb, dtype=np.uint8)
+    h, w = a.shape[:2]
+    msg = Image(height=h, width=w, encoding="rgb8", is_bigendian=0, step=w * 3)
+    msg.header.stamp = stamp_from_ns(stamp_ns)
+    msg.header.frame_id = frame_id
+    msg.data = a.tobytes()
+    return msg
+
+
+def image_from_depth(depth: np.ndarray, stamp_ns: int, frame_id: str = "camera_optical") -> Image:
+    a = np.ascontiguousarray(np.asarray(depth, dtype=np.float32).reshape(depth.shape[0], depth.shape[1]))
+    h, w = a.shape
+    msg = Image(height=h, width=w, encoding="32FC1", is_bigendian=0, step=w * 4)
+    msg.header.stamp = stamp_from_ns(stamp_ns)
+    msg.header.frame_id = frame_id
+    msg.data = a.astype("<f4").tobytes()
+    return msg
+
+
+def rgb_from_image(msg: Image) -> np.ndarray:
+    if msg.encoding != "rgb8":
+        raise ValueError(f"expected an rgb8 image, got {msg.encoding!r}")
+    return np.frombuffer(bytes(msg.data), np.uint8).reshape(msg.height, msg.width, 3).copy()
+
+
+def depth_from_image(msg: Image) -> np.ndarray:
+    """(H, W, 1) float32 metres from a 32FC1 image."""
+    if msg.encoding != "32FC1":
+        raise ValueError(f"expected a 32FC1 image, got {msg.encoding!r}")
+    dtype = ">f4" if msg.is_bigendian else "<f4"
+    return np.frombuffer(bytes(msg.data), dtype).astype(np.float32).reshape(msg.height, msg.width, 1)
+
+
+def camera_info(intrinsics, stamp_ns: int, frame_id: str = "camera_optical") -> CameraInfo:
+    """CameraInfo of a pinhole camera (``.K`` 3x3, ``.width``, ``.height``), no distortion."""
+    K = np.asarray(intrinsics.K, np.float64).reshape(3, 3)
+    msg = CameraInfo(width=int(intrinsics.width), height=int(intrinsics.height), distortion_model="plumb_bob")
+    msg.header.stamp = stamp_from_ns(stamp_ns)
+    msg.header.frame_id = frame_id
+    msg.k = [float(v) for v in K.ravel()]
+    msg.d = [0.0] * 5
+    msg.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    P = np.zeros((3, 4))
+    P[:, :3] = K
+    msg.p = [float(v) for v in P.ravel()]
+    return msg
+
+
+# -- JSON on std_msgs/String -----------------------------------------------------------------
+def json_message(payload: dict) -> String:
+    return String(data=json.dumps(payload))
+
+
+def json_payload(msg: String) -> dict:
+    data = json.loads(msg.data)
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {msg.data[:80]!r}")
+    return data
+
+
+# -- parameters ------------------------------------------------------------------------------
+class ParameterError(ValueError):
+    """A ROS parameter with a value the node cannot use; the message names the parameter."""
+
+
+def declare(node, name: str, default):
+    """Declare ``name`` with ``default`` (any type accepted; the node validates) and return its value.
+
+    Floats given as integers (``command_timeout_s:=10``) are taken as floats.
+    """
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    value = node.declare_parameter(name, default, ParameterDescriptor(dynamic_typing=True)).value
+    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if isinstance(default, float) and not isinstance(value, float):
+        raise ParameterError(f"parameter '{name}' must be a number, got {value!r}")
+    if isinstance(default, str) and not isinstance(value, str):
+        value = str(value)
+    return value
+
+
+def episode_parameters(node) -> dict:
+    """Declare and validate scenes, episodes, seed, setting (every node knows them)."""
+    from airplay.tasks.sampler import SETTINGS
+
+    p = {
+        "scenes": declare(node, "scenes", "scenes"),
+        "episodes": declare(node, "episodes", 10),
+        "seed": declare(node, "seed", 0),
+        "setting": declare(node, "setting", "pointgoal"),
+    }
+    if not isinstance(p["episodes"], int) or p["episodes"] < 1:
+        raise ParameterError(f"parameter 'episodes' must be an integer >= 1, got {p['episodes']!r}")
+    if not isinstance(p["seed"], int) or p["seed"] < 0:
+        raise ParameterError(f"parameter 'seed' must be an integer >= 0, got {p['seed']!r}")
+    if p["setting"] not in SETTINGS:
+        raise ParameterError(f"parameter 'setting' must be one of {', '.join(SETTINGS)}, got {p['setting']!r}")
+    if not isinstance(p["scenes"], str) or not p["scenes"].strip():
+        raise ParameterError(f"parameter 'scenes' must be a non-empty string, got {p['scenes']!r}")
+    return p
+
+
+def scene_dirs(scenes: str) -> list:
+    """Scene folders of the ``scenes`` parameter (comma-separated), as ``airplay eval`` finds them."""
+    from airplay.cli import _scene_dirs
+
+    try:
+        return _scene_dirs([s.strip() for s in scenes.split(",") if s.strip()])
+    except Exception as exc:  # SceneError and friends
+        raise ParameterError(f"parameter 'scenes': {exc}") from None
+
+
+class EpisodeTasks:
+    """World and task list per scene folder, loaded once (the SDF is disk-cached)."""
+
+    def __init__(self, episodes: int, seed: int, setting: str) -> None:
+        self.episodes, self.seed, self.setting = episodes, seed, setting
+        self.scene_dir = None
+        self.world = None
+        self.tasks = None
+
+    def load(self, scene_dir: str):
+        """(world, tasks) for ``scene_dir``; reloads only when the scene changes."""
+        if scene_dir != self.scene_dir:
+            from airplay.sim.world import World
+            from airplay.tasks.sampler import sample_tasks
+
+            self.world = World.load(scene_dir)
+            self.tasks = sample_tasks(self.world.scene, self.world.grid, self.episodes, self.seed, self.setting,
+                                      self.world.protocol)
+            self.scene_dir = scene_dir
+        return self.world, self.tasks
+
+
+def run_node(make_node, args=None) -> int:
+    """Init rclpy, build the node, spin until shutdown; quiet on Ctrl-C. Returns an exit code.
+
+    A :class:`ParameterError` while building the node prints ``error: ...`` and returns 2.
+    The node may set ``node.exit_code`` before it shuts the context down.
+    """
+    import sys
+
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+
+    rclpy.init(args=args)
+    node = None
+    code = 0
+    try:
+        node = make_node()
+        rclpy.spin(node)
+        code = getattr(node, "exit_code", 0)
+    except ParameterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        code = 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        code = getattr(node, "exit_code", 0) if node is not None else 0
+    finally:
+        if node is not None:
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.try_shutdown()
+    return code

@@ -1,0 +1,179 @@
+"""``sim``: dynamics + collision (AirPlayEnv without images), /clock, odom, episode status.
+
+Subscribes ``episode/command`` (JSON {"episode", "scene_dir", "index"}) and ``cmd_vel``.
+On a command it loads the scene's World (once per scene), derives the task as
+``sample_tasks(scene, grid, episodes, seed, setting, protocol)[index]`` and resets the env.
+It publishes ``episode/status`` {"episode", "status": "started", "stamp_ns", "scene_dir",
+"index"}, then ``/clock`` and ``odom`` stamped with sim time, and ``goal_pose`` (the task's
+goal, for pointgoal).
+
+Lockstep (``lockstep:=true``): the env steps only on a ``cmd_vel`` whose stamp equals the
+latest odom's stamp. Without one within ``command_timeout_s`` of wall time the episode ends
+as ``no_command`` (logged). While waiting, the latest odom is re-published every
+``republish_s`` (same stamp, with /clock) so that a message lost to discovery never stalls
+the graph; the evaluator also takes it as the sim's heartbeat.
+Without lockstep the env steps on a 50 Hz wall timer with the latest command (hover if none).
+
+When the episode ends it publishes ``episode/status`` {"episode", "status", "steps",
+"trajectory": [[x, y, z], ...] (every step, start included, float64)} and waits.
+
+Sim time: integer nanoseconds, one control period per step; each reset advances it by one
+period as well, so every observation of the run has its own stamp.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped, TwistStamped
+from nav_msgs.msg import Odometry
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock as ClockMsg
+from std_msgs.msg import String
+
+from airplay.nodes.common import (CONTROL_DT_NS, RELIABLE, EpisodeTasks, ParameterError, command_from_twist, declare,
+                                  episode_parameters, json_message, json_payload, ns_from_stamp,
+                                  odometry_from_state, run_node, stamp_from_ns)
+
+
+class SimNode(Node):
+    def __init__(self) -> None:
+        super().__init__("sim")
+        p = episode_parameters(self)
+        self.setting = p["setting"]
+        self.lockstep = declare(self, "lockstep", True)
+        self.command_timeout_s = float(declare(self, "command_timeout_s", 10.0))
+        self.republish_s = float(declare(self, "republish_s", 0.5))
+        if not isinstance(self.lockstep, bool):
+            raise ParameterError(f"parameter 'lockstep' must be true or false, got {self.lockstep!r}")
+        if not self.command_timeout_s > 0:
+            raise ParameterError(f"parameter 'command_timeout_s' must be > 0, got {self.command_timeout_s!r}")
+        if not self.republish_s > 0:
+            raise ParameterError(f"parameter 'republish_s' must be > 0, got {self.republish_s!r}")
+        self.tasks = EpisodeTasks(p["episodes"], p["seed"], p["setting"])
+        self.env = None
+        self.episode = None
+        self.stamp_ns = 0
+        self.published_any = False
+        self.waiting_since = 0.0
+        self.last_publish = 0.0
+        self.latest_cmd = np.zeros(4)
+
+        self.clock_pub = self.create_publisher(ClockMsg, "/clock", 10)
+        self.odom_pub = self.create_publisher(Odometry, "odom", RELIABLE)
+        self.goal_pub = self.create_publisher(PoseStamped, "goal_pose", RELIABLE)
+        self.status_pub = self.create_publisher(String, "episode/status", RELIABLE)
+        self.create_subscription(String, "episode/command", self.on_episode_command, RELIABLE)
+        self.create_subscription(TwistStamped, "cmd_vel", self.on_cmd_vel, RELIABLE)
+        wall = Clock(clock_type=ClockType.STEADY_TIME)
+        if self.lockstep:
+            self.create_timer(0.05, self.on_watchdog, clock=wall)
+        else:
+            self.create_timer(CONTROL_DT_NS * 1e-9, self.on_realtime_step, clock=wall)
+
+    # -- episodes --------------------------------------------------------------------------
+    def on_episode_command(self, msg: String) -> None:
+        from airplay.sim.env import AirPlayEnv
+
+        try:
+            cmd = json_payload(msg)
+            episode, scene_dir, index = int(cmd["episode"]), str(cmd["scene_dir"]), int(cmd["index"])
+        except (ValueError, KeyError, TypeError) as exc:
+            self.get_logger().error(f"bad episode/command {msg.data!r}: {exc}")
+            return
+        try:
+            world, tasks = self.tasks.load(scene_dir)
+        except Exception as exc:  # a bad scene folder must not kill the sim
+            self.get_logger().error(f"episode {episode}: cannot load {scene_dir}: {exc}")
+            return
+        if round(world.vehicle.control_dt_s * 1e9) != CONTROL_DT_NS:
+            self.get_logger().warning("vehicle control_dt_s differs from 20 ms; stamps use the vehicle's")
+        if self.env is None or self.env.world is not world:
+            self.env = AirPlayEnv(world, self.setting, tasks=tasks, render_images=False)
+        if not 0 <= index < len(tasks):
+            self.get_logger().error(f"episode/command index {index} outside 0..{len(tasks) - 1}")
+            return
+        task = tasks[index]
+        _, info = self.env.reset(options={"task": task})
+        if self.published_any:
+            self.stamp_ns += self._dt_ns()
+        self.episode = episode
+        self.latest_cmd = np.zeros(4)
+        self.status_pub.publish(json_message({"episode": episode, "status": "started", "stamp_ns": self.stamp_ns,
+                                              "scene_dir": scene_dir, "index": index}))
+        goal = PoseStamped()
+        goal.header.stamp = stamp_from_ns(self.stamp_ns)
+        goal.header.frame_id = "map"
+        goal.pose.position.x, goal.pose.position.y, goal.pose.position.z = (float(v) for v in task.goal_position)
+        goal.pose.orientation.z, goal.pose.orientation.w = float(np.sin(task.goal_yaw / 2)), float(
+            np.cos(task.goal_yaw / 2))
+        self.goal_pub.publish(goal)
+        self.publish_observation()
+        if info["status"] != "running":
+            self.finish(info["status"])
+
+    def finish(self, status: str) -> None:
+        env = self.env
+        traj = [[float(x) for x in p] for p in env.trajectory]
+        self.status_pub.publish(json_message({"episode": self.episode, "status": status, "steps": int(env.steps),
+                                              "trajectory": traj}))
+        self.get_logger().info(f"episode {self.episode}: {status} after {env.steps} steps")
+        self.episode = None
+
+    def _dt_ns(self) -> int:
+        return int(round(self.env.world.vehicle.control_dt_s * 1e9))
+
+    def publish_observation(self) -> None:
+        v = self.env.vehicle
+        state = np.concatenate([v.position[0], v.quat_xyzw[0], v.velocity[0], v.angular_velocity_body[0]])
+        self.clock_pub.publish(ClockMsg(clock=stamp_from_ns(self.stamp_ns)))
+        self.odom_pub.publish(odometry_from_state(state, self.stamp_ns))
+        self.published_any = True
+        self.last_publish = self.waiting_since = time.monotonic()
+
+    def step(self, cmd: np.ndarray) -> None:
+        _, _, _, _, info = self.env.step(cmd)
+        self.stamp_ns += self._dt_ns()
+        self.publish_observation()
+        if info["status"] != "running":
+            self.finish(info["status"])
+
+    # -- lockstep --------------------------------------------------------------------------
+    def on_cmd_vel(self, msg: TwistStamped) -> None:
+        cmd = command_from_twist(msg)
+        if not self.lockstep:
+            self.latest_cmd = cmd
+            return
+        if self.episode is None or ns_from_stamp(msg.header.stamp) != self.stamp_ns:
+            return  # stale or duplicate: not the command for the latest observation
+        self.step(cmd)
+
+    def on_watchdog(self) -> None:
+        if self.episode is None:
+            return
+        now = time.monotonic()
+        if now - self.waiting_since > self.command_timeout_s:
+            self.get_logger().error(f"episode {self.episode}: no command for the observation at "
+                                    f"{self.stamp_ns * 1e-9:.2f} s sim time within {self.command_timeout_s} s")
+            self.finish("no_command")
+        elif now - self.last_publish > self.republish_s:  # same stamp again: also a heartbeat
+            v = self.env.vehicle
+            state = np.concatenate([v.position[0], v.quat_xyzw[0], v.velocity[0], v.angular_velocity_body[0]])
+            self.clock_pub.publish(ClockMsg(clock=stamp_from_ns(self.stamp_ns)))
+            self.odom_pub.publish(odometry_from_state(state, self.stamp_ns))
+            self.last_publish = now
+
+    # -- real time -------------------------------------------------------------------------
+    def on_realtime_step(self) -> None:
+        if self.episode is not None:
+            self.step(self.latest_cmd)
+
+
+def main(args=None) -> int:
+    return run_node(SimNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

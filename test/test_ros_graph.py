@@ -1,0 +1,311 @@
+"""The ROS graph (sim, renderer, policy, evaluator as separate processes over real DDS on
+loopback) gives the same episodes as the in-process runtime; a dead policy node ends its
+episodes as ``no_command`` and the run finishes; bad parameters exit non-zero naming them.
+
+Every process gets a deadline; every process is killed in a ``finally``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+EPISODES = 10
+RENDER_IMAGES = os.environ.get("AIRPLAY_TEST_GRAPH_RENDER", "false") == "true"
+"""The renderer publishes every frame either way; with false they are zeros (the expert does
+not look at them). Rendering 224x224 RGB + depth on the CPU costs ~15 ms a frame, ~65 s for
+the ~4,400 frames of these episodes on 2 cores: over this file's budget. Set
+AIRPLAY_TEST_GRAPH_RENDER=true to render real images."""
+
+NODES = {
+    "sim": "airplay.nodes.sim_node",
+    "renderer": "airplay.nodes.renderer_node",
+    "policy": "airplay.nodes.policy_node",
+    "evaluator": "airplay.nodes.evaluator_node",
+}
+
+
+@pytest.fixture(autouse=True)
+def own_ros_domain(monkeypatch):
+    """A ROS domain of our own: other graphs may run on this machine's loopback at the same time."""
+    import random
+
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 100)))
+
+
+@pytest.fixture(scope="module")
+def scene_dir(tmp_path_factory) -> Path:
+    from airplay.scene.synthetic import make_scene
+
+    path = tmp_path_factory.mktemp("scenes") / "indoor_1"
+    make_scene("indoor", 1, path, gaussians_per_m2=4, name="indoor_1")
+    from airplay.sim.world import World
+
+    World.load(path)  # build the disk-cached SDF once, before four processes want it
+    return path
+
+
+def _ros_value(value) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def start_node(name: str, params: dict, log_dir: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", NODES[name], "--ros-args", "-r", f"__node:={name}"]
+    for key, value in params.items():
+        cmd += ["-p", f"{key}:={_ros_value(value)}"]
+    log = open(log_dir / f"{name}.log", "w")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop_all(procs: dict) -> None:
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + 5.0
+    for proc in procs.values():
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+class StatusListener:
+    """Collects ``episode/status`` JSON in the test process (own context, spun in a thread)."""
+
+    def __init__(self) -> None:
+        from rclpy.executors import SingleThreadedExecutor
+        from rosgraph_msgs.msg import Clock
+        from std_msgs.msg import String
+
+        from airplay.nodes.common import RELIABLE
+
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("status_listener", context=self.context)
+        self.messages: list[dict] = []
+        self.lock = threading.Lock()
+        self.node.create_subscription(String, "episode/status", self._on, RELIABLE)
+        self.clock_ns: list[int] = []
+        self.node.create_subscription(Clock, "/clock", self._on_clock, 10)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self) -> None:
+        try:
+            while self.context.ok():
+                self.executor.spin_once(timeout_sec=0.05)
+        except Exception:  # shutdown while spinning
+            pass
+
+    def _on(self, msg) -> None:
+        with self.lock:
+            self.messages.append(json.loads(msg.data))
+
+    def _on_clock(self, msg) -> None:
+        with self.lock:
+            self.clock_ns.append(msg.clock.sec * 1_000_000_000 + msg.clock.nanosec)
+
+    def terminal(self) -> dict[int, dict]:
+        with self.lock:
+            return {m["episode"]: m for m in self.messages if m["status"] != "started"}
+
+    def started(self) -> set[int]:
+        with self.lock:
+            return {m["episode"] for m in self.messages if m["status"] == "started"}
+
+    def close(self) -> None:
+        self.context.try_shutdown()
+        self.thread.join(timeout=5)
+        self.executor.shutdown(timeout_sec=1)
+        self.node.destroy_node()
+
+
+def _logs(log_dir: Path) -> str:
+    return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(log_dir.glob("*.log")))
+
+
+def start_graph(arguments: list[str], log_dir: Path) -> dict[str, subprocess.Popen]:
+    """The sim_eval graph as ``airplay launch`` starts it: from the one graph description."""
+    from airplay.graph import SIM_EVAL_ARGUMENTS, parse_launch_arguments, sim_eval_graph
+    from airplay.launcher import node_command
+
+    procs = {}
+    for spec in sim_eval_graph(parse_launch_arguments(arguments, SIM_EVAL_ARGUMENTS)):
+        log = open(log_dir / f"{spec.name}.log", "w")
+        procs[spec.name] = subprocess.Popen(node_command(spec), stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+    return procs
+
+
+def _graph_params(scene_dir: Path, episodes: int) -> dict:
+    return {"scenes": str(scene_dir), "episodes": episodes, "seed": 0, "setting": "pointgoal"}
+
+
+def test_graph_equals_inprocess(scene_dir, tmp_path):
+    from airplay.eval.runner import EvalConfig, evaluate_inprocess, run_episode
+    from airplay.policies import make_policy
+    from airplay.sim.env import AirPlayEnv
+    from airplay.sim.world import World
+    from airplay.tasks.sampler import sample_tasks
+
+    world = World.load(scene_dir)
+    tasks = sample_tasks(world.scene, world.grid, EPISODES, 0, "pointgoal", world.protocol)
+    env = AirPlayEnv(world, "pointgoal", tasks=tasks, render_images=False)
+    policy = make_policy("expert", world)
+    expected = [run_episode(env, policy, task) for task in tasks]
+
+    out = tmp_path / "out"
+    listener = StatusListener()
+    procs = {}
+    try:
+        procs.update(start_graph([f"scenes:={scene_dir}", f"episodes:={EPISODES}", "seed:=0", "policy:=expert",
+                                  "setting:=pointgoal", "lockstep:=true", "command_timeout_s:=10.0",
+                                  f"out:={out}", f"render_images:={str(RENDER_IMAGES).lower()}"], tmp_path))
+        try:
+            code = procs["evaluator"].wait(timeout=150 if RENDER_IMAGES else 60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the evaluator did not finish in time\n" + _logs(tmp_path))
+        assert code == 0, _logs(tmp_path)
+        deadline = time.monotonic() + 5
+        while len(listener.terminal()) < EPISODES and time.monotonic() < deadline:
+            time.sleep(0.05)
+        statuses = listener.terminal()
+        clock_ns = list(listener.clock_ns)
+    finally:
+        stop_all(procs)
+        listener.close()
+
+    # Sim time: one 20 ms period per step and per reset after the first, never backwards.
+    assert clock_ns and clock_ns == sorted(clock_ns)
+    total_steps = sum(steps for _, _, steps in expected)
+    assert clock_ns[-1] == (total_steps + EPISODES - 1) * 20_000_000
+    assert sorted(statuses) == list(range(EPISODES)), _logs(tmp_path)
+    lines = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert len(lines) == EPISODES
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["meta"]["runtime"] == "ros"
+    # The same files as `airplay eval --runtime inprocess`, to the last digit (but for meta).
+    inproc = tmp_path / "inproc"
+    evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=EPISODES, render_images=False), inproc,
+                       progress=False)
+    assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
+    reference = json.loads((inproc / "summary.json").read_text())
+    assert {k: v for k, v in summary.items() if k != "meta"} == {k: v for k, v in reference.items() if k != "meta"}
+    assert (out / "indoor_1_trajectories.png").is_file()
+    for k, (trajectory, status, steps) in enumerate(expected):
+        got = statuses[k]
+        assert (got["status"], got["steps"]) == (status, steps), f"episode {k}"
+        assert (lines[k]["status"], lines[k]["steps"]) == (status, steps), f"episode {k}"
+        got_traj = np.asarray(got["trajectory"], np.float64)
+        assert got_traj.shape == trajectory.shape
+        assert np.abs(got_traj[-1] - trajectory[-1]).max() <= 1e-6, f"episode {k}: final position"
+
+
+def test_dead_policy_ends_episodes_as_no_command(scene_dir, tmp_path):
+    episodes = 3
+    common = _graph_params(scene_dir, episodes)
+    out = tmp_path / "out"
+    listener = StatusListener()
+    procs = {}
+    try:
+        procs["sim"] = start_node("sim", {**common, "command_timeout_s": 1.5}, tmp_path)
+        procs["renderer"] = start_node("renderer", {**common, "render_images": False}, tmp_path)
+        procs["policy"] = start_node("policy", {**common, "policy": "expert"}, tmp_path)
+        procs["evaluator"] = start_node("evaluator", {**common, "out": str(out)}, tmp_path)
+        deadline = time.monotonic() + 40
+        while 1 not in listener.started() and time.monotonic() < deadline:
+            assert procs["evaluator"].poll() is None, _logs(tmp_path)
+            time.sleep(0.01)
+        assert 1 in listener.started(), "episode 1 never started\n" + _logs(tmp_path)
+        procs["policy"].kill()  # dies mid-run, in episode 1
+        procs["policy"].wait(timeout=5)
+        try:
+            code = procs["evaluator"].wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the evaluator hung after the policy died\n" + _logs(tmp_path))
+        statuses = listener.terminal()
+    finally:
+        stop_all(procs)
+        listener.close()
+    assert code == 0, _logs(tmp_path)
+    assert [statuses[k]["status"] for k in range(episodes)] == ["success", "no_command", "no_command"], \
+        _logs(tmp_path)
+    lines = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert [line["status"] for line in lines] == ["success", "no_command", "no_command"]
+    assert "no command" in (tmp_path / "sim.log").read_text()
+
+
+@pytest.mark.parametrize("node,param,value", [
+    ("sim", "episodes", -1),
+    ("sim", "command_timeout_s", 0.0),
+    ("policy", "policy", "nonsense"),
+    ("evaluator", "setting", "flying"),
+])
+def test_bad_parameter_exits_nonzero_naming_it(node, param, value, scene_dir, tmp_path):
+    params = {**_graph_params(scene_dir, 2), param: value}
+    proc = start_node(node, params, tmp_path)
+    try:
+        code = proc.wait(timeout=30)
+    finally:
+        stop_all({node: proc})
+    text = (tmp_path / f"{node}.log").read_text()
+    assert code != 0
+    assert f"'{param}'" in text, text
+
+
+def test_evaluator_gives_up_when_the_graph_does_not_come_up(scene_dir, tmp_path):
+    params = {**_graph_params(scene_dir, 2), "startup_timeout_s": 1.5, "out": str(tmp_path / "out")}
+    proc = start_node("evaluator", params, tmp_path)
+    try:
+        code = proc.wait(timeout=30)
+    finally:
+        stop_all({"evaluator": proc})
+    text = (tmp_path / "evaluator.log").read_text()
+    assert code == 1, text
+    assert "did not come up" in text and "episode/command has 0 subscribers" in text, text
+    assert not (tmp_path / "out" / "summary.json").exists()
+
+
+def test_dead_sim_stops_the_run(scene_dir, tmp_path):
+    """A killed sim unmatches only after DDS's lease (~20 s); its silent /clock tells sooner."""
+    common = _graph_params(scene_dir, 3)
+    listener = StatusListener()
+    procs = {}
+    try:
+        for name in ("sim", "renderer", "policy", "evaluator"):
+            extra = {"evaluator": {"out": str(tmp_path / "out"), "sim_silence_s": 3.0},
+                     "renderer": {"render_images": False}}.get(name, {})
+            procs[name] = start_node(name, {**common, **extra}, tmp_path)
+        deadline = time.monotonic() + 40
+        while 1 not in listener.started() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert 1 in listener.started(), _logs(tmp_path)
+        t_kill = time.monotonic()
+        procs["sim"].kill()
+        try:
+            code = procs["evaluator"].wait(timeout=45)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the evaluator hung after the sim died\n" + _logs(tmp_path))
+        waited = time.monotonic() - t_kill
+    finally:
+        stop_all(procs)
+        listener.close()
+    assert code == 1, _logs(tmp_path)
+    assert "the sim left the graph" in (tmp_path / "evaluator.log").read_text()
+    assert waited < 15, f"the evaluator noticed the dead sim only after {waited:.1f} s"
+    lines = (tmp_path / "out" / "episodes.jsonl").read_text().splitlines()
+    assert [json.loads(line)["status"] for line in lines] == ["success"]  # episode 0, written before stopping
