@@ -131,8 +131,15 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     cfg = EvalConfig(scenes=_scene_dirs(args.scenes), policy=args.policy, setting=args.setting,
                      episodes=args.episodes, seed=args.seed, render_backend=args.backend,
                      render_images=not args.no_images, bootstrap=args.bootstrap)
-    if args.runtime != "inprocess":
-        raise SystemExit(f"--runtime {args.runtime}: only 'inprocess' exists so far (the ROS graph is issue 4)")
+    if args.runtime == "ros":
+        # The same evaluation through the ROS graph (sim, renderer, policy, evaluator processes).
+        from airplay.graph import SIM_EVAL_ARGUMENTS, parse_launch_arguments, sim_eval_graph
+        from airplay.launcher import launch_graph
+
+        tokens = [f"scenes:={','.join(str(s) for s in cfg.scenes)}", f"policy:={cfg.policy}",
+                  f"setting:={cfg.setting}", f"episodes:={cfg.episodes}", f"seed:={cfg.seed}", f"out:={args.out}",
+                  f"render_backend:={cfg.render_backend}", f"render_images:={str(cfg.render_images).lower()}"]
+        return launch_graph(sim_eval_graph(parse_launch_arguments(tokens, SIM_EVAL_ARGUMENTS)))
     evaluate_inprocess(cfg, Path(args.out), progress=not args.no_progress)
     return 0
 
