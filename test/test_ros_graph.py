@@ -309,3 +309,17 @@ def test_dead_sim_stops_the_run(scene_dir, tmp_path):
     assert waited < 15, f"the evaluator noticed the dead sim only after {waited:.1f} s"
     lines = (tmp_path / "out" / "episodes.jsonl").read_text().splitlines()
     assert [json.loads(line)["status"] for line in lines] == ["success"]  # episode 0, written before stopping
+
+
+def test_tf_transform_matches_odometry():
+    """What the sim publishes on /tf (where tf2_msgs exists) is the odometry's pose."""
+    from airplay.nodes.common import odometry_from_state, transform_from_odometry
+
+    state = np.array([1.0, -2.0, 3.5, 0.0, 0.0, 0.38268343, 0.92387953, 0.1, 0.2, 0.3, 0.0, 0.0, 0.5])
+    odom = odometry_from_state(state, 1_234_000_000)
+    tf = transform_from_odometry(odom)
+    assert (tf.header.frame_id, tf.child_frame_id) == ("map", "base_link")
+    assert (tf.header.stamp.sec, tf.header.stamp.nanosec) == (1, 234_000_000)
+    t, q = tf.transform.translation, tf.transform.rotation
+    assert (t.x, t.y, t.z) == (1.0, -2.0, 3.5)
+    assert (q.x, q.y, q.z, q.w) == (0.0, 0.0, 0.38268343, 0.92387953)

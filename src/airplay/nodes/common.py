@@ -77,6 +77,19 @@ def odometry_from_state(state: np.ndarray, stamp_ns: int) -> Odometry:
     return msg
 
 
+def transform_from_odometry(msg: Odometry):
+    """geometry_msgs/TransformStamped map -> base_link with the odometry's stamp and pose (for /tf)."""
+    from geometry_msgs.msg import TransformStamped
+
+    t = TransformStamped()
+    t.header = msg.header
+    t.child_frame_id = msg.child_frame_id
+    p = msg.pose.pose.position
+    t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = p.x, p.y, p.z
+    t.transform.rotation = msg.pose.pose.orientation
+    return t
+
+
 def state_from_odometry(msg: Odometry) -> np.ndarray:
     """(13,) float64 state back from :func:`odometry_from_state` (twist: map linear, body angular)."""
     p, q = msg.pose.pose.position, msg.pose.pose.orientation

@@ -35,7 +35,7 @@ from std_msgs.msg import String
 
 from airplay.nodes.common import (CONTROL_DT_NS, RELIABLE, EpisodeTasks, ParameterError, command_from_twist, declare,
                                   episode_parameters, json_message, json_payload, ns_from_stamp,
-                                  odometry_from_state, run_node, stamp_from_ns)
+                                  odometry_from_state, run_node, stamp_from_ns, transform_from_odometry)
 
 
 class SimNode(Node):
@@ -63,6 +63,12 @@ class SimNode(Node):
 
         self.clock_pub = self.create_publisher(ClockMsg, "/clock", 10)
         self.odom_pub = self.create_publisher(Odometry, "odom", RELIABLE)
+        try:  # /tf where tf2_msgs exists (a ROS 2 distribution; the pip wheels lack it)
+            from tf2_msgs.msg import TFMessage
+
+            self.tf_pub, self._tf_message = self.create_publisher(TFMessage, "/tf", 10), TFMessage
+        except ImportError:
+            self.tf_pub = None
         self.goal_pub = self.create_publisher(PoseStamped, "goal_pose", RELIABLE)
         self.status_pub = self.create_publisher(String, "episode/status", RELIABLE)
         self.create_subscription(String, "episode/command", self.on_episode_command, RELIABLE)
@@ -129,7 +135,10 @@ class SimNode(Node):
         v = self.env.vehicle
         state = np.concatenate([v.position[0], v.quat_xyzw[0], v.velocity[0], v.angular_velocity_body[0]])
         self.clock_pub.publish(ClockMsg(clock=stamp_from_ns(self.stamp_ns)))
-        self.odom_pub.publish(odometry_from_state(state, self.stamp_ns))
+        odom = odometry_from_state(state, self.stamp_ns)
+        self.odom_pub.publish(odom)
+        if self.tf_pub is not None:
+            self.tf_pub.publish(self._tf_message(transforms=[transform_from_odometry(odom)]))
         self.published_any = True
         self.last_publish = self.waiting_since = time.monotonic()
 
