@@ -38,6 +38,39 @@ class EvalConfig:
     bootstrap: int = 1000
 
 
+def task_result(world: World, task, cfg: EvalConfig, trajectory: np.ndarray, status: str) -> EpisodeResult:
+    """The results line of one flown task (both runtimes write it this way)."""
+    return episode_result(
+        scene=world.name, task_id=task.task_id, setting=cfg.setting, start=task.start_position,
+        goal=task.goal_position, astar_length_m=task.astar_length_m, trajectory=trajectory,
+        status=status, seed=cfg.seed, policy=cfg.policy, dt_s=world.vehicle.control_dt_s)
+
+
+def results_meta(cfg: EvalConfig, world: World, runtime: str, control_steps: int, wall_s: float,
+                 flying_s: float) -> dict:
+    """``summary.json["meta"]``: what was run, how fast, and under which protocol."""
+    return {
+        "runtime": runtime,
+        "policy": cfg.policy,
+        "setting": cfg.setting,
+        "seed": cfg.seed,
+        "episodes_per_scene": cfg.episodes,
+        "scenes": [str(s) for s in cfg.scenes],
+        "render_images": cfg.render_images,
+        "control_steps": control_steps,
+        "wall_time_s": round(wall_s, 3),
+        "flying_time_s": round(flying_s, 3),
+        "control_steps_per_s": round(control_steps / max(flying_s, 1e-9), 1),
+        "protocol": {
+            "success_radius_m": world.protocol.success_radius_m,
+            "time_limit_base_s": world.protocol.time_limit_base_s,
+            "time_limit_per_astar_m_s": world.protocol.time_limit_per_astar_m_s,
+            **vars(world.protocol.task),
+        },
+        "airplay_version": airplay.__version__,
+    }
+
+
 def run_episode(env: AirPlayEnv, policy, task) -> tuple[np.ndarray, str, int]:
     """Fly one task to its end: (trajectory (T, 3), status, steps)."""
     obs, info = env.reset(options={"task": task})
@@ -71,39 +104,17 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True) ->
             trajectory, status, steps = run_episode(env, policy, task)
             flying_s += time.perf_counter() - t_episode
             total_steps += steps
-            results.append(episode_result(
-                scene=world.name, task_id=task.task_id, setting=cfg.setting, start=task.start_position,
-                goal=task.goal_position, astar_length_m=task.astar_length_m, trajectory=trajectory,
-                status=status, seed=cfg.seed, policy=cfg.policy, dt_s=world.vehicle.control_dt_s))
+            results.append(task_result(world, task, cfg, trajectory, status))
             trajectories.append(trajectory)
             statuses.append(status)
             bar.update(1)
             bar.set_postfix(steps_per_s=f"{total_steps / max(flying_s, 1e-9):.0f}", last=status)
-        _plot_scene(out_dir / f"{world.name}_trajectories.png", world, tasks, trajectories, statuses, cfg)
+        plot_scene(out_dir / f"{world.name}_trajectories.png", world, tasks, trajectories, statuses, cfg)
     bar.close()
     elapsed = time.perf_counter() - t_start
     summary = aggregate(results, success_radius_m=world.protocol.success_radius_m, bootstrap=cfg.bootstrap,
                         seed=cfg.seed)
-    meta = {
-        "runtime": "inprocess",
-        "policy": cfg.policy,
-        "setting": cfg.setting,
-        "seed": cfg.seed,
-        "episodes_per_scene": cfg.episodes,
-        "scenes": [str(s) for s in cfg.scenes],
-        "render_images": cfg.render_images,
-        "control_steps": total_steps,
-        "wall_time_s": round(elapsed, 3),
-        "flying_time_s": round(flying_s, 3),
-        "control_steps_per_s": round(total_steps / max(flying_s, 1e-9), 1),
-        "protocol": {
-            "success_radius_m": world.protocol.success_radius_m,
-            "time_limit_base_s": world.protocol.time_limit_base_s,
-            "time_limit_per_astar_m_s": world.protocol.time_limit_per_astar_m_s,
-            **vars(world.protocol.task),
-        },
-        "airplay_version": airplay.__version__,
-    }
+    meta = results_meta(cfg, world, "inprocess", total_steps, elapsed, flying_s)
     write_results(out_dir, results, summary, meta)
     print(format_table(summary))
     images = "with" if cfg.render_images else "without"
@@ -114,7 +125,7 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True) ->
     return summary
 
 
-def _plot_scene(path: Path, world: World, tasks, trajectories, statuses, cfg: EvalConfig) -> None:
+def plot_scene(path: Path, world: World, tasks, trajectories, statuses, cfg: EvalConfig) -> None:
     """Trajectories over the obstacles at mid-band height (SDF <= 0)."""
     nav = world.scene.spec.navigable
     sdf = world.sdf

@@ -130,11 +130,9 @@ class EvaluatorNode(Node):
         self.next_episode()
 
     def write(self) -> None:
-        import airplay
         from airplay.eval.aggregate import aggregate
-        from airplay.eval.metrics import episode_result
         from airplay.eval.results import format_table, write_results
-        from airplay.eval.runner import EvalConfig, _plot_scene
+        from airplay.eval.runner import EvalConfig, plot_scene, results_meta, task_result
 
         p = self.params
         cfg = EvalConfig(scenes=[Path(s) for s in self.scenes], policy=self.policy_name, setting=p["setting"],
@@ -146,36 +144,14 @@ class EvaluatorNode(Node):
             world, tasks = self.tasks.load(scene_dir)
             rows = [o for o in self.outcomes if o[0] == scene_dir]
             for _, index, status, steps, trajectory in rows:
-                task = tasks[index]
                 total_steps += steps
-                results.append(episode_result(
-                    scene=world.name, task_id=task.task_id, setting=cfg.setting, start=task.start_position,
-                    goal=task.goal_position, astar_length_m=task.astar_length_m, trajectory=trajectory,
-                    status=status, seed=cfg.seed, policy=cfg.policy, dt_s=world.vehicle.control_dt_s))
-            _plot_scene(self.out / f"{world.name}_trajectories.png", world, [tasks[o[1]] for o in rows],
+                results.append(task_result(world, tasks[index], cfg, trajectory, status))
+            plot_scene(self.out / f"{world.name}_trajectories.png", world, [tasks[o[1]] for o in rows],
                         [o[4] for o in rows], [o[2] for o in rows], cfg)
         summary = aggregate(results, success_radius_m=world.protocol.success_radius_m, bootstrap=cfg.bootstrap,
                             seed=cfg.seed)
-        meta = {
-            "runtime": "ros",
-            "policy": cfg.policy,
-            "setting": cfg.setting,
-            "seed": cfg.seed,
-            "episodes_per_scene": cfg.episodes,
-            "scenes": [str(s) for s in cfg.scenes],
-            "render_images": cfg.render_images,
-            "control_steps": total_steps,
-            "wall_time_s": round(elapsed, 3),
-            "flying_time_s": round(elapsed, 3),
-            "control_steps_per_s": round(total_steps / max(elapsed, 1e-9), 1),
-            "protocol": {
-                "success_radius_m": world.protocol.success_radius_m,
-                "time_limit_base_s": world.protocol.time_limit_base_s,
-                "time_limit_per_astar_m_s": world.protocol.time_limit_per_astar_m_s,
-                **vars(world.protocol.task),
-            },
-            "airplay_version": airplay.__version__,
-        }
+        # The graph has no separate set-up phase to exclude: flying time is the wall time of the run.
+        meta = results_meta(cfg, world, "ros", total_steps, elapsed, elapsed)
         write_results(self.out, results, summary, meta)
         print(format_table(summary), flush=True)
         print(f"\n{total_steps} control steps through the ROS graph in {elapsed:.1f} s = "
