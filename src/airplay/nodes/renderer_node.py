@@ -75,23 +75,12 @@ class RendererNode(Node):
 
     def images(self, position, yaw: float, depth: bool = True):
         """(rgb (H, W, 3) uint8, depth (H, W, 1) float32 m) as AirPlayEnv renders them."""
-        from airplay.render.api import render
-        from airplay.render.camera import map_from_base, viewmat_from_pose
         from airplay.sim.env import MAX_DEPTH_M
 
-        spec = self.world.scene.spec
-        cam, mount = spec.camera.intrinsics, spec.camera.mount
-        h, w = cam.height, cam.width
+        cam = self.world.scene.spec.camera.intrinsics
         if not self.render_images:
-            return np.zeros((h, w, 3), np.uint8), np.zeros((h, w, 1), np.float32)
-        viewmat = viewmat_from_pose(map_from_base(float(position[0]), float(position[1]), float(position[2]), yaw),
-                                    mount)
-        out = render(self.world.scene.gaussians, viewmat, cam.K, w, h, backend=self.backend,
-                     background=spec.background_rgb)
-        d = None
-        if depth:
-            d = np.minimum(self.world.depth.depth(viewmat, cam.K, w, h), MAX_DEPTH_M)[..., None].astype(np.float32)
-        return out.rgb_uint8[0], d
+            return np.zeros((cam.height, cam.width, 3), np.uint8), np.zeros((cam.height, cam.width, 1), np.float32)
+        return self.world.camera_images(position, yaw, self.backend, depth=depth, max_depth_m=MAX_DEPTH_M)
 
     def on_odom(self, msg: Odometry) -> None:
         stamp = ns_from_stamp(msg.header.stamp)

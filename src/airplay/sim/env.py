@@ -34,8 +34,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from airplay.render.api import Backend, render
-from airplay.render.camera import map_from_base, viewmat_from_pose
+from airplay.render.api import Backend
 from airplay.sim.collision import EpisodeStatus
 from airplay.sim.flight import CODE_STATUS, FlightSim
 from airplay.sim.world import World
@@ -211,22 +210,12 @@ class AirPlayEnv(gym.Env):
             np.float32)
 
     def _render_rgb_at(self, position: np.ndarray, yaw: float) -> np.ndarray:
-        viewmat = viewmat_from_pose(map_from_base(*position, yaw), self.mount)
-        out = render(self.world.scene.gaussians, viewmat, self.camera.K, self.camera.width, self.camera.height,
-                     backend=self.render_backend, background=self.world.scene.spec.background_rgb)
-        return out.rgb_uint8[0]
+        return self.world.camera_images(position, yaw, self.render_backend, depth=False, max_depth_m=MAX_DEPTH_M)[0]
 
     def _observation(self) -> dict:
         h, w = self.camera.height, self.camera.width
         if self.render_images:
-            p = self.position
-            # Attitude tilt is left out of the camera pose: a gimbal-stabilised camera.
-            viewmat = viewmat_from_pose(map_from_base(p[0], p[1], p[2], self.yaw), self.mount)
-            out = render(self.world.scene.gaussians, viewmat, self.camera.K, w, h,
-                         backend=self.render_backend, background=self.world.scene.spec.background_rgb)
-            rgb = out.rgb_uint8[0]
-            depth = self.world.depth.depth(viewmat, self.camera.K, w, h)
-            depth = np.minimum(depth, MAX_DEPTH_M)[..., None]
+            rgb, depth = self.world.camera_images(self.position, self.yaw, self.render_backend, max_depth_m=MAX_DEPTH_M)
         else:
             rgb = np.zeros((h, w, 3), np.uint8)
             depth = np.zeros((h, w, 1), np.float32)

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from airplay.render.api import render
+from airplay.render.camera import map_from_base, viewmat_from_pose
 from airplay.render.mesh_depth import MeshRaycaster
 from airplay.render.mesh_zbuffer import MeshDepthRasterizer
 from airplay.scene.scene import Scene
@@ -38,6 +42,26 @@ class World:
     @property
     def name(self) -> str:
         return self.scene.name
+
+    def camera_images(self, position: np.ndarray, yaw_rad: float, backend: str = "auto", depth: bool = True,
+                      max_depth_m: float = 100.0) -> tuple[np.ndarray, np.ndarray | None]:
+        """What the scene's camera sees from a vehicle at ``position`` (map, m) with heading ``yaw_rad``.
+
+        The camera is gimbal-stabilised (roll and pitch of the vehicle are left out), on the
+        scene's mount. Returns RGB (H, W, 3) uint8 over the scene's background, and, with
+        ``depth``, the collision mesh's z-depth (H, W, 1) float32 in metres, clipped at
+        ``max_depth_m`` (also where nothing is hit); None otherwise.
+        """
+        spec = self.scene.spec
+        cam = spec.camera.intrinsics
+        viewmat = viewmat_from_pose(map_from_base(float(position[0]), float(position[1]), float(position[2]),
+                                                  float(yaw_rad)), spec.camera.mount)
+        out = render(self.scene.gaussians, viewmat, cam.K, cam.width, cam.height, backend=backend,
+                     background=spec.background_rgb)
+        if not depth:
+            return out.rgb_uint8[0], None
+        z = np.minimum(self.depth.depth(viewmat, cam.K, cam.width, cam.height), max_depth_m)
+        return out.rgb_uint8[0], z[..., None].astype(np.float32)
 
     @classmethod
     def load(cls, scene: Scene | str | Path, vehicle: VehicleParams | None = None,
