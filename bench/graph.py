@@ -46,7 +46,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -81,30 +80,16 @@ class StatusListener:
     """Records the wall time of each ``episode/status`` message (own context, spun in a thread)."""
 
     def __init__(self) -> None:
-        import rclpy
-        from rclpy.executors import SingleThreadedExecutor
         from std_msgs.msg import String
 
+        from airplay.nodes.background import BackgroundNode
         from airplay.nodes.common import RELIABLE
 
-        self.rclpy = rclpy
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node("bench_status_listener", context=self.context)
+        self.background = BackgroundNode("bench_status_listener")
+        self.lock = self.background.lock
         self.events: list[tuple[float, dict]] = []
-        self.lock = threading.Lock()
-        self.node.create_subscription(String, "episode/status", self._on, RELIABLE)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-
-    def _spin(self) -> None:
-        try:
-            while self.context.ok():
-                self.executor.spin_once(timeout_sec=0.05)
-        except Exception:  # shutdown while spinning
-            pass
+        self.background.node.create_subscription(String, "episode/status", self._on, RELIABLE)
+        self.background.start()
 
     def _on(self, msg) -> None:
         t = time.perf_counter()
@@ -121,10 +106,7 @@ class StatusListener:
                 "steps": int(sum(int(m.get("steps", 0)) for _, m in ends))}
 
     def close(self) -> None:
-        self.context.try_shutdown()
-        self.thread.join(timeout=5)
-        self.executor.shutdown(timeout_sec=1)
-        self.node.destroy_node()
+        self.background.close()
 
 
 def run_inprocess(scene_dir: Path, out: Path, episodes: int, render_images: bool) -> dict:

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -82,34 +81,22 @@ def stop_all(procs: dict) -> None:
 
 
 class StatusListener:
-    """Collects ``episode/status`` JSON in the test process (own context, spun in a thread)."""
+    """Collects ``episode/status`` JSON and ``/clock`` in the test process (own context, spun in a thread)."""
 
     def __init__(self) -> None:
-        from rclpy.executors import SingleThreadedExecutor
         from rosgraph_msgs.msg import Clock
         from std_msgs.msg import String
 
+        from airplay.nodes.background import BackgroundNode
         from airplay.nodes.common import RELIABLE
 
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node("status_listener", context=self.context)
+        self.background = BackgroundNode("status_listener")
+        self.lock = self.background.lock
         self.messages: list[dict] = []
-        self.lock = threading.Lock()
-        self.node.create_subscription(String, "episode/status", self._on, RELIABLE)
         self.clock_ns: list[int] = []
-        self.node.create_subscription(Clock, "/clock", self._on_clock, 10)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-
-    def _spin(self) -> None:
-        try:
-            while self.context.ok():
-                self.executor.spin_once(timeout_sec=0.05)
-        except Exception:  # shutdown while spinning
-            pass
+        self.background.node.create_subscription(String, "episode/status", self._on, RELIABLE)
+        self.background.node.create_subscription(Clock, "/clock", self._on_clock, 10)
+        self.background.start()
 
     def _on(self, msg) -> None:
         with self.lock:
@@ -128,10 +115,7 @@ class StatusListener:
             return {m["episode"] for m in self.messages if m["status"] == "started"}
 
     def close(self) -> None:
-        self.context.try_shutdown()
-        self.thread.join(timeout=5)
-        self.executor.shutdown(timeout_sec=1)
-        self.node.destroy_node()
+        self.background.close()
 
 
 def _logs(log_dir: Path) -> str:
