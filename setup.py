@@ -43,7 +43,17 @@ setup(
         "gpu": ["gsplat>=1.4"],
         # The anchor of bench/sim.py (the same workload in pybullet).
         "bench": ["pybullet>=3.2"],
-        "dev": ["pytest>=7", "plyfile>=1", "colcon-common-extensions>=0.3", "pybullet>=3.2"],
+        # Demonstrations: rosbag2 MCAP bags (rosbags, mcap) and the LeRobot v3 export (pyarrow, PyAV).
+        "data": ["rosbags>=0.10", "mcap>=1.1", "pyarrow>=15", "av>=12"],
+        # Collection and evaluation across machines (DESIGN.md section 9).
+        "ray": ["ray>=2.9"],
+        # The MAVLink bridge and the rehearsal vehicle endpoint; no torch needed.
+        "mavlink": ["pymavlink>=2.4.40"],
+        # Learned policies' checkpoints (torch itself comes pinned from requirements/torch.txt).
+        "learn": ["safetensors>=0.4"],
+        "dev": ["pytest>=7", "plyfile>=1", "colcon-common-extensions>=0.3", "pybullet>=3.2",
+                "rosbags>=0.10", "mcap>=1.1", "pyarrow>=15", "av>=12", "ray>=2.9", "pymavlink>=2.4.40",
+                "safetensors>=0.4"],
     },
     zip_safe=False,
     entry_points={

@@ -13,6 +13,10 @@ from airplay.scene.errors import SceneError
 
 DEFAULT_CATEGORIES = ("indoor", "urban", "vegetation")
 
+COMMAND_MODULES: tuple[str, ...] = ()
+"""Modules that add sub-commands: each has ``register(sub)`` taking the sub-parsers object
+and setting ``func`` on its parsers. Their heavy imports stay inside the handlers."""
+
 
 def _cmd_scene_make(args: argparse.Namespace) -> int:
     from airplay.scene.synthetic import make_scene
@@ -278,6 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument("--grace", type=float, default=5.0,
                         help="seconds between SIGINT, SIGTERM and SIGKILL when stopping (default 5)")
     launch.set_defaults(func=_cmd_launch, launch_help=launch.format_help)
+
+    import importlib
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
     return parser
 
 
