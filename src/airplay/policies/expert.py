@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import ClassVar
 
 import numpy as np
 
+from airplay.policies.base import Policy, PolicyConfig
 from airplay.tasks.expert import ExpertPolicy
 
 
@@ -15,21 +18,35 @@ def yaw_from_quat_xyzw(q: np.ndarray) -> float:
     return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 
-class ExpertNavigator:
+@dataclasses.dataclass
+class ExpertConfig(PolicyConfig):
+    """The expert predicts one command per observation, executed directly (hold, H = 1)."""
+
+    type: ClassVar[str] = "expert"
+    chunk_size: int = 1
+    execution_horizon: int = 1
+    adapter: str = "hold"
+
+
+class ExpertNavigator(Policy):
     """Plans on the world's grid at ``reset`` and tracks the plan from the observed state."""
 
     name = "expert"
+    privileged = True
 
-    def __init__(self, world) -> None:
+    def __init__(self, world, config: ExpertConfig | None = None) -> None:
+        super().__init__(config or ExpertConfig())
         self.world = world
         self.expert = ExpertPolicy(world.grid, world.sdf, world.vehicle)
 
     def reset(self, task=None) -> None:
         if task is None:
             raise ValueError("the expert is privileged: reset(task) needs the task to plan")
+        super().reset(task)
         self.expert.reset(task)
 
-    def select_action(self, obs: dict) -> np.ndarray:
-        """(4,) float32 heading-frame command from ``obs["state"]`` (see AirPlayEnv)."""
+    def predict_action_chunk(self, obs: dict) -> np.ndarray:
+        """(1, 4) float32 heading-frame command from ``obs["state"]`` (see AirPlayEnv)."""
         state = obs["state"]
-        return np.asarray(self.expert.act(state[0:3], state[7:10], yaw_from_quat_xyzw(state[3:7])), np.float32)
+        cmd = self.expert.act(state[0:3], state[7:10], yaw_from_quat_xyzw(state[3:7]))
+        return np.asarray(cmd, np.float32)[None, :]

@@ -1,0 +1,179 @@
+"""Benchmark expert flight collection: flights per second per core, rendering and writing included.
+
+Scene: the synthetic vegetation scene of seed 0 (navigable polygon about 1,080 m^2), made
+at each ``--density`` (Gaussians per m^2 of surface; 90 is the generator's default, which
+gives about 257 k Gaussians). Each row runs :func:`airplay.data.collect.collect` in this
+process with one numba thread (one core), ``--flights`` PointGoal flights of the expert at
+50 Hz, RGB rendered with the CPU backend at ``--size`` (plus mesh depth with ``--depth``),
+one rosbag2 MCAP bag per flight written atomically. The rate excludes loading the scene
+(once per worker in a real run) and counts everything per flight: rendering, flight
+simulation + expert, CDR encoding + MCAP writing + publishing. Flights per second per core
+= flights / CPU time of the process (one thread), so that other load on a shared machine
+does not count; the wall-clock rate is printed too. Target: >= 1 flight/s/core.
+
+A second table rewrites one recorded flight with each MCAP chunk compression (zstd, the
+bag writer's default; lz4; none): write time and size.
+
+    PYTHONPATH=src python bench/collect.py                 # table
+    PYTHONPATH=src python bench/collect.py --json          # one JSON object
+    PYTHONPATH=src python bench/collect.py --density 4 --size 32 --flights 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")  # one core: set before numba is imported
+
+import numpy as np  # noqa: E402
+
+from benchlib import threading_layer  # noqa: E402
+
+TARGET = 1.0
+"""flights per second per core"""
+SCENE = ("vegetation", 0)
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def polygon_area(poly) -> float:
+    x, y = np.asarray(poly)[:, 0], np.asarray(poly)[:, 1]
+    return float(0.5 * abs(np.dot(x, np.roll(y, 1)) - np.dot(y, np.roll(x, 1))))
+
+
+def bench_density(tmp: Path, density: float, size: int, flights: int, depth: bool) -> dict:
+    from airplay.data.collect import CollectConfig, collect, read_ledger
+    from airplay.scene.scene import Scene
+    from airplay.scene.synthetic import make_scene
+
+    category, seed = SCENE
+    scene_dir = tmp / f"{category}_{seed}_d{density:g}"
+    log(f"[{density:g} G/m^2] making the {category} scene (seed {seed}) ...")
+    make_scene(category, seed, scene_dir, gaussians_per_m2=density, name=f"{category}_{seed}")
+    scene = Scene.load(scene_dir)
+    out = tmp / f"bags_d{density:g}"
+    cfg = CollectConfig(scenes=(scene_dir,), per_scene=flights, out=out, seed=0, depth=depth,
+                        image_size=(size, size), threads=1)
+    log(f"[{density:g} G/m^2] {flights} flights at {size}x{size} ...")
+    summary = collect(cfg, progress=sys.stderr.isatty())
+    recs = [r for r in read_ledger(out).values()]
+    t = {k: float(sum(r["timings"][k] for r in recs)) for k in ("load", "render", "sim", "write", "wall", "cpu")}
+    flying = t["wall"] - t["load"]
+    steps = sum(r["steps"] for r in recs)
+    frames = sum(r["frames"] for r in recs)
+    bag_bytes = sum(f.stat().st_size for f in out.rglob("*.mcap"))
+    row = {
+        "scene": f"{category}_{seed}", "gaussians_per_m2": density, "gaussians": len(scene.gaussians),
+        "area_m2": round(polygon_area(scene.spec.navigable.polygon), 1), "resolution": f"{size}x{size}",
+        "depth": depth, "flights": len(recs), "written": summary["total"]["written"],
+        "mean_steps": round(steps / max(len(recs), 1), 1), "frames": frames,
+        "load_s": round(t["load"], 3), "flying_s": round(flying, 3),
+        "cpu_s": round(t["cpu"], 3),
+        "flights_per_s_per_core": round(len(recs) / t["cpu"], 3),
+        "flights_per_s_wall": round(len(recs) / flying, 3),
+        "ratio_to_target": round(len(recs) / t["cpu"] / TARGET, 3),
+        "cpu_ms_per_step": round(1e3 * t["cpu"] / max(steps, 1), 3),
+        "breakdown_s": {"render": round(t["render"], 3), "sim_expert": round(t["sim"], 3),
+                        "encode_write": round(t["write"], 3),
+                        "other": round(flying - t["render"] - t["sim"] - t["write"], 3)},
+        "mb_per_flight": round(bag_bytes / 1e6 / max(summary["total"]["written"], 1), 2),
+    }
+    row["pass"] = row["flights_per_s_per_core"] >= TARGET
+    row["_bag"] = str(next(out.glob("*/*/metadata.yaml")).parent) if summary["total"]["written"] else None
+    return row
+
+
+def bench_compression(bag_dir: str, tmp: Path, repeats: int = 3) -> list[dict]:
+    """Rewrite one recorded flight with each chunk compression: best-of write time and size."""
+    from airplay.data.bag import BagWriter, iter_bag_messages
+
+    records = [(topic, stamp, cdr) for topic, _, stamp, cdr in iter_bag_messages(bag_dir)
+               if topic != "/episode/metadata"]
+    raw = sum(len(c) for _, _, c in records)
+    rows = []
+    for compression in ("zstd", "lz4", ""):
+        best = float("inf")
+        for _ in range(repeats):
+            path = tmp / f"rewrite_{compression or 'none'}"
+            shutil.rmtree(path, ignore_errors=True)
+            t = time.perf_counter()
+            with BagWriter(path, compression=compression) as writer:
+                for record in records:
+                    writer.write(*record)
+            best = min(best, time.perf_counter() - t)
+        size = sum(f.stat().st_size for f in path.glob("*.mcap"))
+        rows.append({"compression": compression or "none", "write_ms": round(1e3 * best, 2),
+                     "mb": round(size / 1e6, 3), "ratio": round(raw / size, 2), "messages": len(records)})
+    return rows
+
+
+def print_tables(result: dict) -> None:
+    print(f"Expert flight collection, one core ({result['threads']} numba thread, {result['threading_layer']}); "
+          f"target >= {TARGET:g} flight/s/core")
+    head = (f"{'scene':<14}{'G/m2':>6}{'Gaussians':>10}{'area m2':>9}{'image':>8}{'flights':>8}{'steps':>7}"
+            f"{'flights/s/core':>15}{'x target':>9}{'CPU ms/step':>12}{'wall fl/s':>10}"
+            "  render / sim+expert / encode+write")
+    print(head)
+    print("-" * len(head))
+    for r in result["rows"]:
+        b = r["breakdown_s"]
+        total = max(r["flying_s"], 1e-9)
+        parts = " / ".join(f"{100 * b[k] / total:.0f} %" for k in ("render", "sim_expert", "encode_write"))
+        print(f"{r['scene']:<14}{r['gaussians_per_m2']:>6g}{r['gaussians']:>10}{r['area_m2']:>9.0f}"
+              f"{r['resolution']:>8}{r['flights']:>8}{r['mean_steps']:>7.0f}{r['flights_per_s_per_core']:>15.3f}"
+              f"{r['ratio_to_target']:>9.2f}{r['cpu_ms_per_step']:>12.2f}{r['flights_per_s_wall']:>10.3f}  {parts}  "
+              f"{'PASS' if r['pass'] else 'FAIL'}")
+        # Stage shares are of wall time; scaled to the CPU time per step.
+        per_step = {k: r["cpu_ms_per_step"] * b[k] / total for k in b}
+        print(f"{'':<14}CPU per step: render {per_step['render']:.2f} ms, sim+expert {per_step['sim_expert']:.2f} ms, "
+              f"encode+write {per_step['encode_write']:.2f} ms; {r['mb_per_flight']:.2f} MB per bag; "
+              f"scene load {r['load_s']:.1f} s (once per worker)")
+    if result.get("compression"):
+        print(f"\nMCAP chunk compression, one recorded flight rewritten ({result['compression_source']}):")
+        print(f"{'compression':<12}{'write ms':>9}{'MB':>8}{'ratio':>7}")
+        for c in result["compression"]:
+            print(f"{c['compression']:<12}{c['write_ms']:>9.1f}{c['mb']:>8.2f}{c['ratio']:>7.2f}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--flights", type=int, default=8, help="flights per row (default 8)")
+    parser.add_argument("--size", type=int, default=64, help="square image size in pixels (default 64)")
+    parser.add_argument("--density", type=float, nargs="+", default=[90.0, 4.0],
+                        help="Gaussians per m^2, one row each (default 90 = the generator's default, and 4)")
+    parser.add_argument("--depth", action="store_true", help="also render and record mesh depth")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    args = parser.parse_args(argv)
+
+    import numba
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="airplay-bench-collect-") as tmp:
+        for density in args.density:
+            rows.append(bench_density(Path(tmp), density, args.size, args.flights, args.depth))
+        source = next((r for r in rows if r["_bag"]), None)
+        compression = bench_compression(source["_bag"], Path(tmp)) if source else []
+    for r in rows:
+        r.pop("_bag")
+    result = {"threads": numba.get_num_threads(), "threading_layer": threading_layer(), "target": TARGET,
+              "rows": rows, "compression": compression,
+              "compression_source": (f"{source['gaussians_per_m2']:g} G/m^2, {source['resolution']}"
+                                     if source else None)}
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_tables(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

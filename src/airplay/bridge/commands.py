@@ -1,0 +1,108 @@
+"""``airplay vehicle``: the rehearsal MAVLink vehicle (:mod:`airplay.bridge.vehicle_endpoint`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import sys
+import threading
+import time
+
+
+def _floats(text: str, count: int, what: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) != count or not all(math.isfinite(v) for v in values):
+        raise SystemExit(f"error: {what} must be {count} comma-separated numbers, got {text!r}")
+    return values
+
+
+def _start_pose(args: argparse.Namespace) -> tuple[tuple[float, float, float, float], str]:
+    """(x, y, z ground, yaw rad) in map and a description, from --start or --scene/--task."""
+    if args.scene is None:
+        x, y, z, yaw_deg = _floats(args.start, 4, "--start X,Y,Z,YAW_DEG") if args.start else (0, 0, 0, 0)
+        return (x, y, z, math.radians(yaw_deg)), "start"
+    from airplay.sim.world import World
+    from airplay.tasks.sampler import sample_tasks
+
+    world = World.load(args.scene)
+    tasks = sample_tasks(world.scene, world.grid, args.episodes, args.seed, args.setting, world.protocol)
+    if not 0 <= args.task < len(tasks):
+        raise SystemExit(f"error: --task {args.task} outside 0..{len(tasks) - 1} (--episodes {args.episodes})")
+    task = tasks[args.task]
+    x, y, z = (float(v) for v in task.start_position)
+    ground = args.ground_z
+    goal = ", ".join(f"{v:.2f}" for v in task.goal_position)
+    note = (f"task {args.task} of {world.name} (episodes {args.episodes}, seed {args.seed}): start ({x:.2f}, {y:.2f}) "
+            f"on the ground z={ground:.2f}, goal ({goal}); fly it with "
+            f"`airplay launch fly scene:={args.scene} index:={args.task} episodes:={args.episodes} seed:={args.seed} "
+            f"takeoff_height_m:={z - ground:.2f}`")
+    return (x, y, ground, float(task.start_yaw)), note
+
+
+def _cmd_vehicle(args: argparse.Namespace) -> int:
+    from airplay.bridge.vehicle_endpoint import VehicleEndpoint
+    from airplay.sim.dynamics import load_vehicle_params
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s",
+                        stream=sys.stderr)
+    start, note = _start_pose(args)
+    try:
+        params = load_vehicle_params(args.vehicle_config)
+        vehicle = VehicleEndpoint(args.mavlink, args.flavour, params, start, system=args.system_id,
+                                  offboard_loss_s=args.offboard_loss)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"airplay vehicle: {args.flavour} on {args.mavlink} (system {args.system_id}), at "
+          f"({start[0]:.2f}, {start[1]:.2f}, {start[2]:.2f}) yaw {math.degrees(start[3]):.0f} deg; "
+          f"{note}", flush=True)
+    stop = threading.Event()
+    runner = threading.Thread(target=vehicle.run, kwargs={"duration_s": args.duration, "stop": stop}, daemon=True)
+    runner.start()
+    print(f"{'t s':>7} {'mode':<12} {'armed':<5} {'x':>7} {'y':>7} {'z':>6} {'yaw deg':>7} {'setpoints':>9}",
+          flush=True)
+    t0 = time.monotonic()
+    try:
+        while runner.is_alive():
+            runner.join(timeout=args.status_every)
+            p = vehicle.position
+            print(f"{time.monotonic() - t0:7.1f} {vehicle.mode:<12} {str(vehicle.armed):<5} {p[0]:7.2f} {p[1]:7.2f} "
+                  f"{p[2]:6.2f} {math.degrees(vehicle.yaw):7.1f} {vehicle.stats['setpoints']:9d}", flush=True)
+    except KeyboardInterrupt:
+        stop.set()
+        runner.join(timeout=2)
+    finally:
+        vehicle.close()
+    return 0
+
+
+def register(sub) -> None:
+    """Add ``airplay vehicle`` to the sub-parsers ``sub``."""
+    p = sub.add_parser(
+        "vehicle", help="a MAVLink vehicle (PX4 or ArduPilot flavour) flown by airplay's dynamics, for rehearsals",
+        description="A simulated multirotor that speaks MAVLink 2 like PX4 (OFFBOARD) or ArduCopter (GUIDED): "
+                    "heartbeat, arming, take-off, landing, mode changes with COMMAND_ACK, velocity setpoints, "
+                    "telemetry. PX4's rule holds: OFFBOARD is refused without a setpoint stream, and the vehicle "
+                    "holds position when the stream stops. Rehearse with `airplay launch fly`.")
+    p.add_argument("--mavlink", default="udp:127.0.0.1:14540",
+                   help="where to send (udp:HOST:PORT, as PX4 SITL sends to its offboard port 14540; also "
+                        "udpin:/udpout:/tcp:). Default udp:127.0.0.1:14540")
+    p.add_argument("--flavour", default="px4", choices=("px4", "ardupilot"))
+    p.add_argument("--start", help="X,Y,Z,YAW_DEG: where the vehicle stands, map ENU metres (z: the ground)")
+    p.add_argument("--scene", help="scene folder: place the vehicle under the start of a task of this scene")
+    p.add_argument("--task", type=int, default=0, help="task index with --scene (default 0)")
+    p.add_argument("--episodes", type=int, default=10, help="tasks sampled with --scene, as in airplay eval")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--setting", default="pointgoal", choices=("pointgoal", "imagegoal", "goalfree"))
+    p.add_argument("--ground-z", type=float, default=0.0, help="ground height with --scene (map z, default 0)")
+    p.add_argument("--offboard-loss", type=float, default=1.0,
+                   help="seconds without setpoints before the OFFBOARD failsafe (PX4 COM_OF_LOSS_T, default 1.0)")
+    p.add_argument("--system-id", type=int, default=1)
+    p.add_argument("--vehicle-config", help="vehicle parameters YAML (default config/vehicle.yaml)")
+    p.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: Ctrl-C)")
+    p.add_argument("--status-every", type=float, default=2.0, help="seconds between status lines")
+    p.set_defaults(func=_cmd_vehicle)

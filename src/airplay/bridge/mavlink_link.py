@@ -1,0 +1,530 @@
+"""MAVLink 2 over pymavlink: the transport (:class:`MavlinkLink`) and the conversation with an
+autopilot (:class:`Autopilot`: heartbeat, flavour detection, COMMAND_LONG with ACK and
+timeouts, mode changes, setpoints). No rclpy here (DESIGN.md section 1).
+
+Connection strings (``url``):
+
+* ``udpin:HOST:PORT`` or ``udp:HOST:PORT`` - listen on HOST:PORT and answer the address the
+  autopilot's HEARTBEATs come from (what MAVSDK's ``udp://:14540`` does against PX4 SITL,
+  which sends to port 14540 of the companion).
+* ``udpout:HOST:PORT`` - send to HOST:PORT from an ephemeral port.
+* ``tcp:HOST:PORT`` - TCP client (ArduPilot SITL serves MAVLink on tcp:127.0.0.1:5760).
+* ``serial:DEVICE[:BAUD]`` or a bare ``/dev/...`` path - a telemetry port (PX4 TELEM2 with
+  ``MAV_1_CONFIG``, ArduPilot ``SERIAL2_PROTOCOL=2``), default 921600 baud.
+
+UDP datagrams carry whole MAVLink frames, so every datagram is parsed on its own: garbage or a
+truncated frame never eats the next good message. Frames with a bad CRC or an unknown id are
+dropped and counted (:attr:`MavlinkLink.bad_frames`).
+
+The autopilot flavour comes from the ``autopilot`` field of its HEARTBEAT: MAV_AUTOPILOT_PX4
+(12) -> ``px4``, MAV_AUTOPILOT_ARDUPILOTMEGA (3) -> ``ardupilot``. HEARTBEATs of ground
+stations and other companions (autopilot MAV_AUTOPILOT_INVALID) are not autopilots.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import select
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from pymavlink.dialects.v20 import common as mavlink
+
+from airplay.bridge import frames
+from airplay.bridge.telemetry import Telemetry
+
+log = logging.getLogger("airplay.mavlink")
+
+UDP_MAX_BYTES = 65535
+
+# PX4 custom modes: custom_mode = main << 16 | sub << 24 (px4_custom_mode.h).
+PX4_MAIN = {"MANUAL": 1, "ALTCTL": 2, "POSCTL": 3, "AUTO": 4, "ACRO": 5, "OFFBOARD": 6, "STABILIZED": 7}
+PX4_AUTO_SUB = {"READY": 1, "TAKEOFF": 2, "LOITER": 3, "MISSION": 4, "RTL": 5, "LAND": 6}
+# ArduCopter flight mode numbers (ArduCopter/mode.h).
+ARDUCOPTER_MODES = {"STABILIZE": 0, "ACRO": 1, "ALT_HOLD": 2, "AUTO": 3, "GUIDED": 4, "LOITER": 5, "RTL": 6,
+                    "CIRCLE": 7, "LAND": 9, "POSHOLD": 16, "BRAKE": 17}
+
+FLAVOURS = ("px4", "ardupilot")
+#: airplay's mode names -> the flavour's mode: what ``set_mode("offboard")`` etc. ask for.
+MODE_NAMES = {
+    "px4": {"offboard": "OFFBOARD", "hold": "AUTO.LOITER", "land": "AUTO.LAND", "position": "POSCTL"},
+    "ardupilot": {"offboard": "GUIDED", "hold": "BRAKE", "land": "LAND", "position": "LOITER"},
+}
+
+MAV_RESULT_NAMES = {0: "ACCEPTED", 1: "TEMPORARILY_REJECTED", 2: "DENIED", 3: "UNSUPPORTED", 4: "FAILED",
+                    5: "IN_PROGRESS", 6: "CANCELLED"}
+
+
+def flavour_of_autopilot(autopilot: int) -> str | None:
+    """HEARTBEAT.autopilot -> "px4", "ardupilot", or None (not an autopilot we fly)."""
+    return {mavlink.MAV_AUTOPILOT_PX4: "px4", mavlink.MAV_AUTOPILOT_ARDUPILOTMEGA: "ardupilot"}.get(autopilot)
+
+
+def px4_custom_mode(name: str) -> int:
+    """PX4 mode name (``OFFBOARD``, ``POSCTL``, ``AUTO.LOITER``, ...) -> HEARTBEAT custom_mode."""
+    main, _, sub = name.partition(".")
+    if main not in PX4_MAIN or (sub and (main != "AUTO" or sub not in PX4_AUTO_SUB)):
+        raise ValueError(f"unknown PX4 mode {name!r}")
+    return (PX4_MAIN[main] << 16) | ((PX4_AUTO_SUB[sub] if sub else 0) << 24)
+
+
+def px4_mode_name(custom_mode: int) -> str:
+    """HEARTBEAT custom_mode of PX4 -> ``OFFBOARD``, ``AUTO.LOITER``, ... (``UNKNOWN(n)`` otherwise)."""
+    main, sub = (custom_mode >> 16) & 0xFF, (custom_mode >> 24) & 0xFF
+    main_name = next((k for k, v in PX4_MAIN.items() if v == main), None)
+    if main_name is None:
+        return f"UNKNOWN({custom_mode})"
+    if main_name == "AUTO":
+        sub_name = next((k for k, v in PX4_AUTO_SUB.items() if v == sub), f"UNKNOWN({sub})")
+        return f"AUTO.{sub_name}"
+    return main_name
+
+
+def mode_name(flavour: str, custom_mode: int) -> str:
+    """The flavour's name of a HEARTBEAT custom_mode."""
+    if flavour == "px4":
+        return px4_mode_name(custom_mode)
+    return next((k for k, v in ARDUCOPTER_MODES.items() if v == custom_mode), f"UNKNOWN({custom_mode})")
+
+
+def custom_mode_of(flavour: str, name: str) -> int:
+    """The flavour's HEARTBEAT custom_mode of a mode name."""
+    if flavour == "px4":
+        return px4_custom_mode(name)
+    if name not in ARDUCOPTER_MODES:
+        raise ValueError(f"unknown ArduCopter mode {name!r}")
+    return ARDUCOPTER_MODES[name]
+
+
+def do_set_mode_params(flavour: str, name: str) -> tuple[float, float, float]:
+    """(param1 base_mode, param2, param3) of MAV_CMD_DO_SET_MODE for mode ``name``: PX4 takes the
+    main and sub mode, ArduPilot the mode number."""
+    base = float(mavlink.MAV_MODE_FLAG_CUSTOM_MODE_ENABLED)
+    if flavour == "px4":
+        custom = px4_custom_mode(name)
+        return base, float((custom >> 16) & 0xFF), float((custom >> 24) & 0xFF)
+    return base, float(custom_mode_of(flavour, name)), 0.0
+
+
+def mode_from_do_set_mode(flavour: str, param2: float, param3: float) -> int:
+    """Inverse of :func:`do_set_mode_params`: the custom_mode asked for (vehicle side)."""
+    if flavour == "px4":
+        return (int(param2) << 16) | (int(param3) << 24)
+    return int(param2)
+
+
+# -- transport -------------------------------------------------------------------------------
+class _Writer:
+    """The ``file`` of the pymavlink encoder: hands packed frames to the link."""
+
+    def __init__(self, link: "MavlinkLink") -> None:
+        self.link = link
+
+    def write(self, buf: bytes) -> None:
+        self.link._write(bytes(buf))
+
+
+class MavlinkLink:
+    """Raw MAVLink 2 frames over UDP (own socket), TCP or serial (pymavlink's mavutil files).
+
+    ``mav`` is the pymavlink encoder (``link.mav.heartbeat_send(...)``), stamped with
+    ``source_system``/``source_component``. :meth:`receive` returns the good messages that
+    arrived (each with ``._link_address`` for UDP). Thread-safe: sending and receiving lock.
+    """
+
+    def __init__(self, url: str, source_system: int, source_component: int) -> None:
+        self.url = url
+        self._lock = threading.RLock()
+        self._sock = None
+        self._file = None
+        self.peer: tuple[str, int] | None = None
+        self.bad_frames = 0
+        kind, _, rest = url.partition(":")
+        if kind in ("udp", "udpin", "udpout"):
+            host, port = _host_port(url, rest)
+            self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            if kind == "udpout":
+                self._sock.bind(("127.0.0.1" if host in ("127.0.0.1", "localhost") else "0.0.0.0", 0))
+                self.peer = (socket.gethostbyname(host), port)
+            else:
+                try:
+                    self._sock.bind((host, port))
+                except OSError as exc:
+                    self._sock.close()
+                    raise ValueError(f"connection {url!r}: cannot listen on {host}:{port}: {exc}") from None
+            self._sock.setblocking(False)
+            self.stream = False
+        elif kind in ("tcp", "serial") or url.startswith("/dev/") or url.upper().startswith("COM"):
+            import os
+
+            os.environ.setdefault("MAVLINK20", "1")
+            from pymavlink import mavutil
+
+            if kind == "tcp":
+                _host_port(url, rest)
+                device, baud = url, 115200
+            else:
+                device = rest if kind == "serial" else url
+                device, _, baud_text = device.partition(":")
+                baud = int(baud_text) if baud_text else 921600
+            try:
+                self._file = mavutil.mavlink_connection(device, baud=baud, autoreconnect=True)
+            except Exception as exc:  # serial.SerialException, OSError, ...
+                raise ValueError(f"connection {url!r}: {exc}") from None
+            self.stream = True
+        else:
+            raise ValueError(f"connection {url!r}: expected udpin:HOST:PORT, udpout:HOST:PORT, udp:HOST:PORT, "
+                             "tcp:HOST:PORT or serial:DEVICE[:BAUD]")
+        self.mav = mavlink.MAVLink(_Writer(self), srcSystem=source_system, srcComponent=source_component)
+        self._parser = self._new_parser()
+
+    @staticmethod
+    def _new_parser():
+        parser = mavlink.MAVLink(None)
+        parser.robust_parsing = True
+        return parser
+
+    @property
+    def local_port(self) -> int | None:
+        """The UDP port this link's socket is bound to (None for TCP/serial)."""
+        return None if self._sock is None else self._sock.getsockname()[1]
+
+    def fileno(self) -> int:
+        return self._sock.fileno() if self._sock is not None else self._file.fd
+
+    def _write(self, buf: bytes) -> None:
+        with self._lock:
+            if self._sock is not None:
+                if self.peer is None:
+                    return  # nobody to talk to yet (udpin before the first autopilot heartbeat)
+                try:
+                    self._sock.sendto(buf, self.peer)
+                except OSError as exc:
+                    log.debug("send to %s failed: %s", self.peer, exc)
+            else:
+                self._file.write(buf)
+
+    def receive(self, timeout_s: float = 0.0) -> list:
+        """Good messages that arrived within ``timeout_s`` (0: only those already there)."""
+        if self._sock is not None:
+            try:
+                ready, _, _ = select.select([self._sock], [], [], max(0.0, timeout_s))
+            except (OSError, ValueError):
+                return []
+            out = []
+            while ready:
+                try:
+                    data, address = self._sock.recvfrom(UDP_MAX_BYTES)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:  # ICMP port unreachable from a peer that went away
+                    continue
+                for msg in self._parse(data, reset=True):
+                    msg._link_address = address
+                    out.append(msg)
+            return out
+        if timeout_s > 0:
+            try:
+                select.select([self._file.fd], [], [], timeout_s)
+            except (OSError, ValueError, TypeError):
+                time.sleep(min(timeout_s, 0.01))
+        data = self._file.recv(4096)
+        return self._parse(data if isinstance(data, (bytes, bytearray)) else bytes(data, "latin-1"), reset=False)
+
+    def _parse(self, data: bytes, reset: bool) -> list:
+        if not data:
+            return []
+        parser = self._parser
+        if reset:
+            parser.buf, parser.buf_index = bytearray(), 0
+            parser.expected_length, parser.have_prefix_error = mavlink.HEADER_LEN_V1 + 2, False
+        try:
+            msgs = parser.parse_buffer(data) or []
+        except Exception as exc:  # MAVError and struct errors from a corrupt frame
+            log.debug("unparseable MAVLink data: %s", exc)
+            self.bad_frames += 1
+            self._parser = self._new_parser()
+            return []
+        good = []
+        for msg in msgs:
+            if msg.get_type() in ("BAD_DATA", "UNKNOWN") or msg.get_type().startswith("UNKNOWN"):
+                self.bad_frames += 1
+            else:
+                good.append(msg)
+        return good
+
+    def close(self) -> None:
+        with self._lock:
+            if self._sock is not None:
+                self._sock.close()
+            if self._file is not None:
+                self._file.close()
+
+
+def _host_port(url: str, rest: str) -> tuple[str, int]:
+    host, _, port = rest.rpartition(":")
+    try:
+        port_number = int(port)
+    except ValueError:
+        port_number = -1
+    if not host or not 0 <= port_number <= 65535:
+        raise ValueError(f"connection {url!r}: expected HOST:PORT after the scheme")
+    return host, port_number
+
+
+# -- the conversation with an autopilot ------------------------------------------------------
+class CommandError(RuntimeError):
+    """A COMMAND_LONG that was refused, or not acknowledged in time; the message says which."""
+
+
+@dataclass
+class AutopilotStatus:
+    """What the autopilot's HEARTBEAT/SYS_STATUS/BATTERY_STATUS last said; ``None`` until known."""
+
+    flavour: str | None = None
+    system: int | None = None
+    component: int | None = None
+    armed: bool = False
+    mode: str = ""
+    custom_mode: int | None = None
+    system_status: int | None = None
+    last_heartbeat_s: float | None = None
+    battery_voltage_v: float | None = None
+    battery_current_a: float | None = None
+    battery_remaining: float | None = None   # 0..1
+    home_amsl_m: float | None = None         # from GLOBAL_POSITION_INT: alt - relative_alt
+
+
+class Autopilot:
+    """The companion side of the conversation, on a receive thread of its own.
+
+    Sends its own HEARTBEAT (MAV_TYPE_ONBOARD_CONTROLLER, MAV_AUTOPILOT_INVALID) at 1 Hz; keeps
+    :attr:`status` and :attr:`telemetry` (ENU/FLU state, :mod:`airplay.bridge.telemetry`);
+    :meth:`command` sends a COMMAND_LONG and waits for its COMMAND_ACK, re-sending with an
+    incremented ``confirmation`` on timeout. ``clock`` gives the seconds used for heartbeat
+    ages (monotonic by default). Callbacks in ``on_message`` run on the receive thread.
+    """
+
+    def __init__(self, url: str, system: int = 1, component: int = mavlink.MAV_COMP_ID_ONBOARD_COMPUTER,
+                 target_system: int | None = None, clock=time.monotonic) -> None:
+        self.link = MavlinkLink(url, system, component)
+        self.target_system = target_system
+        self.clock = clock
+        self.status = AutopilotStatus()
+        self.telemetry = Telemetry()
+        self.on_message = []         # callables(msg), run on the receive thread
+        self._acks: dict[int, object] = {}
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mavlink-rx", daemon=True)
+        self._boot = time.monotonic()
+        self._last_own_heartbeat = -math.inf
+        self.ignored = 0             # good frames not from the autopilot we talk to
+
+    def start(self) -> "Autopilot":
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+        self.link.close()
+
+    # -- receiving ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                now = time.monotonic()
+                if now - self._last_own_heartbeat >= 1.0:
+                    self._last_own_heartbeat = now
+                    self.link.mav.heartbeat_send(mavlink.MAV_TYPE_ONBOARD_CONTROLLER, mavlink.MAV_AUTOPILOT_INVALID,
+                                                 0, 0, mavlink.MAV_STATE_ACTIVE)
+                for msg in self.link.receive(0.05):
+                    self._handle(msg)
+            except Exception:  # nothing that arrives may stop the link
+                log.exception("MAVLink receive loop")
+                time.sleep(0.01)
+
+    def _handle(self, msg) -> None:
+        kind = msg.get_type()
+        sysid, compid = msg.get_srcSystem(), msg.get_srcComponent()
+        st = self.status
+        if kind == "HEARTBEAT":
+            flavour = flavour_of_autopilot(msg.autopilot)
+            if flavour is None or (self.target_system is not None and sysid != self.target_system):
+                self.ignored += 1
+                return
+            if st.system is None:
+                log.info("autopilot %s (system %d, component %d) at %s", flavour, sysid, compid,
+                         getattr(msg, "_link_address", self.link.url))
+            elif (sysid, compid) != (st.system, st.component):
+                self.ignored += 1
+                return
+            address = getattr(msg, "_link_address", None)
+            if address is not None:
+                self.link.peer = address
+            with self._cond:
+                st.flavour, st.system, st.component = flavour, sysid, compid
+                st.armed = bool(msg.base_mode & mavlink.MAV_MODE_FLAG_SAFETY_ARMED)
+                st.custom_mode, st.system_status = msg.custom_mode, msg.system_status
+                st.mode = mode_name(flavour, msg.custom_mode)
+                st.last_heartbeat_s = self.clock()
+                self._cond.notify_all()
+        elif st.system is None or sysid != st.system or compid != st.component:
+            self.ignored += 1
+            return
+        elif kind == "COMMAND_ACK":
+            mine = (self.link.mav.srcSystem, self.link.mav.srcComponent)
+            if (msg.target_system, msg.target_component) not in ((0, 0), mine):
+                return  # the answer to another ground station's command
+            with self._cond:
+                self._acks[msg.command] = msg
+                self._cond.notify_all()
+        elif kind == "LOCAL_POSITION_NED":
+            self.telemetry.on_local_position_ned(msg.time_boot_ms, (msg.x, msg.y, msg.z), (msg.vx, msg.vy, msg.vz))
+        elif kind == "ATTITUDE_QUATERNION":
+            self.telemetry.on_attitude_quaternion(msg.time_boot_ms, (msg.q1, msg.q2, msg.q3, msg.q4),
+                                                  (msg.rollspeed, msg.pitchspeed, msg.yawspeed))
+        elif kind == "ATTITUDE":
+            self.telemetry.on_attitude_euler(msg.time_boot_ms, msg.roll, msg.pitch, msg.yaw,
+                                             (msg.rollspeed, msg.pitchspeed, msg.yawspeed))
+        elif kind == "SYS_STATUS":
+            if msg.voltage_battery != 65535:
+                st.battery_voltage_v = msg.voltage_battery / 1000.0
+            if msg.current_battery != -1:
+                st.battery_current_a = msg.current_battery / 100.0
+            if msg.battery_remaining != -1:
+                st.battery_remaining = msg.battery_remaining / 100.0
+        elif kind == "BATTERY_STATUS":
+            if msg.battery_remaining != -1:
+                st.battery_remaining = msg.battery_remaining / 100.0
+            if msg.current_battery != -1:
+                st.battery_current_a = msg.current_battery / 100.0
+        elif kind == "GLOBAL_POSITION_INT":
+            st.home_amsl_m = (msg.alt - msg.relative_alt) / 1000.0
+        for callback in list(self.on_message):
+            callback(msg)
+
+    # -- state ------------------------------------------------------------------------------
+    def heartbeat_age_s(self) -> float:
+        """Seconds since the autopilot's last HEARTBEAT (inf before the first)."""
+        last = self.status.last_heartbeat_s
+        return math.inf if last is None else self.clock() - last
+
+    def wait_heartbeat(self, timeout_s: float) -> AutopilotStatus:
+        """Block until an autopilot HEARTBEAT arrived; the status then names the flavour."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.status.system is not None, timeout=timeout_s):
+                raise TimeoutError(f"no autopilot HEARTBEAT on {self.link.url} within {timeout_s:.1f} s")
+        return self.status
+
+    def wait_for(self, predicate, timeout_s: float, what: str) -> None:
+        """Block until ``predicate()`` holds (checked at each HEARTBEAT and every 50 ms)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"timed out after {timeout_s:.1f} s waiting for {what}")
+                self._cond.wait(min(left, 0.05))
+
+    # -- commands ---------------------------------------------------------------------------
+    def command(self, command: int, params=(), timeout_s: float = 1.0, retries: int = 3) -> None:
+        """COMMAND_LONG ``command`` with up to 7 ``params``; returns on MAV_RESULT_ACCEPTED, raises
+        :class:`CommandError` when refused or never acknowledged (``retries`` sends, each waiting
+        ``timeout_s``; IN_PROGRESS extends the wait)."""
+        st = self.status
+        if st.system is None:
+            raise CommandError(f"command {_command_name(command)}: no autopilot heartbeat yet")
+        p = [float(v) for v in params] + [0.0] * (7 - len(params))
+        for attempt in range(retries):
+            with self._cond:
+                self._acks.pop(command, None)
+            self.link.mav.command_long_send(st.system, st.component, command, attempt, *p)
+            deadline = time.monotonic() + timeout_s
+            with self._cond:
+                while True:
+                    ack = self._acks.get(command)
+                    if ack is not None and ack.result == mavlink.MAV_RESULT_IN_PROGRESS:
+                        self._acks.pop(command)
+                        deadline = time.monotonic() + timeout_s
+                        ack = None
+                    left = deadline - time.monotonic()
+                    if ack is not None or left <= 0:
+                        break
+                    self._cond.wait(left)
+            if ack is None:
+                log.warning("command %s: no COMMAND_ACK within %.1f s (attempt %d of %d)",
+                            _command_name(command), timeout_s, attempt + 1, retries)
+                continue
+            if ack.result == mavlink.MAV_RESULT_ACCEPTED:
+                return
+            raise CommandError(f"command {_command_name(command)} refused by the autopilot: "
+                               f"{MAV_RESULT_NAMES.get(ack.result, ack.result)}")
+        raise CommandError(f"command {_command_name(command)}: no COMMAND_ACK after {retries} attempts "
+                           f"of {timeout_s:.1f} s")
+
+    def arm(self, timeout_s: float = 1.0) -> None:
+        self.command(mavlink.MAV_CMD_COMPONENT_ARM_DISARM, (1,), timeout_s)
+
+    def disarm(self, force: bool = False, timeout_s: float = 1.0) -> None:
+        self.command(mavlink.MAV_CMD_COMPONENT_ARM_DISARM, (0, 21196 if force else 0), timeout_s)
+
+    def set_mode(self, what: str, timeout_s: float = 1.0) -> str:
+        """Switch to airplay mode ``what`` (offboard, hold, land, position: :data:`MODE_NAMES`) or a
+        flavour mode name, by MAV_CMD_DO_SET_MODE; returns the flavour's mode name."""
+        flavour = self.status.flavour
+        name = MODE_NAMES[flavour].get(what, what)
+        self.command(mavlink.MAV_CMD_DO_SET_MODE, do_set_mode_params(flavour, name), timeout_s)
+        try:  # the ACK says "accepted"; the HEARTBEAT says the mode is in force
+            self.wait_for(lambda: self.status.mode == name, 1.5, f"mode {name} in the autopilot's HEARTBEAT")
+        except TimeoutError as exc:
+            log.warning("%s (the mode change was acknowledged)", exc)
+        return name
+
+    def takeoff(self, height_m: float, timeout_s: float = 1.0) -> None:
+        """MAV_CMD_NAV_TAKEOFF to ``height_m`` above home. PX4 wants the altitude AMSL in param7
+        (home AMSL from GLOBAL_POSITION_INT; NaN, i.e. PX4's MIS_TAKEOFF_ALT, where unknown);
+        ArduPilot wants it relative to home (and the vehicle in GUIDED)."""
+        if self.status.flavour == "px4":
+            home = self.status.home_amsl_m
+            altitude = math.nan if home is None else home + height_m
+            self.command(mavlink.MAV_CMD_NAV_TAKEOFF, (-1, 0, 0, math.nan, math.nan, math.nan, altitude), timeout_s)
+        else:
+            self.command(mavlink.MAV_CMD_NAV_TAKEOFF, (0, 0, 0, 0, 0, 0, height_m), timeout_s)
+
+    def land(self, timeout_s: float = 1.0) -> None:
+        self.command(mavlink.MAV_CMD_NAV_LAND, (0, 0, 0, math.nan, math.nan, math.nan, math.nan), timeout_s)
+
+    def request_message_interval(self, message_id: int, rate_hz: float, timeout_s: float = 0.5) -> bool:
+        """MAV_CMD_SET_MESSAGE_INTERVAL; False (logged) where the autopilot refuses it."""
+        try:
+            self.command(mavlink.MAV_CMD_SET_MESSAGE_INTERVAL, (message_id, 1e6 / rate_hz), timeout_s, retries=2)
+            return True
+        except CommandError as exc:
+            log.warning("%s", exc)
+            return False
+
+    # -- setpoints --------------------------------------------------------------------------
+    def send_velocity(self, cmd) -> None:
+        """SET_POSITION_TARGET_LOCAL_NED from an airplay heading-frame command ``[vx fwd, vy left,
+        vz up (m/s), yaw_rate CCW (rad/s)]``: MAV_FRAME_BODY_NED, velocity + yaw rate
+        (type_mask 1479), converted by :func:`airplay.bridge.frames.heading_command_to_px4_body_ned`."""
+        st = self.status
+        if st.system is None:
+            return
+        v_frd, yaw_rate_cw = frames.heading_command_to_px4_body_ned(np.asarray(cmd, np.float64))
+        self.link.mav.set_position_target_local_ned_send(
+            int((time.monotonic() - self._boot) * 1000) & 0xFFFFFFFF, st.system, st.component,
+            frames.MAV_FRAME_BODY_NED, frames.TYPE_MASK_VELOCITY_YAW_RATE,
+            0.0, 0.0, 0.0, float(v_frd[0]), float(v_frd[1]), float(v_frd[2]), 0.0, 0.0, 0.0, 0.0, yaw_rate_cw)
+
+
+def _command_name(command: int) -> str:
+    entry = mavlink.enums["MAV_CMD"].get(command)
+    return entry.name if entry is not None else str(command)

@@ -1,0 +1,116 @@
+"""Autopilot telemetry -> airplay's 13-vector state, in one tested place (through :mod:`.frames`).
+
+Input (MAVLink, NED/FRD): LOCAL_POSITION_NED (position m, velocity m/s, local NED) and
+ATTITUDE_QUATERNION (q1..q4 = w, x, y, z of body FRD in local NED; body rates FRD rad/s), or
+ATTITUDE (roll, pitch, yaw: aerospace ZYX Euler in NED) where an autopilot sends no quaternion.
+
+Output: ``[position (3) map ENU m, quaternion (4) base_link FLU in map (x, y, z, w),
+velocity (3) map ENU m/s, angular velocity (3) base_link FLU rad/s]`` - the state vector of
+:meth:`airplay.sim.env.AirPlayEnv.state_vector` and the ``odom`` convention of
+:mod:`airplay.nodes.common` (twist linear in map, angular in base_link).
+
+The map frame is the autopilot's local frame turned to ENU, shifted by ``origin_enu`` (the
+position of the local origin in map, m) - zero when the map is the autopilot's local frame.
+
+Messages are ordered by their ``time_boot_ms``: one older than the newest of its kind is
+dropped as out of order (counted in :attr:`Telemetry.out_of_order`), unless it is older by
+more than ``reboot_s`` (the autopilot rebooted and its clock restarted).
+No pymavlink, no rclpy here: plain numbers in.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from airplay.bridge import frames
+
+
+def quat_wxyz_from_euler_ned(roll_rad: float, pitch_rad: float, yaw_rad: float) -> np.ndarray:
+    """Aerospace ZYX Euler angles of FRD in NED (as in MAVLink ATTITUDE) -> quaternion (w, x, y, z)."""
+    cr, sr = math.cos(roll_rad / 2), math.sin(roll_rad / 2)
+    cp, sp = math.cos(pitch_rad / 2), math.sin(pitch_rad / 2)
+    cy, sy = math.cos(yaw_rad / 2), math.sin(yaw_rad / 2)
+    return np.array([cr * cp * cy + sr * sp * sy, sr * cp * cy - cr * sp * sy,
+                     cr * sp * cy + sr * cp * sy, cr * cp * sy - sr * sp * cy])
+
+
+def state_from_ned(position_ned, velocity_ned, q_ned_frd_wxyz, rates_frd, origin_enu=(0.0, 0.0, 0.0)) -> np.ndarray:
+    """(13,) float64 ENU/FLU state (see the module docstring) from NED/FRD quantities."""
+    q = frames.quat_ned_frd_wxyz_to_enu_flu_xyzw(q_ned_frd_wxyz)
+    return np.concatenate([frames.ned_to_enu(position_ned) + np.asarray(origin_enu, np.float64), q,
+                           frames.ned_to_enu(velocity_ned), frames.angular_velocity_frd_to_flu(rates_frd)])
+
+
+def yaw_of_state(state: np.ndarray) -> float:
+    """Heading (rad, CCW from east) of a 13-vector's quaternion (x, y, z, w): the direction of
+    base_link's x axis projected on the horizontal plane."""
+    x, y, z, w = (float(v) for v in state[3:7])
+    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+class Telemetry:
+    """The latest position/velocity and attitude of the vehicle, kept in NED as received."""
+
+    def __init__(self, origin_enu=(0.0, 0.0, 0.0), reboot_s: float = 10.0) -> None:
+        self.origin_enu = np.asarray(origin_enu, np.float64).reshape(3)
+        self.reboot_s = reboot_s
+        self.out_of_order = 0
+        self.rejected = 0
+        self._position = None        # (time_boot_ms, position_ned, velocity_ned)
+        self._attitude = None        # (time_boot_ms, q_wxyz, rates_frd)
+        self.updates = 0             # accepted LOCAL_POSITION_NED messages
+
+    def _in_order(self, newest, time_boot_ms: int) -> bool:
+        if newest is not None and time_boot_ms < newest[0] and newest[0] - time_boot_ms <= self.reboot_s * 1000:
+            self.out_of_order += 1
+            return False
+        return True
+
+    def on_local_position_ned(self, time_boot_ms: int, position_ned, velocity_ned) -> bool:
+        """A LOCAL_POSITION_NED; False where dropped (out of order or non-finite)."""
+        p, v = np.asarray(position_ned, np.float64), np.asarray(velocity_ned, np.float64)
+        if not (np.isfinite(p).all() and np.isfinite(v).all()):
+            self.rejected += 1
+            return False
+        if not self._in_order(self._position, time_boot_ms):
+            return False
+        self._position = (int(time_boot_ms), p, v)
+        self.updates += 1
+        return True
+
+    def on_attitude_quaternion(self, time_boot_ms: int, q_wxyz, rates_frd) -> bool:
+        """An ATTITUDE_QUATERNION (q1..q4 = w, x, y, z); False where dropped."""
+        q, r = np.asarray(q_wxyz, np.float64), np.asarray(rates_frd, np.float64)
+        norm = float(np.linalg.norm(q)) if np.isfinite(q).all() else 0.0
+        if not (0.5 < norm < 1.5 and np.isfinite(r).all()):
+            self.rejected += 1
+            return False
+        if not self._in_order(self._attitude, time_boot_ms):
+            return False
+        self._attitude = (int(time_boot_ms), q / norm, r)
+        return True
+
+    def on_attitude_euler(self, time_boot_ms: int, roll_rad: float, pitch_rad: float, yaw_rad: float,
+                          rates_frd) -> bool:
+        """An ATTITUDE (Euler) - used where no ATTITUDE_QUATERNION is streamed; the two carry the
+        same information, so the newer wins."""
+        if not all(math.isfinite(a) for a in (roll_rad, pitch_rad, yaw_rad)):
+            self.rejected += 1
+            return False
+        return self.on_attitude_quaternion(time_boot_ms, quat_wxyz_from_euler_ned(roll_rad, pitch_rad, yaw_rad),
+                                           rates_frd)
+
+    @property
+    def time_boot_ms(self) -> int | None:
+        """Autopilot time of the newest accepted position (ms since its boot)."""
+        return None if self._position is None else self._position[0]
+
+    def state(self) -> np.ndarray | None:
+        """(13,) ENU/FLU state, or None until both a position and an attitude arrived."""
+        if self._position is None or self._attitude is None:
+            return None
+        _, p, v = self._position
+        _, q, r = self._attitude
+        return state_from_ned(p, v, q, r, self.origin_enu)

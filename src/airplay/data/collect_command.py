@@ -1,0 +1,70 @@
+"""``airplay collect``: expert flights in scenes -> one rosbag2 MCAP bag per episode (README,
+"Collecting expert flights"). The work is :mod:`airplay.data.collect`."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+
+def _image_size(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d+)x(\d+)", text.strip())
+    if not match or int(match.group(1)) <= 0 or int(match.group(2)) <= 0:
+        raise argparse.ArgumentTypeError(f"image size must be WIDTHxHEIGHT in pixels, e.g. 64x64, got {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    from airplay.cli import _scene_dirs
+    from airplay.data.collect import CollectConfig, CollectError, collect, format_summary
+    from airplay.tasks.protocol import ProtocolError
+
+    cfg = CollectConfig(scenes=tuple(_scene_dirs(args.scenes)), per_scene=args.per_scene, out=Path(args.out),
+                        setting=args.setting, seed=args.seed, depth=args.depth, image_size=args.image_size,
+                        keep_failures=args.keep_failures, render_backend=args.backend, workers=args.workers,
+                        ray_address=args.ray, threads=args.threads, protocol=args.protocol)
+    try:
+        summary = collect(cfg, progress=not args.no_progress)
+    except (CollectError, ProtocolError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: finished flights are in {cfg.out}; run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    print(format_summary(summary))
+    print(f"\nbags in {cfg.out}/<scene>/<task_id>/; ledger {cfg.out}/collected.jsonl, summary {cfg.out}/summary.json")
+    return 0
+
+
+def register(sub) -> None:
+    """Add ``airplay collect`` to the sub-parsers ``sub``."""
+    p = sub.add_parser(
+        "collect", help="fly the expert in scenes and write one rosbag2 MCAP bag per episode",
+        description="Expert flights in-process (RGB, optionally depth, state, action and goal at 50 Hz), one "
+                    "rosbag2 MCAP bag per successful episode in OUT/<scene>/<task_id>/. Resumable: rerun the same "
+                    "command after an interruption. Failed flights are counted, not written (--keep-failures).")
+    p.add_argument("out", metavar="OUT", help="output folder (created; reused to resume)")
+    p.add_argument("--scenes", nargs="+", required=True, help="scene folders, or folders holding scene folders")
+    p.add_argument("--per-scene", type=int, default=10, help="tasks per scene (default 10)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="local worker processes (default 1 = in this process); with --ray: CPUs of a local instance")
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="run the flights as Ray tasks on the cluster at ADDRESS ('auto', 'ray://host:port'), or "
+                        "'local' for a private single-machine instance bound to 127.0.0.1")
+    p.add_argument("--setting", default="pointgoal", choices=("pointgoal", "imagegoal", "goalfree"))
+    p.add_argument("--seed", type=int, default=0, help="task sampling seed (default 0)")
+    p.add_argument("--depth", action="store_true", help="also record the mesh depth image (32FC1, metres)")
+    p.add_argument("--image-size", type=_image_size, default=None, metavar="WxH",
+                   help="render at this size (same field of view) instead of the scene camera's")
+    p.add_argument("--keep-failures", action="store_true",
+                   help="also write failed flights (collision, out of bounds, timeout); metadata says success false")
+    p.add_argument("--backend", default="cpu", choices=("cpu", "auto", "gsplat"), help="renderer (default cpu)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="numba threads per worker (default 1: flights run in parallel as processes)")
+    p.add_argument("--protocol", type=Path, default=None, metavar="YAML",
+                   help="protocol file (task sampling, success radius, time limits; default config/protocol.yaml)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_collect)

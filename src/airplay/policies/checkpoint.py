@@ -1,0 +1,102 @@
+"""Checkpoints: ``model.safetensors`` (weights and normalization statistics) plus
+``config.json`` (``{"type": "act", "config": {...}, "airplay_version": ...}``); never pickle.
+
+Training adds ``training_state.safetensors`` (optimizer tensors, RNG state) and
+``training_state.json`` (step, optimizer hyper-parameters) to resume.
+Files are written under a temporary name and renamed, so a checkpoint folder never holds a
+half-written file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from pathlib import Path
+
+POLICY_TYPES = {
+    "cnn_bc": "airplay.policies.cnn_bc:CNNBCPolicy",
+    "act": "airplay.policies.act:ACTPolicy",
+    "dp": "airplay.policies.diffusion:DiffusionPolicy",
+}
+"""Learned policy type (config.json "type") -> ``module:class``."""
+
+MODEL_FILE, CONFIG_FILE = "model.safetensors", "config.json"
+STATE_FILE, STATE_JSON = "training_state.safetensors", "training_state.json"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint folder that cannot be loaded; the message names the file."""
+
+
+def policy_class(kind: str):
+    """The policy class of a learned policy type."""
+    if kind not in POLICY_TYPES:
+        raise CheckpointError(f"unknown policy type {kind!r}; learned policies: {', '.join(POLICY_TYPES)}")
+    module, name = POLICY_TYPES[kind].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _atomic(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.partial")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def save_json(path: Path, data: dict) -> None:
+    _atomic(Path(path), lambda p: p.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n"))
+
+
+def save_tensors(path: Path, tensors: dict, metadata: dict | None = None) -> None:
+    from safetensors.torch import save_file
+
+    tensors = {k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
+    _atomic(Path(path), lambda p: save_file(tensors, str(p), metadata=metadata))
+
+
+def save_policy(policy, folder: str | Path) -> Path:
+    """Write ``policy`` (a LearnedPolicy) into ``folder`` (made if missing)."""
+    import airplay
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_tensors(folder / MODEL_FILE, policy.state_dict())
+    save_json(folder / CONFIG_FILE, {"type": policy.name, "config": policy.config.to_dict(),
+                                     "airplay_version": airplay.__version__})
+    return folder
+
+
+def read_config(folder: str | Path):
+    """(policy class, config) of the checkpoint in ``folder``."""
+    path = Path(folder) / CONFIG_FILE
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such file; a checkpoint folder holds {CONFIG_FILE} and {MODEL_FILE}")
+    try:
+        data = json.loads(path.read_text())
+        kind, fields = data["type"], data["config"]
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise CheckpointError(f"{path}: not a policy config ({err})") from None
+    cls = policy_class(kind)
+    try:
+        return cls, cls.config_class.from_dict(fields)
+    except ValueError as err:
+        raise CheckpointError(f"{path}: {err}") from None
+
+
+def load_policy(folder: str | Path, device: str = "cpu", **config_changes):
+    """The policy saved in ``folder``, on ``device``, in eval mode; ``config_changes``
+    override execution fields (``execution_horizon``, ``adapter``) at load time."""
+    from safetensors.torch import load_file
+
+    cls, config = read_config(folder)
+    if config_changes:
+        config = config.replace(**config_changes)
+    policy = cls(config)
+    weights = Path(folder) / MODEL_FILE
+    if not weights.is_file():
+        raise CheckpointError(f"{weights}: no such file")
+    try:
+        policy.load_state_dict(load_file(str(weights)), strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"{weights}: weights do not fit the config in {CONFIG_FILE}: {err}") from None
+    return policy.to(device).eval()

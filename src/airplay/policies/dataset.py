@@ -1,0 +1,129 @@
+"""Training windows over demonstrations: observation history, future action chunk, padding mask.
+
+All frames are decoded once and cached in memory, resized to the policy's image size as
+uint8 (:func:`airplay.policies.observation.resize_images`), so a batch is one vectorized
+gather: the CPU or GPU is never waiting on video decoding.
+
+A sample at frame t of an episode of T frames holds the observations at t - n + 1 .. t
+(repeating frame 0 before the start) and the actions t .. t + K - 1; those past the end
+repeat the last action and are flagged in ``action_is_pad``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from airplay.policies.normalize import compute_stats
+from airplay.policies.observation import (ACTION, ACTION_DIM, ACTION_IS_PAD, GOAL, GOAL_DIM, GOAL_IMAGE, IMAGE,
+                                          STATE, STATE_DIM, resize_images, to_float)
+
+
+@dataclass
+class EpisodeData:
+    """One demonstration. rgb (T, H, W, 3) uint8; state (T, 13); action (T, 4) [vx vy vz
+    (heading frame, m/s), yaw rate (rad/s)]; goal (T, 3) heading-frame goal vector (m) or
+    None; goal_image (H, W, 3) uint8 or None."""
+
+    rgb: np.ndarray
+    state: np.ndarray
+    action: np.ndarray
+    goal: np.ndarray | None = None
+    goal_image: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        t = len(self.rgb)
+        if t < 1:
+            raise ValueError("an episode needs at least one frame")
+        for name, value, width in (("state", self.state, STATE_DIM), ("action", self.action, ACTION_DIM),
+                                   ("goal", self.goal, GOAL_DIM)):
+            if value is not None and np.shape(value) != (t, width):
+                raise ValueError(f"episode field {name!r} must be ({t}, {width}), got {np.shape(value)}")
+
+
+class ChunkDataset:
+    """Windows of ``n_obs_steps`` observations and ``chunk_size`` actions over ``episodes``.
+
+    goal: "point" (needs every episode's goal), "image" (goal_image) or "none".
+    """
+
+    def __init__(self, episodes: list[EpisodeData], image_size: int, n_obs_steps: int = 1, chunk_size: int = 1,
+                 goal: str = "point") -> None:
+        if not episodes:
+            raise ValueError("no episodes to train on")
+        self.image_size, self.n_obs_steps, self.chunk_size, self.goal = image_size, n_obs_steps, chunk_size, goal
+        lengths = np.array([len(e.rgb) for e in episodes])
+        self.num_episodes, self.num_frames = len(episodes), int(lengths.sum())
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        self.start = torch.as_tensor(np.repeat(starts, lengths))
+        self.end = torch.as_tensor(np.repeat(starts + lengths, lengths))  # exclusive
+        self.episode = torch.as_tensor(np.repeat(np.arange(len(episodes)), lengths))
+        self.images = torch.cat([resize_images(e.rgb, image_size) for e in episodes])
+        self.state = torch.as_tensor(np.concatenate([e.state for e in episodes]), dtype=torch.float32)
+        self.action = torch.as_tensor(np.concatenate([e.action for e in episodes]), dtype=torch.float32)
+        self.goal_vec = self.goal_images = None
+        if goal == "point":
+            missing = [i for i, e in enumerate(episodes) if e.goal is None]
+            if missing:
+                raise ValueError(f"goal 'point' needs observation.goal; episode {missing[0]} has none")
+            self.goal_vec = torch.as_tensor(np.concatenate([e.goal for e in episodes]), dtype=torch.float32)
+        elif goal == "image":
+            missing = [i for i, e in enumerate(episodes) if e.goal_image is None]
+            if missing:
+                raise ValueError(f"goal 'image' needs observation.images.goal; episode {missing[0]} has none")
+            self.goal_images = torch.stack([resize_images(e.goal_image, image_size) for e in episodes])
+
+    def __len__(self) -> int:
+        return self.num_frames
+
+    def stats(self) -> dict[str, dict]:
+        """Normalization statistics of state, action (and goal) over all frames."""
+        out = {STATE: compute_stats(self.state.numpy()), ACTION: compute_stats(self.action.numpy())}
+        if self.goal_vec is not None:
+            out[GOAL] = compute_stats(self.goal_vec.numpy())
+        return out
+
+    def batch(self, index: torch.Tensor | np.ndarray, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+        """The samples at flat frame indices ``index`` (B,) as a batch (observation module's keys)."""
+        i = torch.as_tensor(index, dtype=torch.long)
+        obs = (i[:, None] - torch.arange(self.n_obs_steps - 1, -1, -1)).maximum(self.start[i, None])  # (B, n)
+        act = i[:, None] + torch.arange(self.chunk_size)  # (B, K)
+        is_pad = act >= self.end[i, None]
+        act = act.minimum(self.end[i, None] - 1)
+        out = {IMAGE: to_float(self.images[obs]), STATE: self.state[obs], ACTION: self.action[act],
+               ACTION_IS_PAD: is_pad}
+        if self.goal_vec is not None:
+            out[GOAL] = self.goal_vec[obs]
+        if self.goal_images is not None:
+            out[GOAL_IMAGE] = to_float(self.goal_images[self.episode[i]])
+        return {k: v.to(device) for k, v in out.items()}
+
+
+def load_lerobot_episodes(root: str | Path, image_size: int, goal: str = "auto",
+                          progress: bool = False) -> tuple[list[EpisodeData], str]:
+    """Every episode of a LeRobot v3 dataset (the issue 5 export) as :class:`EpisodeData`
+    with frames decoded once and resized to ``image_size``; and the goal kind: ``goal``, or
+    with "auto" "point" if the dataset has ``observation.goal``, "image" if it has
+    ``observation.images.goal``, else "none"."""
+    from tqdm import tqdm
+
+    from airplay.data.lerobot import LeRobotDataset
+
+    ds = LeRobotDataset(root, cache_episodes=1)
+    if goal == "auto":
+        goal = "point" if GOAL in ds.features else "image" if GOAL_IMAGE in ds.features else "none"
+    need = {"point": GOAL, "image": GOAL_IMAGE}.get(goal)
+    for key in (IMAGE, STATE, ACTION) + ((need,) if need else ()):
+        if key not in ds.features:
+            raise ValueError(f"{root}: dataset has no feature {key!r} (features: {', '.join(ds.features)})")
+    episodes = []
+    for e in tqdm(range(ds.num_episodes), desc="decoding episodes", unit="ep", disable=not progress):
+        ep = ds.episode(e)
+        small = lambda frames: resize_images(frames, image_size).permute(0, 2, 3, 1).numpy()  # noqa: E731
+        episodes.append(EpisodeData(rgb=small(ep[IMAGE]), state=ep[STATE], action=ep[ACTION],
+                                    goal=ep[GOAL] if goal == "point" else None,
+                                    goal_image=small(ep[GOAL_IMAGE][:1])[0] if goal == "image" else None))
+    return episodes, goal

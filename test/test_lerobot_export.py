@@ -1,0 +1,361 @@
+"""LeRobot v3.0 export: the writer's layout and metadata, airplay's reader (exact vectors, video
+within codec tolerance), file rolling into chunks, bad input, and bags -> datasets per split
+through ``airplay dataset export`` / ``stats``. (The standalone lerobot-dataset package
+reading the same files: test_lerobot_compat.py.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from airplay.data import messages as M
+from airplay.data.bag import write_episode_bag
+from airplay.data.export import ExportError, export_bags, headings_from_quaternions
+from airplay.data.lerobot import (ACTION_KEY, GOAL_IMAGE_KEY, GOAL_KEY, RGB_KEY, STATE_KEY, TASK_TEXT, DatasetError,
+                                  LeRobotDataset, LeRobotWriter)
+from airplay.sim.env import goal_in_heading_frame
+
+H, W = 48, 64
+V3_EPISODE_COLUMNS = ["episode_index", "tasks", "length", "data/chunk_index", "data/file_index",
+                      "dataset_from_index", "dataset_to_index", "meta/episodes/chunk_index",
+                      "meta/episodes/file_index"]
+
+
+def smooth_frames(t: int, phase: float, h: int = H, w: int = W) -> np.ndarray:
+    """Camera-like frames (smooth gradients drifting with time), uint8 (t, h, w, 3)."""
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    k = np.arange(t, dtype=np.float32)[:, None, None]
+    rgb = [128 + 100 * np.sin((xx + 2 * k) / 11.0 + phase), 128 + 100 * np.cos((yy - k) / 9.0 + phase),
+           128 + 60 * np.sin((xx + yy + 3 * k) / 17.0)]
+    return np.clip(np.stack(rgb, axis=-1), 0, 255).astype(np.uint8)
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(((a.astype(np.float64) - b.astype(np.float64)) ** 2).mean())
+    return 10 * np.log10(255.0 ** 2 / max(mse, 1e-12))
+
+
+def flight_states(t: int, rng: np.random.Generator) -> np.ndarray:
+    """(t, 13) states with unit quaternions of a yawing, slightly tilted vehicle."""
+    yaw = np.cumsum(rng.normal(0, 0.05, t)) + rng.uniform(-3, 3)
+    roll = rng.normal(0, 0.05, t)
+    cr, sr, cy, sy = np.cos(roll / 2), np.sin(roll / 2), np.cos(yaw / 2), np.sin(yaw / 2)
+    quat = np.stack([sr * cy, sr * sy, cr * sy, cr * cy], axis=1)  # yaw then roll about body x
+    pos = np.cumsum(rng.normal(0, 0.03, (t, 3)), axis=0) + [1.0, 2.0, 1.5]
+    return np.concatenate([pos, quat, rng.normal(0, 1, (t, 6))], axis=1)
+
+
+# -- the writer and the reader ------------------------------------------------------------------------
+def write_synthetic(root: Path, lengths=(30, 45, 17), **kwargs):
+    rng = np.random.default_rng(3)
+    sources = []
+    with LeRobotWriter(root, image_shape=(H, W), goal_image=True, depth=True, **kwargs) as writer:
+        for e, t in enumerate(lengths):
+            src = {"rgb": smooth_frames(t, e), "state": flight_states(t, rng),
+                   "action": rng.normal(size=(t, 4)).astype(np.float32), "goal": rng.normal(size=(t, 3)),
+                   "goal_image": smooth_frames(1, 10 + e)[0],
+                   "depth": rng.uniform(0.2, 30, (t, H, W)).astype(np.float32),
+                   "task": TASK_TEXT["imagegoal"] if e == 1 else TASK_TEXT["pointgoal"]}
+            assert writer.add_episode(src["rgb"], src["state"], src["action"], goal=src["goal"],
+                                      goal_image=src["goal_image"], depth=src["depth"], task=src["task"],
+                                      meta={"scene": f"scene_{e}", "success": e != 2, "task": {"k": e}}) == e
+            sources.append(src)
+    return sources
+
+
+def test_writer_layout_metadata_and_reader(tmp_path):
+    root = tmp_path / "ds"
+    sources = write_synthetic(root)
+    lengths = [len(s["action"]) for s in sources]
+    for rel in ("meta/info.json", "meta/stats.json", "meta/tasks.parquet", "meta/episodes/chunk-000/file-000.parquet",
+                "data/chunk-000/file-000.parquet", f"videos/{RGB_KEY}/chunk-000/file-000.mp4",
+                f"videos/{GOAL_IMAGE_KEY}/chunk-000/file-000.mp4"):
+        assert (root / rel).is_file(), rel
+
+    info = json.loads((root / "meta/info.json").read_text())
+    assert info["codebase_version"] == "v3.0" and info["fps"] == 50
+    assert info["total_episodes"] == 3 and info["total_frames"] == sum(lengths) and info["total_tasks"] == 2
+    assert info["splits"] == {"train": "0:3"}
+    assert info["data_path"] == "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+    assert info["video_path"] == "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+    f = info["features"]
+    assert f[RGB_KEY]["dtype"] == "video" and f[RGB_KEY]["shape"] == [H, W, 3]
+    assert f[RGB_KEY]["info"]["video.codec"] == "h264" and f[RGB_KEY]["info"]["video.pix_fmt"] == "yuv420p"
+    assert f[RGB_KEY]["info"]["video.fps"] == 50 and f[RGB_KEY]["info"]["video.width"] == W
+    assert f[STATE_KEY] == {"dtype": "float32", "shape": [13], "names": ["x", "y", "z", "qx", "qy", "qz", "qw",
+                                                                          "vx", "vy", "vz", "wx", "wy", "wz"]}
+    assert f[ACTION_KEY]["names"] == ["vx", "vy", "vz", "yaw_rate"] and f[GOAL_KEY]["shape"] == [3]
+    assert f["observation.depth"]["shape"] == [H, W]
+    assert {k: f[k]["dtype"] for k in ("timestamp", "frame_index", "episode_index", "index", "task_index")} == {
+        "timestamp": "float32", "frame_index": "int64", "episode_index": "int64", "index": "int64",
+        "task_index": "int64"}
+
+    eps = pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    for col in V3_EPISODE_COLUMNS + [f"videos/{RGB_KEY}/{c}" for c in
+                                     ("chunk_index", "file_index", "from_timestamp", "to_timestamp")]:
+        assert col in eps[0], col
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    for e, row in enumerate(eps):
+        assert row["length"] == lengths[e] and row["tasks"] == [sources[e]["task"]]
+        assert (row["dataset_from_index"], row["dataset_to_index"]) == (starts[e], starts[e + 1])
+        assert row[f"videos/{RGB_KEY}/from_timestamp"] == pytest.approx(starts[e] / 50)
+        assert row[f"videos/{RGB_KEY}/to_timestamp"] == pytest.approx(starts[e + 1] / 50)
+        assert row[f"stats/{ACTION_KEY}/count"] == [lengths[e]]
+        np.testing.assert_allclose(row[f"stats/{ACTION_KEY}/mean"], sources[e]["action"].mean(0), rtol=1e-5)
+        assert np.asarray(row[f"stats/{RGB_KEY}/mean"]).shape == (3, 1, 1)
+        assert row["airplay/scene"] == f"scene_{e}" and json.loads(row["airplay/task"]) == {"k": e}
+    import av
+
+    with av.open(str(root / f"videos/{RGB_KEY}/chunk-000/file-000.mp4")) as c:  # episodes start on key frames
+        keys = {round(float(f.pts * f.time_base) * 50) for f in c.decode(video=0) if f.key_frame}
+    assert set(starts[:-1].tolist()) <= keys
+    tasks = pq.read_table(root / "meta/tasks.parquet").to_pydict()
+    assert dict(zip(tasks["task"], tasks["task_index"])) == {TASK_TEXT["pointgoal"]: 0, TASK_TEXT["imagegoal"]: 1}
+    assert b"pandas" in pq.read_schema(root / "meta/tasks.parquet").metadata  # LeRobot reads it with pandas
+
+    stats = json.loads((root / "meta/stats.json").read_text())
+    all_actions = np.concatenate([s["action"] for s in sources]).astype(np.float64)
+    np.testing.assert_allclose(stats[ACTION_KEY]["mean"], all_actions.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(stats[ACTION_KEY]["std"], all_actions.std(0), rtol=1e-6)
+    np.testing.assert_allclose(stats[ACTION_KEY]["q50"], np.quantile(all_actions, 0.5, axis=0), rtol=1e-6)
+    rgb_all = np.concatenate([s["rgb"] for s in sources]).reshape(-1, 3) / 255.0
+    np.testing.assert_allclose(np.asarray(stats[RGB_KEY]["mean"]).reshape(3), rgb_all.mean(0), rtol=1e-9)
+    assert stats[RGB_KEY]["count"] == [sum(lengths)]
+    depth_all = np.concatenate([s["depth"] for s in sources]).astype(np.float64)  # per pixel, as LeRobot does
+    np.testing.assert_allclose(stats["observation.depth"]["mean"], depth_all.mean(0), rtol=1e-9)
+    np.testing.assert_allclose(stats["observation.depth"]["std"], depth_all.std(0), rtol=1e-6)
+    np.testing.assert_allclose(stats["observation.depth"]["max"], depth_all.max(0), rtol=1e-9)
+
+    ds = LeRobotDataset(root)
+    assert len(ds) == sum(lengths) and ds.num_episodes == 3 and ds.fps == 50
+    for e, src in enumerate(sources):
+        ep = ds.episode(e)
+        assert np.array_equal(ep[ACTION_KEY], src["action"])
+        assert np.array_equal(ep[STATE_KEY], src["state"].astype(np.float32))
+        assert np.array_equal(ep[GOAL_KEY], src["goal"].astype(np.float32))
+        assert np.array_equal(ep["observation.depth"], src["depth"])
+        assert np.array_equal(ep["frame_index"], np.arange(lengths[e]))
+        assert ep["task"] == src["task"] and ep["meta"]["scene"] == f"scene_{e}"
+        assert psnr(ep[RGB_KEY], src["rgb"]) > 33.0
+        assert np.abs(ep[RGB_KEY].astype(int) - src["rgb"]).mean() < 3.5
+        assert psnr(ep[GOAL_IMAGE_KEY], np.broadcast_to(src["goal_image"], src["rgb"].shape)) > 33.0
+    item = ds[int(starts[1]) + 5]  # by global index: episode 1, frame 5
+    assert item["episode_index"] == 1 and item["frame_index"] == 5 and item["index"] == starts[1] + 5
+    assert item["timestamp"] == pytest.approx(0.1) and item["task"] == TASK_TEXT["imagegoal"]
+    assert np.array_equal(item[ACTION_KEY], sources[1]["action"][5])
+    assert np.array_equal(item[RGB_KEY], ds.episode(1)[RGB_KEY][5])
+    with pytest.raises(IndexError):
+        ds[len(ds)]
+
+
+def test_files_roll_into_new_files_and_chunks(tmp_path):
+    """Tiny size limits: every episode starts a new data and video file; 2 files per chunk.
+
+    (Episodes longer than the H.264 look-ahead: the size counts what the encoder has emitted.)
+    """
+    root = tmp_path / "ds"
+    sources = write_synthetic(root, lengths=(45, 41, 50), chunks_size=2, data_files_size_in_mb=1e-4,
+                              video_files_size_in_mb=1e-4)
+    eps = pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    where = [(r["data/chunk_index"], r["data/file_index"], r[f"videos/{RGB_KEY}/chunk_index"],
+              r[f"videos/{RGB_KEY}/file_index"], r[f"videos/{RGB_KEY}/from_timestamp"]) for r in eps]
+    assert where == [(0, 0, 0, 0, 0.0), (0, 1, 0, 1, 0.0), (1, 0, 1, 0, 0.0)]
+    assert (root / "data/chunk-001/file-000.parquet").is_file()
+    assert (root / f"videos/{RGB_KEY}/chunk-001/file-000.mp4").is_file()
+    ds = LeRobotDataset(root)
+    for e, src in enumerate(sources):
+        ep = ds.episode(e)
+        assert np.array_equal(ep[ACTION_KEY], src["action"]) and psnr(ep[RGB_KEY], src["rgb"]) > 33.0
+        assert np.array_equal(ep["index"], np.arange(eps[e]["dataset_from_index"], eps[e]["dataset_to_index"]))
+
+
+def test_writer_rejects_bad_input_and_leaves_nothing(tmp_path):
+    t = 5
+    good = {"rgb": smooth_frames(t, 0), "state": np.zeros((t, 13)), "action": np.zeros((t, 4), np.float32),
+            "goal": np.zeros((t, 3))}
+    with pytest.raises(DatasetError, match="even"):
+        LeRobotWriter(tmp_path / "odd", image_shape=(47, 64))
+    w = LeRobotWriter(tmp_path / "a", image_shape=(H, W))
+    with pytest.raises(DatasetError, match="'rgb' has dtype float32"):
+        w.add_episode(**{**good, "rgb": good["rgb"].astype(np.float32)})
+    with pytest.raises(DatasetError, match="'action' has non-finite"):
+        w.add_episode(**{**good, "action": np.full((t, 4), np.nan, np.float32)})
+    with pytest.raises(DatasetError, match="'goal' is required"):
+        w.add_episode(**{**good, "goal": None})
+    with pytest.raises(DatasetError, match=r"'state' has shape \(4, 13\)"):
+        w.add_episode(**{**good, "state": np.zeros((4, 13))})
+    w.abort()
+    assert not (tmp_path / "a").exists()
+
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("keep me")
+    with pytest.raises(FileExistsError, match="refusing to overwrite"):
+        LeRobotWriter(tmp_path / "full", image_shape=(H, W))
+    assert (tmp_path / "full" / "x").read_text() == "keep me"
+
+    with pytest.raises(RuntimeError, match="boom"):  # an error inside the context removes the folder
+        with LeRobotWriter(tmp_path / "b", image_shape=(H, W)) as w:
+            w.add_episode(**good)
+            raise RuntimeError("boom")
+    assert not (tmp_path / "b").exists()
+
+    root = tmp_path / "c"
+    with LeRobotWriter(root, image_shape=(H, W)) as w:
+        w.add_episode(**good)
+    (root / "meta/info.json").write_text(json.dumps({**json.loads((root / "meta/info.json").read_text()),
+                                                     "codebase_version": "v2.1"}))
+    with pytest.raises(DatasetError, match=r"info.json: codebase_version 'v2.1'"):
+        LeRobotDataset(root)
+
+
+# -- bags -> datasets ------------------------------------------------------------------------------
+class Intrinsics:
+    K = np.array([[40.0, 0, W / 2], [0, 40.0, H / 2], [0, 0, 1]])
+    width, height = W, H
+
+
+def episode_records(t: int, seed: int, setting: str, start_ns: int = 10 * M.CONTROL_DT_NS):
+    """An episode's bag records (t commanded observations + the terminal one) and its arrays."""
+    rng = np.random.default_rng(seed)
+    src = {"rgb": smooth_frames(t + 1, seed), "state": flight_states(t + 1, rng),
+           "action": rng.normal(size=(t, 4)).astype(np.float32), "goal": rng.uniform(-5, 5, 3),
+           "goal_yaw": 0.3, "goal_image": smooth_frames(1, 20 + seed)[0]}
+    stamps = start_ns + M.CONTROL_DT_NS * np.arange(t + 1, dtype=np.int64)
+    recs = [("/episode/status", start_ns, M.json_cdr({"episode": 0, "status": "started", "stamp_ns": int(start_ns)})),
+            ("/goal_pose", start_ns, M.pose_cdr(src["goal"], src["goal_yaw"], start_ns))]
+    if setting == "imagegoal":
+        recs.append(("/goal_image", start_ns, M.image_rgb_cdr(src["goal_image"], start_ns)))
+    for k, s in enumerate(stamps):
+        recs += [("/camera/image_raw", s, M.image_rgb_cdr(src["rgb"][k], s)),
+                 ("/camera/camera_info", s, M.camera_info_cdr(Intrinsics, s)),
+                 ("/odom", s, M.odometry_cdr(src["state"][k], s))]
+        if k < t:
+            recs.append(("/cmd_vel", s, M.twist_cdr(src["action"][k], s)))
+    recs.append(("/episode/status", stamps[-1], M.json_cdr({"episode": 0, "status": "success", "steps": t})))
+    return recs, src
+
+
+def write_bags(root: Path, plan) -> dict[str, dict]:
+    """plan: (scene, split, setting, k, steps, success); returns task_id -> source arrays."""
+    sources = {}
+    for i, (scene, split, setting, k, steps, success) in enumerate(plan):
+        tid = f"{scene}-{setting}-0-{k}"
+        recs, src = episode_records(steps, seed=i, setting=setting)
+        meta = {"scene": scene, "scene_dir": f"/scenes/{scene}", "split": split, "setting": setting, "seed": 0,
+                "index": k, "task_id": tid, "task": {"task_id": tid}, "status": "success" if success else "collision",
+                "success": success, "steps": steps, "fps": 50, "source": "airplay collect", "airplay_version": "test"}
+        write_episode_bag(root, scene, tid, recs, metadata=meta)
+        sources[tid] = src
+    return sources
+
+
+BAG_PLAN = [("indoor_1", "seen", "pointgoal", 0, 21, True), ("indoor_1", "seen", "pointgoal", 1, 13, True),
+            ("urban_2", "seen", "pointgoal", 0, 17, True), ("urban_2", "seen", "pointgoal", 1, 9, False),
+            ("vegetation_3", "unseen", "imagegoal", 0, 19, True), ("vegetation_3", "unseen", "imagegoal", 1, 11, True)]
+
+
+@pytest.fixture(scope="module")
+def bags(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bags")
+    sources = write_bags(root, BAG_PLAN)
+    unfinished = root / "indoor_1" / "indoor_1-pointgoal-0-9"  # a bag whose writer was killed: no metadata.yaml
+    recs, _ = episode_records(8, seed=99, setting="pointgoal")
+    write_episode_bag(root, "indoor_1", unfinished.name, recs)
+    (unfinished / "metadata.yaml").unlink()
+    return root, sources
+
+
+def test_export_bags_one_dataset_per_split(bags, tmp_path):
+    root, sources = bags
+    out = tmp_path / "export"
+    summary = export_bags([root], out, progress=False)
+    assert sorted(summary["datasets"]) == ["seen", "unseen"]
+    assert summary["datasets"]["seen"]["episodes"] == 3 and summary["datasets"]["unseen"]["episodes"] == 2
+    assert summary["datasets"]["seen"]["scenes"] == ["indoor_1", "urban_2"]
+    reasons = sorted(s["reason"] for s in summary["skipped"])
+    assert reasons == ["bag was never finalized (writer interrupted)", "flight outcome 'collision' (not a success)"]
+    assert json.loads((out / "export.json").read_text())["bags"] == 7
+    assert not any(p.name.startswith(".") for p in tmp_path.iterdir())  # no partial folder left
+
+    for split, setting in (("seen", "pointgoal"), ("unseen", "imagegoal")):
+        ds = LeRobotDataset(out / split)
+        assert ds.info["splits"] == {split: f"0:{ds.num_episodes}"}
+        assert ds.info["airplay"]["split"] == split and ds.info["airplay"]["setting"] == setting
+        assert (GOAL_IMAGE_KEY in ds.features) == (setting == "imagegoal")
+        for e in range(ds.num_episodes):
+            ep = ds.episode(e)
+            src = sources[ep["meta"]["task_id"]]
+            t = len(src["action"])  # the terminal observation (no command) is dropped
+            assert ep["meta"]["split"] == split and ep["task"] == TASK_TEXT[setting]
+            assert np.array_equal(ep[ACTION_KEY], src["action"])
+            assert np.array_equal(ep[STATE_KEY], src["state"][:t].astype(np.float32))
+            assert psnr(ep[RGB_KEY], src["rgb"][:t]) > 33.0
+            for k in (0, t // 2, t - 1):  # the goal in the heading frame, as AirPlayEnv computes it
+                yaw = headings_from_quaternions(src["state"][k:k + 1, 3:7])[0]
+                expected = goal_in_heading_frame(src["state"][k, :3], yaw, src["goal"])
+                np.testing.assert_allclose(ep[GOAL_KEY][k], expected, atol=1e-5)
+            if setting == "imagegoal":
+                assert psnr(ep[GOAL_IMAGE_KEY][0], src["goal_image"]) > 33.0
+
+    with pytest.raises(FileExistsError, match="refusing to overwrite"):
+        export_bags([root], out, progress=False)
+    only = export_bags([root], tmp_path / "unseen_only", split="unseen", progress=False)
+    assert list(only["datasets"]) == ["unseen"]
+    with_failures = export_bags([root], tmp_path / "all", split="seen", include_failures=True, progress=False)
+    assert with_failures["datasets"]["seen"]["episodes"] == 4
+
+
+def test_heading_matches_the_sim_definition():
+    """headings_from_quaternions recovers the heading the sim gives tilted attitudes (rclpy-free)."""
+    from scipy.spatial.transform import Rotation
+
+    from airplay.sim.dynamics import attitude_from_acceleration
+
+    rng = np.random.default_rng(0)
+    yaw = rng.uniform(-np.pi, np.pi, 50)
+    rot = attitude_from_acceleration(rng.normal(0, 3, (50, 3)), yaw, 9.81)  # tilted up to ~30 degrees
+    got = headings_from_quaternions(Rotation.from_matrix(rot).as_quat())  # scipy: (x, y, z, w)
+    np.testing.assert_allclose(np.angle(np.exp(1j * (got - yaw))), 0.0, atol=1e-9)
+
+
+def test_export_refuses_mixed_image_sizes_atomically(tmp_path):
+    root = tmp_path / "bags"
+    write_bags(root, BAG_PLAN[:1])
+    recs, _ = episode_records(5, seed=5, setting="pointgoal")
+    big = [(tp, s, M.image_rgb_cdr(smooth_frames(1, 0, 2 * H, 2 * W)[0], s) if tp == "/camera/image_raw" else c)
+           for tp, s, c in recs]
+    write_episode_bag(root, "urban_9", "urban_9-pointgoal-0-0", big,
+                      metadata={"scene": "urban_9", "split": "seen", "setting": "pointgoal", "success": True,
+                                "status": "success", "task_id": "urban_9-pointgoal-0-0"})
+    with pytest.raises(ExportError, match=r"urban_9-pointgoal-0-0: images are 128x96"):
+        export_bags([root], tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists() and not (tmp_path / ".out.partial").exists()
+    with pytest.raises(ExportError, match="split 'train'"):
+        export_bags([root], tmp_path / "out", split="train", progress=False)
+
+
+def test_cli_dataset_export_and_stats(bags, tmp_path, capsys):
+    from airplay.cli import main
+
+    root, _ = bags
+    out = tmp_path / "ds"
+    assert main(["dataset", "export", str(root), str(out), "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "seen" in text and "2 of 7 bags skipped" in text
+    png = tmp_path / "plots" / "actions.png"
+    assert main(["dataset", "stats", str(out), "--plot", str(png)]) == 0
+    text = capsys.readouterr().out
+    assert "== seen" in text and "== unseen" in text and "episodes 3  frames 51" in text
+    assert "scenes: indoor_1 (2), urban_2 (1)" in text
+    seen = LeRobotDataset(out / "seen").column(ACTION_KEY)
+    row = next(line for line in text.splitlines() if line.startswith("action") and " yaw_rate " in line)
+    assert float(row.split()[2]) == pytest.approx(seen[:, 3].astype(np.float64).mean(), abs=1e-4)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert main(["dataset", "export", str(root), str(out), "--quiet"]) == 2
+    assert "refusing to overwrite" in capsys.readouterr().err
+    assert main(["dataset", "stats", str(tmp_path / "nothing")]) == 2

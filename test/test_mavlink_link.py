@@ -1,0 +1,314 @@
+"""The MAVLink bridge core against the rehearsal vehicle, over real UDP on 127.0.0.1, no ROS.
+
+The vehicle (`airplay vehicle`) runs in its own process; the bridge side (Autopilot +
+FlightController + SafetySupervisor) runs here, ticked at 50 Hz by a thread as the ROS node
+does. Plus the telemetry conversion and the mode encodings against hand-computed values.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+pytest.importorskip("pymavlink")
+
+from pymavlink.dialects.v20 import common as mavlink  # noqa: E402
+
+from airplay.bridge import frames  # noqa: E402
+from airplay.bridge.flight import FlightController, default_flight_config  # noqa: E402
+from airplay.bridge.mavlink_link import (Autopilot, CommandError, do_set_mode_params,  # noqa: E402
+                                         mode_from_do_set_mode, mode_name, px4_custom_mode)
+from airplay.bridge.supervisor import InterventionKind as K  # noqa: E402
+from airplay.bridge.telemetry import Telemetry, quat_wxyz_from_euler_ned, yaw_of_state  # noqa: E402
+
+
+# -- pure parts ---------------------------------------------------------------------------------
+def test_telemetry_known_pose_and_ordering():
+    t = Telemetry()
+    assert t.state() is None
+    # 1 m north, 2 m east, 3 m up; moving north at 1 m/s; nose east (NED yaw +90 deg), yawing right
+    assert t.on_local_position_ned(1000, (1.0, 2.0, -3.0), (1.0, 0.0, -0.5))
+    assert t.on_attitude_quaternion(1000, quat_wxyz_from_euler_ned(0.0, 0.0, math.pi / 2), (0.1, 0.0, 0.3))
+    s = t.state()
+    assert_allclose(s[0:3], [2.0, 1.0, 3.0])                     # map ENU
+    assert_allclose(s[7:10], [0.0, 1.0, 0.5])                    # map ENU velocity
+    assert_allclose(s[10:13], [0.1, 0.0, -0.3])                  # FLU rates: right turn is -z
+    assert yaw_of_state(s) == pytest.approx(0.0, abs=1e-12)      # facing east = ENU yaw 0
+    assert_allclose(s[3:7], [0.0, 0.0, 0.0, 1.0], atol=1e-12)    # identity in ENU/FLU
+    # an older message is out of order and dropped; a newer one is taken
+    assert not t.on_local_position_ned(900, (50.0, 50.0, -3.0), (0.0, 0.0, 0.0))
+    assert t.out_of_order == 1 and t.state()[0] == pytest.approx(2.0)
+    assert t.on_local_position_ned(1020, (1.02, 2.0, -3.0), (1.0, 0.0, 0.0))
+    # non-finite telemetry is refused; a clock restart (autopilot reboot, > 10 s back) is accepted
+    assert not t.on_local_position_ned(1040, (math.nan, 0.0, 0.0), (0.0, 0.0, 0.0))
+    assert not t.on_attitude_quaternion(1040, (0.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0))
+    assert t.on_local_position_ned(1_000_000, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0))
+    assert t.on_local_position_ned(5, (0.0, 0.0, -1.0), (0.0, 0.0, 0.0))
+    assert t.state()[2] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("roll, pitch, yaw_ned", [(0.1, -0.2, 2.5), (0.0, 0.0, -math.pi / 2), (-0.3, 0.25, 0.0)])
+def test_telemetry_euler_equals_quaternion_and_frames(roll, pitch, yaw_ned):
+    a, b = Telemetry(origin_enu=(10.0, 0.0, 0.0)), Telemetry()
+    for t in (a, b):
+        t.on_local_position_ned(0, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0))
+    q = quat_wxyz_from_euler_ned(roll, pitch, yaw_ned)
+    a.on_attitude_euler(0, roll, pitch, yaw_ned, (0.0, 0.0, 0.0))
+    b.on_attitude_quaternion(0, q, (0.0, 0.0, 0.0))
+    assert_allclose(a.state()[3:7], b.state()[3:7], atol=1e-12)
+    assert_allclose(a.state()[0:3], [10.0, 0.0, 0.0])          # the local origin placed in map
+    assert_allclose(b.state()[3:7], frames.quat_ned_frd_wxyz_to_enu_flu_xyzw(q))
+    if abs(roll) < 1e-12 and abs(pitch) < 1e-12:
+        assert yaw_of_state(b.state()) == pytest.approx(frames.yaw_ned_to_enu(yaw_ned), abs=1e-12)
+
+
+def test_mode_encodings():
+    assert px4_custom_mode("OFFBOARD") == 6 << 16
+    assert px4_custom_mode("AUTO.LOITER") == (4 << 16) | (3 << 24)
+    assert mode_name("px4", (4 << 16) | (6 << 24)) == "AUTO.LAND"
+    assert mode_name("ardupilot", 4) == "GUIDED"
+    for flavour, name in (("px4", "OFFBOARD"), ("px4", "AUTO.LAND"), ("ardupilot", "GUIDED"), ("ardupilot", "LAND")):
+        base, p2, p3 = do_set_mode_params(flavour, name)
+        assert base == mavlink.MAV_MODE_FLAG_CUSTOM_MODE_ENABLED
+        assert mode_name(flavour, mode_from_do_set_mode(flavour, p2, p3)) == name
+    with pytest.raises(ValueError, match="PX4 mode"):
+        px4_custom_mode("AUTO.NOPE")
+    with pytest.raises(ValueError, match="connection"):
+        Autopilot("carrier-pigeon:1")
+
+
+# -- against the vehicle process ----------------------------------------------------------------
+def start_vehicle(port: int, flavour: str, log_path: Path, *extra: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "airplay.cli", "vehicle", "--mavlink", f"udp:127.0.0.1:{port}",
+           "--flavour", flavour, "--status-every", "1", *extra]
+    return subprocess.Popen(cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+class Rig:
+    """Bridge core here, vehicle in a process; a 50 Hz thread plays the policy (``command``:
+    None sends nothing) and ticks the FlightController."""
+
+    def __init__(self, tmp_path: Path, flavour: str = "px4", vehicle_args=(), **config) -> None:
+        config.setdefault("takeoff_height_m", 0.6)
+        config.setdefault("heartbeat_timeout_s", 1.5)
+        config.setdefault("command_timeout_s", 0.2)
+        self.log_path = tmp_path / f"vehicle_{flavour}.log"
+        self.autopilot = Autopilot("udpin:127.0.0.1:0", clock=time.time).start()
+        self.vehicle = start_vehicle(self.autopilot.link.local_port, flavour, self.log_path, *vehicle_args)
+        self.interventions = []
+        self.flight = FlightController(self.autopilot, default_flight_config(**config),
+                                       on_intervention=self.interventions.append)
+        self.command = None
+        self.trace = []   # (time s, state (13,)) at every tick
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.flight.start()
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            now = time.time()
+            if self.command is not None and self.flight.phase == "flying":
+                self.flight.on_command(self.command, now)
+            self.flight.tick()
+            state = self.autopilot.telemetry.state()
+            if state is not None:
+                self.trace.append((now, state))
+            time.sleep(0.02)
+
+    def state(self) -> np.ndarray:
+        return self.autopilot.telemetry.state()
+
+    def wait_phase(self, phase: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.flight.phase != phase:
+            if time.monotonic() > deadline or self.flight.phase == "failed":
+                raise AssertionError(f"phase {self.flight.phase!r} (error {self.flight.error!r}), wanted {phase!r}\n"
+                                     + self.log_path.read_text()[-3000:])
+            time.sleep(0.02)
+
+    def kinds(self):
+        return [iv.kind for iv in self.interventions]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        if self.vehicle.poll() is None:  # a test vehicle: no need for a graceful stop (the node tests do SIGINT)
+            self.vehicle.kill()
+            self.vehicle.wait(timeout=5)
+        self.flight.close()
+
+
+@pytest.fixture
+def rigs(tmp_path):
+    made = []
+
+    def make(*args, **kwargs) -> Rig:
+        made.append(Rig(tmp_path, *args, **kwargs))
+        return made[-1]
+
+    yield make
+    for rig in made:
+        rig.close()
+
+
+def garbage_datagrams(rng) -> list[bytes]:
+    """Random bytes, a truncated frame, a frame with a broken CRC, a MAVLink 2 frame of an id no
+    dialect knows, and an empty datagram."""
+    enc = mavlink.MAVLink(None, srcSystem=1, srcComponent=1)
+    good = enc.local_position_ned_encode(1, 99.0, 99.0, -99.0, 0, 0, 0).pack(enc)
+    broken_crc = bytearray(good)
+    broken_crc[-1] ^= 0xFF
+    unknown = bytearray(good)
+    unknown[7] = 0xEE  # message id low byte -> an id not in the dialect (CRC no longer matches either)
+    return [rng.bytes(64), rng.bytes(300), b"\xfd\x1c\x00\x00", good[: len(good) // 2], bytes(broken_crc),
+            bytes(unknown), b"", b"\xfe" * 40]
+
+
+@pytest.mark.parametrize("flavour", ["px4", "ardupilot"])
+def test_take_off_follow_velocity_commands_and_land(rigs, flavour):
+    # standing at the origin facing north (ENU yaw 90 deg): forward must move +y in map
+    rig = rigs(flavour, ("--start", "0,0,0,90"))
+    rig.wait_phase("flying", 20)
+    status = rig.autopilot.status
+    assert status.flavour == flavour and status.armed
+    assert status.mode == ("OFFBOARD" if flavour == "px4" else "GUIDED")
+    p0 = rig.state()[0:3].copy()
+    assert p0[2] == pytest.approx(0.6, abs=0.2)
+    if flavour == "px4":  # garbage and out-of-order telemetry while flying: ignored, nothing breaks
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        rng = np.random.default_rng(0)
+        for data in garbage_datagrams(rng) * 3:
+            sock.sendto(data, ("127.0.0.1", rig.autopilot.link.local_port))
+        enc = mavlink.MAVLink(None, srcSystem=1, srcComponent=1)   # spoofs the autopilot's ids
+        stale = enc.local_position_ned_encode(1, 50.0, 50.0, -20.0, 0, 0, 0).pack(enc)
+        sock.sendto(stale, ("127.0.0.1", rig.autopilot.link.local_port))
+        sock.sendto(rng.bytes(128), rig.autopilot.link.peer)      # and at the vehicle
+        sock.close()
+    rig.command = [1.0, 0.0, 0.0, 0.0]
+    t0 = time.time()
+    time.sleep(1.5)
+    p1 = rig.state()[0:3]
+    moved = p1 - p0
+    assert moved[1] > 0.9, moved                 # ~1 m/s north for 1.5 s (minus the acceleration ramp)
+    assert abs(moved[0]) < 0.1 and abs(moved[2]) < 0.15, moved
+    # the velocity seen in the telemetry is the command turned into map ENU
+    assert_allclose(rig.state()[7:10], [0.0, 1.0, 0.0], atol=0.1)
+    rig.command = [0.0, 0.0, 0.0, 0.5]           # yaw left (CCW) at 0.5 rad/s for 1 s
+    yaw0 = yaw_of_state(rig.state())
+    time.sleep(1.0)
+    dyaw = frames.wrap_angle_rad(yaw_of_state(rig.state()) - yaw0)
+    assert 0.3 < dyaw < 0.6, dyaw
+    if flavour == "px4":
+        assert rig.autopilot.link.bad_frames >= 10
+        assert rig.autopilot.telemetry.out_of_order >= 1
+        assert max(abs(s[0]) for _, s in rig.trace if _ > t0 - 1) < 1.0   # the spoofed 50 m never showed
+    rig.command = None
+    rig.flight.land("test done")
+    rig.wait_phase("landed", 10)
+    assert not rig.autopilot.status.armed
+    assert rig.state()[2] == pytest.approx(0.0, abs=0.05)
+    assert rig.vehicle.poll() is None          # the vehicle survived the garbage
+
+
+def test_stale_nan_and_operator_stop(rigs):
+    rig = rigs("px4")
+    rig.wait_phase("flying", 20)
+    rig.command = [1.0, 0.0, 0.0, 0.0]
+    time.sleep(1.0)
+    # a NaN command is refused; the previous safe command stays in force
+    rig.flight.on_command([math.nan, 0.0, 0.0, 0.0], time.time())
+    time.sleep(0.1)
+    assert K.REFUSED_NON_FINITE in rig.kinds()
+    assert_allclose(rig.flight.last_output.command, [1.0, 0.0, 0.0, 0.0])
+    # no fresh commands -> hover: the vehicle stops
+    rig.command = None
+    time.sleep(1.2)
+    assert K.STALE_COMMAND_HOLD in rig.kinds()
+    assert np.linalg.norm(rig.state()[7:10]) < 0.1
+    assert_allclose(rig.flight.last_output.command, np.zeros(4))
+    # operator stop -> land (NAV_LAND acknowledged, streaming stops, the vehicle lands and disarms)
+    rig.command = [1.0, 0.0, 0.0, 0.0]
+    time.sleep(0.2)
+    rig.flight.operator_stop("test e-stop")
+    rig.wait_phase("landed", 10)
+    assert K.OPERATOR_STOP_LAND in rig.kinds()
+    assert rig.autopilot.status.mode == "AUTO.LAND" and not rig.autopilot.status.armed
+
+
+def test_geofence_hold_then_land(rigs):
+    # the take-off (the autopilot's, unsupervised) ends above the fence's ceiling
+    rig = rigs("px4", takeoff_height_m=0.8, fence_box_xy_m=(-5.0, -5.0, 5.0, 5.0), fence_z_min_m=-1.0,
+               fence_z_max_m=0.5, geofence_hold_s=0.5)
+    rig.wait_phase("flying", 20)
+    rig.command = [0.5, 0.0, 0.0, 0.0]
+    rig.wait_phase("landed", 15)
+    kinds = rig.kinds()
+    assert kinds.index(K.GEOFENCE_HOLD) < kinds.index(K.GEOFENCE_LAND)
+    hold = next(iv for iv in rig.interventions if iv.kind is K.GEOFENCE_HOLD)
+    land = next(iv for iv in rig.interventions if iv.kind is K.GEOFENCE_LAND)
+    assert 0.5 <= land.time_s - hold.time_s < 0.8   # geofence_hold_s, plus at most a few late ticks
+    # it held: no horizontal motion although the policy asked for 0.5 m/s forward
+    assert max(np.hypot(s[0], s[1]) for _, s in rig.trace) < 0.1
+
+
+def test_lost_heartbeat_stops_sending(rigs):
+    rig = rigs("px4", heartbeat_timeout_s=1.2)  # > the 1 s between heartbeats
+    rig.wait_phase("flying", 20)
+    rig.command = [0.3, 0.0, 0.0, 0.0]
+    time.sleep(0.3)
+    rig.vehicle.kill()
+    rig.vehicle.wait(timeout=5)
+    rig.wait_phase("link_lost", 2.5)
+    sent = rig.flight.sent
+    time.sleep(0.5)
+    assert rig.flight.sent == sent                 # nothing sent any more
+    lost = [iv for iv in rig.interventions if iv.kind is K.HEARTBEAT_LOST]
+    assert len(lost) == 1 and lost[0].command_out is None and "heartbeat" in lost[0].reason
+
+
+def test_offboard_refused_without_setpoints_and_failsafe(tmp_path):
+    ap = Autopilot("udpin:127.0.0.1:0", clock=time.time).start()
+    vehicle = start_vehicle(ap.link.local_port, "px4", tmp_path / "vehicle.log", "--offboard-loss", "0.5")
+    try:
+        ap.wait_heartbeat(15)
+        ap.arm()
+        with pytest.raises(CommandError, match="TEMPORARILY_REJECTED"):
+            ap.set_mode("offboard")
+        assert ap.status.mode == "POSCTL"
+        for _ in range(10):                                   # 0.2 s of setpoints at 50 Hz
+            ap.send_velocity([0.0, 0.0, 0.0, 0.0])
+            time.sleep(0.02)
+        ap.set_mode("offboard")
+        ap.wait_for(lambda: ap.status.mode == "OFFBOARD", 3, "OFFBOARD in the heartbeat")
+        # the stream stops: after COM_OF_LOSS_T the vehicle falls back to hold (AUTO.LOITER)
+        t_stop = time.monotonic()
+        ap.wait_for(lambda: ap.status.mode == "AUTO.LOITER", 4, "the offboard-loss failsafe")
+        assert time.monotonic() - t_stop > 0.4
+        # commands the vehicle does not know are answered, not ignored
+        with pytest.raises(CommandError, match="UNSUPPORTED"):
+            ap.command(mavlink.MAV_CMD_DO_SET_SERVO, (1, 1500))
+    finally:
+        stop_process(vehicle)
+        ap.close()
+    assert "OFFBOARD refused" in (tmp_path / "vehicle.log").read_text()

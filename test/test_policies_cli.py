@@ -1,0 +1,151 @@
+"""``airplay train`` on a LeRobot v3 dataset written by the issue 5 writer, then
+``airplay eval --policy P --checkpoint DIR`` in-process, and the ``policy`` node with a
+``checkpoint`` and ``execution_horizon`` giving the same episodes as in-process over real DDS.
+
+Images are not rendered in the closed loop (``--no-images``: zeros, in both runtimes); what
+is tested is the plumbing of learned policies, not their flying (see the README experiment).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from policy_data import tiny_episodes
+
+from airplay.cli import main
+
+torch.set_num_threads(1)
+TINY_SET = {
+    "cnn_bc": ["backbone=small", "backbone_width=8", "image_features=32", "hidden_dim=64"],
+    "act": ["backbone=small", "backbone_width=8", "chunk_size=8", "execution_horizon=8", "dim_model=32", "n_heads=4",
+            "dim_feedforward=64", "n_encoder_layers=1", "n_vae_encoder_layers=1", "latent_dim=8"],
+    "dp": ["backbone=small", "backbone_width=8", "chunk_size=16", "execution_horizon=8", "down_dims=[16,32]",
+           "n_groups=4", "image_features=16", "step_embed_dim=16", "num_train_timesteps=50", "num_inference_steps=5"],
+}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    from airplay.data.lerobot import LeRobotWriter
+
+    root = tmp_path_factory.mktemp("lerobot") / "tiny"
+    with LeRobotWriter(root, image_shape=(32, 32)) as writer:
+        for ep in tiny_episodes(2):
+            writer.add_episode(ep.rgb, ep.state, ep.action, goal=ep.goal)
+    return root
+
+
+@pytest.fixture(scope="module")
+def checkpoints(dataset, tmp_path_factory):
+    out = {}
+    for kind, fields in TINY_SET.items():
+        folder = tmp_path_factory.mktemp(f"ckpt-{kind}")
+        args = ["train", "--policy", kind, "--dataset", str(dataset), "--out", str(folder), "--steps", "30",
+                "--batch-size", "8", "--image-size", "32", "--threads", "1", "--log-every", "10", "--no-progress"]
+        for item in fields:
+            args += ["--set", item]
+        assert main(args) == 0
+        out[kind] = (folder, args)
+    return out
+
+
+@pytest.fixture(scope="module")
+def scene_dir(tmp_path_factory) -> Path:
+    from airplay.scene.synthetic import make_scene
+    from airplay.sim.world import World
+
+    path = tmp_path_factory.mktemp("scenes") / "indoor_1"
+    make_scene("indoor", 1, path, gaussians_per_m2=4, name="indoor_1")
+    World.load(path)  # the SDF cache, before other processes want it
+    return path
+
+
+def test_train_writes_a_checkpoint_and_resumes(checkpoints, capsys):
+    from airplay.policies.checkpoint import read_config
+
+    for kind, (folder, args) in checkpoints.items():
+        cls, config = read_config(folder)
+        assert cls.name == kind and config.image_size == 32 and config.goal == "point"
+        assert (folder / "model.safetensors").is_file()
+        assert len((folder / "train_log.csv").read_text().splitlines()) == 4  # header + steps 10, 20, 30
+        capsys.readouterr()
+        assert main(args) == 0  # all 30 updates done: resumes at the end, trains nothing
+        assert "nothing to do" in capsys.readouterr().out
+
+
+def test_train_rejects_a_bad_field_by_name(dataset, tmp_path):
+    with pytest.raises(SystemExit, match="'n_heads'"):
+        main(["train", "--policy", "act", "--dataset", str(dataset), "--out", str(tmp_path / "x"),
+              "--set", "n_heads=7", "--no-progress"])
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("kind", ["cnn_bc", "act", "dp"])
+def test_eval_inprocess_with_a_checkpoint(kind, checkpoints, scene_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("AIRPLAY_CACHE_DIR", str(tmp_path / "cache"))
+    folder, _ = checkpoints[kind]
+    out = tmp_path / "results"
+    assert main(["eval", "--policy", kind, "--checkpoint", str(folder), "--scenes", str(scene_dir),
+                 "--episodes", "1", "--out", str(out), "--no-images", "--bootstrap", "10", "--no-progress"]) == 0
+    line = json.loads((out / "episodes.jsonl").read_text().splitlines()[0])
+    assert line["policy"] == kind and line["steps"] > 0
+    meta = json.loads((out / "summary.json").read_text())["meta"]
+    assert meta["policy"] == kind and meta["checkpoint"] == str(folder)
+
+
+def test_policy_node_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, tmp_path, monkeypatch):
+    """ACT with H = 4 through sim, renderer, policy and evaluator processes over DDS: the same
+    episodes.jsonl as in-process."""
+    pytest.importorskip("rclpy")
+    import random
+
+    from test_ros_graph import _logs, start_node, stop_all
+
+    from airplay.eval.runner import EvalConfig, evaluate_inprocess
+
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 100)))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the same float sums as this process
+    folder, _ = checkpoints["act"]
+    episodes = 2
+    common = {"use_sim_time": True, "scenes": str(scene_dir), "episodes": episodes, "seed": 0,
+              "setting": "pointgoal"}
+    out = tmp_path / "ros"
+    procs = {}
+    try:
+        procs["sim"] = start_node("sim", {**common, "lockstep": True, "command_timeout_s": 20.0}, tmp_path)
+        procs["renderer"] = start_node("renderer", {**common, "lockstep": True, "render_images": False}, tmp_path)
+        procs["policy"] = start_node("policy", {**common, "lockstep": True, "policy": "act",
+                                                "checkpoint": str(folder), "execution_horizon": 4}, tmp_path)
+        procs["evaluator"] = start_node("evaluator", {**common, "policy": "act", "out": str(out),
+                                                      "render_images": False}, tmp_path)
+        try:
+            code = procs["evaluator"].wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the evaluator did not finish in time\n" + _logs(tmp_path))
+        assert code == 0, _logs(tmp_path)
+    finally:
+        stop_all(procs)
+    inproc = tmp_path / "inproc"
+    evaluate_inprocess(EvalConfig(scenes=[scene_dir], policy="act", episodes=episodes, render_images=False,
+                                  checkpoint=str(folder), execution_horizon=4, bootstrap=10), inproc, progress=False)
+    assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
+    steps = [json.loads(line)["steps"] for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert len(steps) == episodes and min(steps) > 8, steps  # more than two chunks executed
+
+
+def test_policy_node_rejects_a_missing_checkpoint(scene_dir, tmp_path, monkeypatch):
+    pytest.importorskip("rclpy")
+    from test_ros_graph import start_node, stop_all
+
+    monkeypatch.setenv("ROS_DOMAIN_ID", "77")
+    proc = start_node("policy", {"scenes": str(scene_dir), "episodes": 1, "policy": "dp"}, tmp_path)
+    try:
+        assert proc.wait(timeout=60) != 0
+    finally:
+        stop_all({"policy": proc})
+    assert "parameter 'checkpoint'" in (tmp_path / "policy.log").read_text()
