@@ -149,3 +149,26 @@ def test_policy_node_rejects_a_missing_checkpoint(scene_dir, tmp_path, monkeypat
     finally:
         stop_all({"policy": proc})
     assert "parameter 'checkpoint'" in (tmp_path / "policy.log").read_text()
+
+
+def test_eval_ros_runtime_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, tmp_path, monkeypatch):
+    """``airplay eval --runtime ros --policy cnn_bc --checkpoint DIR`` (the launch arguments
+    checkpoint:= and execution_horizon:= through graph.py to the policy node): the same
+    episodes.jsonl as ``--runtime inprocess``, and the checkpoint in both summaries."""
+    pytest.importorskip("rclpy")
+    import random
+
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(101, 200)))
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", str(Path(__file__).parents[1] / "config/fastdds_localhost.xml"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the same float sums as this process
+    folder, _ = checkpoints["cnn_bc"]
+    common = ["eval", "--policy", "cnn_bc", "--checkpoint", str(folder), "--scenes", str(scene_dir),
+              "--episodes", "2", "--no-images", "--bootstrap", "10", "--no-progress"]
+    assert main([*common, "--runtime", "ros", "--out", str(tmp_path / "ros")]) == 0
+    assert main([*common, "--runtime", "inprocess", "--out", str(tmp_path / "inproc")]) == 0
+    ros, inproc = ((tmp_path / d / "episodes.jsonl").read_text() for d in ("ros", "inproc"))
+    assert ros == inproc and len(ros.splitlines()) == 2
+    assert min(json.loads(line)["steps"] for line in ros.splitlines()) > 1
+    meta = json.loads((tmp_path / "ros" / "summary.json").read_text())["meta"]
+    assert meta["runtime"] == "ros" and meta["policy"] == "cnn_bc" and meta["checkpoint"] == str(folder.resolve())

@@ -172,7 +172,7 @@ def test_checkpoint_errors_name_the_file(tmp_path):
 
 
 def test_make_policy_needs_a_checkpoint_of_the_right_type(tmp_path):
-    assert set(POLICY_NAMES) == {"expert", "act", "dp", "cnn_bc"}
+    assert set(POLICY_NAMES) == {"expert", "random", "act", "dp", "cnn_bc"}
     with pytest.raises(ValueError, match="needs a checkpoint"):
         make_policy("act")
     (tmp_path / "config.json").write_text('{"type": "dp", "config": {}}')
@@ -221,3 +221,27 @@ def test_expert_goes_through_the_contract_with_unchanged_commands(world):
     assert n > 50
     with pytest.raises(ValueError, match="privileged"):
         policy.reset()
+
+
+def test_random_policy_draws_uniformly_within_the_vehicle_limits_per_task(world):
+    """``random``: uniform in the env's action box, a fresh draw every control, the same draws for
+    the same task (seeded from the task id), different ones for another task."""
+    from airplay.sim.env import AirPlayEnv
+    from airplay.tasks.sampler import sample_tasks
+
+    policy = make_policy("random", world)
+    assert isinstance(policy, Policy) and isinstance(policy.adapter, HoldAdapter)
+    tasks = sample_tasks(world.scene, world.grid, 2, 0, "pointgoal", world.protocol)
+    space = AirPlayEnv(world, "pointgoal", tasks=tasks, render_images=False).action_space
+
+    def draws(task, n=2000):
+        policy.reset(task)
+        return np.stack([policy.select_action({}) for _ in range(n)])
+
+    a = draws(tasks[0])
+    assert a.dtype == np.float32 and all(space.contains(c) for c in a[:200])
+    unit = (a - space.low) / (space.high - space.low)  # uniform on [0, 1] per dimension
+    assert np.all(unit.min(0) < 0.01) and np.all(unit.max(0) > 0.99)
+    assert np.all(np.abs(unit.mean(0) - 0.5) < 0.03) and np.all(np.abs(unit.std(0) - 12 ** -0.5) < 0.03)
+    assert len(np.unique(a[:, 0])) == len(a)  # a new command every control
+    assert np.array_equal(a, draws(tasks[0])) and not np.array_equal(a, draws(tasks[1]))

@@ -37,6 +37,8 @@ SIM_EVAL_ARGUMENTS: dict[str, str] = {
                                    # relative paths are taken from each node's working folder
     "scene": "",                   # one scene folder (the same as scenes:=FOLDER)
     "policy": "expert",
+    "checkpoint": "",              # checkpoint folder of a learned policy (act, dp, cnn_bc; airplay train --out)
+    "execution_horizon": "0",      # controls executed per predicted chunk (0: the policy's own)
     "setting": "pointgoal",
     "episodes": "10",              # per scene
     "seed": "0",
@@ -104,6 +106,7 @@ def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     lockstep = _flag(v, "lockstep")
     timeout_s = _number(v, "command_timeout_s")
     render_images = _flag(v, "render_images")
+    learned = {"checkpoint": v["checkpoint"], "execution_horizon": _number(v, "execution_horizon", int)}
     return [
         NodeSpec("sim", "airplay.nodes.sim_node", "sim_node",
                  {**common, **episode, "lockstep": lockstep, "command_timeout_s": timeout_s}),
@@ -111,15 +114,16 @@ def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
                  {**common, **episode, "lockstep": lockstep, "render_backend": v["render_backend"],
                   "render_images": render_images}),
         NodeSpec("policy", "airplay.nodes.policy_node", "policy_node",
-                 {**common, **episode, "lockstep": lockstep, "policy": v["policy"]}),
+                 {**common, **episode, "lockstep": lockstep, "policy": v["policy"], **learned}),
         NodeSpec("evaluator", "airplay.nodes.evaluator_node", "evaluator_node",
-                 {**common, **episode, "policy": v["policy"], "out": v["out"], "render_images": render_images},
+                 {**common, **episode, "policy": v["policy"], **learned, "out": v["out"],
+                  "render_images": render_images},
                  required=True),
     ]
 
 
 COLLECT_ARGUMENTS: dict[str, str] = {
-    **{k: v for k, v in SIM_EVAL_ARGUMENTS.items() if k not in ("policy", "out")},
+    **{k: v for k, v in SIM_EVAL_ARGUMENTS.items() if k not in ("policy", "checkpoint", "execution_horizon", "out")},
     "out": "bags",                 # the recorder's bags: OUT/<scene>/<task_id>/
     "results": "out/collect-ros",  # the evaluator's results of the expert flights
     "record_depth": "false",
@@ -144,6 +148,8 @@ def collect_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
 FLY_ARGUMENTS: dict[str, str] = {
     "connection": "udp:127.0.0.1:14540",  # MAVLink: udp:/udpin: listen, udpout:, tcp:, serial:DEVICE:BAUD
     "policy": "expert",
+    "checkpoint": "",              # checkpoint folder of a learned policy (act, dp, cnn_bc)
+    "execution_horizon": "0",      # controls executed per predicted chunk (0: the policy's own)
     "scene": "",                   # scene folder: the expert's task, and the rehearsal camera (renderer)
     "index": "0",                  # task index in the scene (as `airplay vehicle --scene --task`)
     "episodes": "10",
@@ -194,7 +200,8 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
                               {**episode, "lockstep": False, "render_backend": v["render_backend"],
                                "render_images": _flag(v, "render_images")}))
     nodes.append(NodeSpec("policy", "airplay.nodes.policy_node", "policy_node",
-                          {**episode, "lockstep": False, "policy": v["policy"]}, remappings=tuple(remap)))
+                          {**episode, "lockstep": False, "policy": v["policy"], "checkpoint": v["checkpoint"],
+                           "execution_horizon": _number(v, "execution_horizon", int)}, remappings=tuple(remap)))
     nodes.append(NodeSpec("mavlink_bridge", "airplay.nodes.mavlink_bridge_node", "mavlink_bridge_node", bridge,
                           required=True))
     return nodes

@@ -37,6 +37,8 @@ class EvaluatorNode(Node):
         p = episode_parameters(self)
         self.params = p
         self.policy_name = declare(self, "policy", "expert")
+        self.checkpoint = str(declare(self, "checkpoint", ""))  # recorded in summary.json's meta
+        self.execution_horizon = int(declare(self, "execution_horizon", 0))
         self.out = Path(declare(self, "out", "out/sim-eval-ros"))
         self.episode_timeout_s = float(declare(self, "episode_timeout_s", 300.0))
         self.startup_timeout_s = float(declare(self, "startup_timeout_s", 60.0))
@@ -137,7 +139,8 @@ class EvaluatorNode(Node):
         p = self.params
         cfg = EvalConfig(scenes=[Path(s) for s in self.scenes], policy=self.policy_name, setting=p["setting"],
                          episodes=p["episodes"], seed=p["seed"], render_images=bool(self.render_images),
-                         bootstrap=self.bootstrap)
+                         bootstrap=self.bootstrap, checkpoint=self.checkpoint,
+                         execution_horizon=self.execution_horizon)
         elapsed = time.monotonic() - self.t_start
         results, total_steps, world = [], 0, None
         for scene_dir in dict.fromkeys(s for s, *_ in self.outcomes):

@@ -1,7 +1,8 @@
 """Policies behind one contract (:mod:`airplay.policies.base`): ``reset(task)`` then
 ``select_action(obs) -> (4,) command``, served from predicted chunks by an adapter.
 
-``expert`` is the privileged A* expert; ``act``, ``dp`` and ``cnn_bc`` are learned and
+``expert`` is the privileged A* expert; ``random`` draws uniform commands within the vehicle
+limits (the experiments' lower bound); ``act``, ``dp`` and ``cnn_bc`` are learned and
 loaded from a checkpoint folder (:mod:`airplay.policies.checkpoint`). AirVLN-R1 joins
 through the same contract (issue 8).
 """
@@ -9,7 +10,7 @@ through the same contract (issue 8).
 from __future__ import annotations
 
 LEARNED_POLICIES = ("act", "dp", "cnn_bc")
-POLICY_NAMES = ("expert", *LEARNED_POLICIES)
+POLICY_NAMES = ("expert", "random", *LEARNED_POLICIES)
 
 
 def make_policy(name: str, world=None, checkpoint: str | None = None, execution_horizon: int | None = None,
@@ -23,6 +24,10 @@ def make_policy(name: str, world=None, checkpoint: str | None = None, execution_
         if world is None:
             raise ValueError("the expert needs the world to plan in")
         policy = ExpertNavigator(world)
+    elif name == "random":
+        from airplay.policies.random_policy import RandomPolicy
+
+        policy = RandomPolicy(world.vehicle if world is not None else None)
     elif name in LEARNED_POLICIES:
         from airplay.policies.checkpoint import load_policy, read_config
 
