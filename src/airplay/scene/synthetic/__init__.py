@@ -33,6 +33,7 @@ import numpy as np
 from airplay.render.camera import CameraMount, PinholeCamera
 from airplay.scene.ply_io import write_gaussians_ply
 from airplay.scene.spec import Alignment, CameraSpec, NavigableRegion, SceneSpec, parse_scene_yaml, write_scene_yaml
+from airplay.scene.synthetic.landmarks import scene_landmarks
 from airplay.scene.synthetic.layouts import Layout
 from airplay.scene.synthetic.layouts.indoor import make_indoor
 from airplay.scene.synthetic.layouts.urban import make_urban
@@ -121,6 +122,7 @@ def make_scene(category: str, seed: int, out_dir: Path, *, gaussians_per_m2: flo
             navigable=NavigableRegion(layout.polygon, layout.z_min, layout.z_max),
             camera=CameraSpec(PinholeCamera.from_fov(224, 224, 90.0), CameraMount((0.1, 0.0, 0.0), 0.0)),
             background_rgb=INDOOR_BACKGROUND_RGB if category == "indoor" else SKY_RGB,
+            landmarks=scene_landmarks(layout.builder, category),
         )
         write_gaussians_ply(folder / "splat.ply", gaussians)
         # Explicit options: the bytes must not depend on what trimesh happens to have cached.
