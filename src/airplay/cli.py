@@ -14,7 +14,8 @@ from airplay.scene.errors import SceneError
 DEFAULT_CATEGORIES = ("indoor", "urban", "vegetation")
 
 COMMAND_MODULES: tuple[str, ...] = ("airplay.bridge.commands", "airplay.policies.train_command",
-                                    "airplay.data.dataset_command", "airplay.data.collect_command")
+                                    "airplay.data.dataset_command", "airplay.data.collect_command",
+                                    "airplay.eval.offline_command")
 """Modules that add sub-commands: each has ``register(sub)`` taking the sub-parsers object
 and setting ``func`` on its parsers. Their heavy imports stay inside the handlers."""
 
