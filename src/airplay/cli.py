@@ -12,10 +12,11 @@ from pathlib import Path
 from airplay.scene.errors import SceneError
 
 DEFAULT_CATEGORIES = ("indoor", "urban", "vegetation")
+VLN_BACKENDS = ("transformers", "openai")
 
 COMMAND_MODULES: tuple[str, ...] = ("airplay.bridge.commands", "airplay.policies.train_command",
                                     "airplay.data.dataset_command", "airplay.data.collect_command",
-                                    "airplay.eval.offline_command")
+                                    "airplay.eval.offline_command", "airplay.vln.commands")
 """Modules that add sub-commands: each has ``register(sub)`` taking the sub-parsers object
 and setting ``func`` on its parsers. Their heavy imports stay inside the handlers."""
 
@@ -134,10 +135,18 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
         for category in DEFAULT_CATEGORIES:
             ensure_scene(Path(args.make_default_scenes) / f"{category}_0", category, 0)
-    cfg = EvalConfig(scenes=_scene_dirs(args.scenes), policy=args.policy, setting=args.setting,
-                     episodes=args.episodes, seed=args.seed, render_backend=args.backend,
+    # --backend transformers|openai selects AirVLN-R1's model backend (render backend: auto)
+    vln_backend = args.vln_backend or (args.backend if args.backend in VLN_BACKENDS else None)
+    render_backend = "auto" if args.backend in VLN_BACKENDS else args.backend
+    setting = args.setting or ("vln" if args.policy == "airvln_r1" else "pointgoal")
+    cfg = EvalConfig(scenes=_scene_dirs(args.scenes), policy=args.policy, setting=setting,
+                     episodes=args.episodes, seed=args.seed, render_backend=render_backend,
                      render_images=not args.no_images, bootstrap=args.bootstrap,
                      checkpoint=args.checkpoint or "", execution_horizon=args.execution_horizon)
+    if setting == "vln" or args.policy == "airvln_r1":
+        from airplay.vln.commands import eval_vln
+
+        return eval_vln(args, cfg, vln_backend)
     if args.runtime == "ros":
         # The same evaluation through the ROS graph (sim, renderer, policy, evaluator processes).
         from airplay.graph import SIM_EVAL_ARGUMENTS, parse_launch_arguments, sim_eval_graph
@@ -256,11 +265,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="checkpoint folder of a learned policy (the --out of airplay train)")
     ev.add_argument("--execution-horizon", type=int, default=0, metavar="H",
                     help="controls executed per predicted chunk (default: the policy's own, e.g. ACT 50, DP 16)")
-    ev.add_argument("--setting", default="pointgoal", choices=("pointgoal", "imagegoal", "goalfree"))
+    ev.add_argument("--setting", default=None, choices=("pointgoal", "imagegoal", "goalfree", "vln"),
+                    help="task setting (default: vln for --policy airvln_r1, else pointgoal)")
     ev.add_argument("--episodes", type=int, default=10, help="episodes per scene")
     ev.add_argument("--seed", type=int, default=0, help="task sampling seed")
     ev.add_argument("--out", default="out/eval", help="results folder")
-    ev.add_argument("--backend", default="auto", choices=("auto", "cpu", "gsplat"))
+    ev.add_argument("--backend", default="auto", choices=("auto", "cpu", "gsplat", *VLN_BACKENDS),
+                    help="render backend (auto, cpu, gsplat); transformers or openai instead select AirVLN-R1's "
+                         "model backend (same as --vln-backend) and render with auto")
+    from airplay.vln.commands import add_eval_arguments
+
+    add_eval_arguments(ev)
     ev.add_argument("--no-images", action="store_true",
                     help="do not render RGB/depth (for policies that read only the state, e.g. the expert)")
     ev.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% CIs")

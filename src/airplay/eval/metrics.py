@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-STATUSES: tuple[str, ...] = ("success", "collision", "out_of_bounds", "timeout", "no_command")
+STATUSES: tuple[str, ...] = ("success", "collision", "out_of_bounds", "timeout", "no_command", "stopped")
+"""``stopped``: the policy ended the episode itself away from the goal (VLN: STOP outside the radius)."""
 METRICS: tuple[str, ...] = ("ne", "sr", "osr", "spl", "astar_spl", "cr", "ob", "tts")
 CONTROL_DT_S = 0.02  # 50 Hz control period (DESIGN.md section 6)
 DEFAULT_SUCCESS_RADIUS_M = 1.0

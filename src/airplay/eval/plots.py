@@ -25,6 +25,7 @@ STATUS_COLOURS: dict[str, str] = {
     "out_of_bounds": "tab:orange",
     "timeout": "tab:blue",
     "no_command": "tab:purple",
+    "stopped": "tab:brown",
 }
 
 

@@ -3,18 +3,19 @@
 
 ``expert`` is the privileged A* expert; ``random`` draws uniform commands within the vehicle
 limits (the experiments' lower bound); ``act``, ``dp`` and ``cnn_bc`` are learned and
-loaded from a checkpoint folder (:mod:`airplay.policies.checkpoint`). AirVLN-R1 joins
-through the same contract (issue 8).
+loaded from a checkpoint folder (:mod:`airplay.policies.checkpoint`); ``airvln_r1`` is the
+AirNav navigator (:mod:`airplay.vln.navigator`), built from ``vln`` options (backend, model,
+endpoint, ...; see :func:`airplay.vln.navigator.make_airvln_policy`).
 """
 
 from __future__ import annotations
 
 LEARNED_POLICIES = ("act", "dp", "cnn_bc")
-POLICY_NAMES = ("expert", "random", *LEARNED_POLICIES)
+POLICY_NAMES = ("expert", "random", *LEARNED_POLICIES, "airvln_r1")
 
 
 def make_policy(name: str, world=None, checkpoint: str | None = None, execution_horizon: int | None = None,
-                device: str = "cpu"):
+                device: str = "cpu", vln: dict | None = None):
     """The policy called ``name``: the expert plans in ``world`` (a :class:`~airplay.sim.world.World`);
     a learned one is loaded from the ``checkpoint`` folder. ``execution_horizon`` (H, controls
     executed per predicted chunk) overrides the policy's own."""
@@ -37,6 +38,10 @@ def make_policy(name: str, world=None, checkpoint: str | None = None, execution_
         if cls.name != name:
             raise ValueError(f"checkpoint {checkpoint} holds a {cls.name!r} policy, not {name!r}")
         policy = load_policy(checkpoint, device=device)
+    elif name == "airvln_r1":
+        from airplay.vln.navigator import make_airvln_policy
+
+        return make_airvln_policy(world=world, device=device, **(vln or {}))
     else:
         raise ValueError(f"unknown policy {name!r}; available: {', '.join(POLICY_NAMES)}")
     if execution_horizon:

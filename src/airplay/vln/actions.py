@@ -215,3 +215,19 @@ def load_vln_config(path: str | Path | None = None) -> VLNConfig:
         raise VLNConfigError(f"{p}: unknown field 'executor.{bad[0]}'; known: {', '.join(sorted(ex_known))}")
     kwargs["executor"] = ExecutorSettings(**{k: _positive(str(p), f"executor.{k}", v) for k, v in ex.items()})
     return VLNConfig(source=str(p), **kwargs)
+
+
+def apply_action(pose, action: str, space: ActionSpace) -> tuple[float, float, float, float]:
+    """The pose (x, y, z m in map; yaw rad) after ``action`` done exactly (AirNav's simulator
+    model: what the executor flies, without its small tracking errors)."""
+    x, y, z, yaw = (float(v) for v in pose)
+    dx, dy, dz, dyaw = space.delta(action)
+    c, s = math.cos(yaw), math.sin(yaw)
+    return x + c * dx - s * dy, y + s * dx + c * dy, z + dz, yaw + dyaw
+
+
+def rollout(actions, space: ActionSpace, pose=(0.0, 0.0, 0.0, 0.0)) -> tuple[float, float, float, float]:
+    """The pose after ``actions`` in order from ``pose`` (:func:`apply_action`)."""
+    for a in actions:
+        pose = apply_action(pose, a, space)
+    return pose

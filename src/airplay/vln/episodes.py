@@ -155,14 +155,35 @@ def episodes_from_tasks(tasks, landmarks: list | None = None, seed: int = 0, per
     return out
 
 
-def sample_vln_episodes(world, n: int, seed: int, personas: tuple[str, ...] = PERSONA_NAMES) -> list[VLNEpisode]:
+def sample_vln_episodes(world, n: int, seed: int, personas: tuple[str, ...] = PERSONA_NAMES,
+                        max_dz_m: float | None = None) -> list[VLNEpisode]:
     """``n`` episodes in a :class:`~airplay.sim.world.World`: tasks from the protocol's sampler
-    (as for PointGoal), instructions naming the scene's landmarks."""
-    from airplay.tasks.sampler import sample_tasks
+    (as for PointGoal), instructions naming the scene's landmarks.
 
-    tasks = sample_tasks(world.scene, world.grid, n, seed, "goalfree", world.protocol)
+    max_dz_m: keep only tasks whose goal is within this height of the start (for action
+    spaces without ASCEND/DESCEND, which cannot change height); tasks are then drawn from a
+    larger deterministic sample (4 n, then 16 n) in the sampler's order.
+    """
+    from airplay.tasks.sampler import TaskSamplingError, sample_tasks
+
     lms = world.scene.spec.landmarks
     landmarks_from_spec(lms, str(world.scene.spec.root / "scene.yaml"))  # validate with the file named
+    if max_dz_m is None:
+        tasks = sample_tasks(world.scene, world.grid, n, seed, "goalfree", world.protocol)
+    else:
+        tasks = []
+        for factor in (4, 16):
+            try:
+                pool = sample_tasks(world.scene, world.grid, factor * n, seed, "goalfree", world.protocol)
+            except TaskSamplingError:
+                continue
+            tasks = [t for t in pool if abs(t.goal_position[2] - t.start_position[2]) <= max_dz_m][:n]
+            if len(tasks) == n:
+                break
+        if len(tasks) < n:
+            raise TaskSamplingError(f"{world.name}: only {len(tasks)} of {n} tasks keep the goal within "
+                                    f"{max_dz_m:.2f} m of the start height; enable ASCEND/DESCEND "
+                                    f"(extra_actions in config/vln.yaml) or ask for fewer episodes")
     return episodes_from_tasks(tasks, lms, seed, personas)
 
 
