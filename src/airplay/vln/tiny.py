@@ -136,7 +136,7 @@ def fit_tiny(folder: str | Path, examples: list, steps: int = 40, lr: float = 3e
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     model.eval()
     model.save_pretrained(folder)
     return {"loss_first": losses[0], "loss_last": losses[-1]}
