@@ -8,6 +8,7 @@ package's own checks: delta_timestamps queries across episode boundaries, ``vali
 against the features, ``aggregate_stats`` over the per-episode stats, ``get_video_info``.
 
 Usage: python lerobot_compat_probe.py JOBS.json REPORT.json MAIN_SITE_PACKAGES
+   or: python lerobot_compat_probe.py --write-native ROOT REFERENCE.npz  (see write_native)
 JOBS.json: a list of {"root": dataset folder, "reference": reference .npz}.
 Exit status 0 when every check of every dataset passed, 1 otherwise (the report says which).
 """
@@ -26,7 +27,47 @@ MAX_MEAN_ABS = 4.0  # mean |decoded - source| per pixel channel, in 0..255 level
 MIN_PSNR_DB = 30.0
 
 
+def write_native(root: Path, ref_path: Path) -> None:
+    """A dataset recorded by lerobot-dataset itself (add_frame / save_episode, its default AV1
+    video), with the source arrays and the package's own decoded frames, for airplay's reader."""
+    from ledataset.datasets.lerobot_dataset import LeRobotDataset
+
+    h, w, fps = 40, 56, 50
+    features = {"observation.images.rgb": {"dtype": "video", "shape": (h, w, 3),
+                                           "names": ["height", "width", "channels"]},
+                "observation.state": {"dtype": "float32", "shape": (13,), "names": None},
+                "action": {"dtype": "float32", "shape": (4,), "names": None}}
+    ds = LeRobotDataset.create("lerobot/native", fps=fps, features=features, root=root)
+    rng = np.random.default_rng(11)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    arrays: dict[str, np.ndarray] = {}
+    for e, t in enumerate((26, 33)):
+        cx = 10 + np.arange(t) * 1.2  # a bright blob drifting right over a gradient
+        rgb = np.stack([np.stack([60 + 2 * xx + 150 * np.exp(-((xx - c) ** 2 + (yy - 20) ** 2) / 60),
+                                  40 + 3 * yy, np.full_like(xx, 90 + 40 * e)], -1) for c in cx])
+        rgb = np.clip(rgb, 0, 255).astype(np.uint8)
+        state = rng.normal(size=(t, 13)).astype(np.float32)
+        action = rng.normal(size=(t, 4)).astype(np.float32)
+        for k in range(t):
+            ds.add_frame({"observation.images.rgb": rgb[k], "observation.state": state[k], "action": action[k],
+                          "task": f"native task {e}"})
+        ds.save_episode()
+        arrays.update({f"ep{e}_rgb": rgb, f"ep{e}_state": state, f"ep{e}_action": action})
+    ds.finalize()
+    reread = LeRobotDataset("lerobot/native", root=root)
+    for e in (0, 1):
+        row = reread.meta.episodes[e]
+        frames = [reread[i]["observation.images.rgb"].numpy() for i in
+                  range(int(row["dataset_from_index"]), int(row["dataset_to_index"]))]
+        arrays[f"ep{e}_rgb_lerobot"] = np.clip(np.rint(np.stack(frames).transpose(0, 2, 3, 1) * 255), 0, 255
+                                               ).astype(np.uint8)
+    np.savez(ref_path, **arrays)
+
+
 def main() -> int:
+    if sys.argv[1] == "--write-native":
+        write_native(Path(sys.argv[2]), Path(sys.argv[3]))
+        return 0
     jobs_path, report_path, main_site = (Path(a) for a in sys.argv[1:4])
     reports = []
     for job in json.loads(jobs_path.read_text()):

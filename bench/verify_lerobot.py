@@ -18,7 +18,10 @@ that the venv's PyAV 15 wheel bundles (symlinks with the standard sonames in
 The probe (bench/lerobot_compat_probe.py, run with that venv's python) compares up to
 --max-frames frames (evenly spaced) of up to --max-episodes episodes per dataset against
 the source: for an export, the bags named in the episodes' ``airplay/bag`` column, read
-with airplay.data.bag.read_episode.
+with airplay.data.bag.read_episode. The other direction too (--no-native skips it): a small
+dataset recorded BY lerobot-dataset (add_frame/save_episode, its default AV1 video) is read
+with airplay's reader, which must return its vectors exactly and the frames lerobot-dataset
+itself decodes.
 lerobot-dataset 0.4.4 ships no ``lerobot-doctor`` (no console script, no doctor module); the
 probe runs the package's own validation instead (see its docstring).
 
@@ -253,18 +256,51 @@ def export_sources(root: Path, max_episodes: int) -> dict[int, dict]:
     return sources
 
 
-def run_probe(venv: Path, jobs: list[dict], workdir: Path) -> tuple[int, list[dict], str]:
-    jobs_path, report_path = workdir / "jobs.json", workdir / "report.json"
-    jobs_path.write_text(json.dumps(jobs))
+def _probe(venv: Path, args: list[str], workdir: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(venv / "ffmpeg-libs"), env.get("LD_LIBRARY_PATH")]))
     env["HF_HUB_OFFLINE"] = "1"  # local datasets only: nothing may go to the hub
     env["HF_DATASETS_CACHE"] = str(workdir / "hf-cache")
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run([str(_venv_python(venv)), str(PROBE), str(jobs_path), str(report_path),
-                           str(main_site_packages())], capture_output=True, text=True, env=env, cwd=workdir)
+    return subprocess.run([str(_venv_python(venv)), str(PROBE), *args], capture_output=True, text=True, env=env,
+                          cwd=workdir)
+
+
+def run_probe(venv: Path, jobs: list[dict], workdir: Path) -> tuple[int, list[dict], str]:
+    jobs_path, report_path = workdir / "jobs.json", workdir / "report.json"
+    jobs_path.write_text(json.dumps(jobs))
+    proc = _probe(venv, [str(jobs_path), str(report_path), str(main_site_packages())], workdir)
     reports = json.loads(report_path.read_text()) if report_path.is_file() else []
     return proc.returncode, reports, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+
+def check_native(venv: Path, workdir: Path) -> dict:
+    """The other direction: a dataset recorded BY lerobot-dataset (its default AV1 video) read with
+    airplay's reader must give its vectors exactly and the frames lerobot-dataset itself decodes."""
+    from airplay.data.lerobot import LeRobotDataset
+
+    root, ref_path = workdir / "native", workdir / "native.npz"
+    proc = _probe(venv, ["--write-native", str(root), str(ref_path)], workdir)
+    checks: list[dict] = []
+    report = {"dataset": f"{root} (recorded by lerobot-dataset)", "checks": checks}
+    if proc.returncode != 0:
+        checks.append({"check": "lerobot-dataset records a dataset", "ok": False, "detail": proc.stderr[-3000:]})
+    else:
+        ref = np.load(ref_path)
+        ds = LeRobotDataset(root)
+        for e in range(ds.num_episodes):
+            ep = ds.episode(e)
+            for key, name in (("action", "action"), ("observation.state", "state")):
+                checks.append({"check": f"native episode {e} {key} bit-exact", "detail": "",
+                               "ok": bool(np.array_equal(ep[key], ref[f"ep{e}_{name}"]))})
+            diff = float(np.abs(ep["observation.images.rgb"].astype(np.int16) - ref[f"ep{e}_rgb_lerobot"]).mean())
+            codec = ds.info["features"]["observation.images.rgb"].get("info", {}).get("video.codec")
+            checks.append({"check": f"native episode {e} frames equal lerobot-dataset's decode", "ok": diff <= 1.0,
+                           "detail": f"mean |diff| {diff:.3f} ({codec} video)"})
+            checks.append({"check": f"native episode {e} task", "ok": ep["task"] == f"native task {e}",
+                           "detail": ep["task"]})
+    report["ok"] = all(c["ok"] for c in checks)
+    return report
 
 
 def format_reports(reports: list[dict]) -> str:
@@ -286,8 +322,8 @@ def format_reports(reports: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def verify(dataset: Path | None, max_episodes: int = 6, max_frames: int = 150, workdir: Path | None = None,
-           log=print) -> tuple[int, list]:
+def verify(dataset: Path | None, max_episodes: int = 6, max_frames: int = 150, native: bool = True,
+           workdir: Path | None = None, log=print) -> tuple[int, list]:
     """Run the whole verification; returns (exit status, per-dataset reports)."""
     try:
         venv = ensure_venv(log)
@@ -313,8 +349,10 @@ def verify(dataset: Path | None, max_episodes: int = 6, max_frames: int = 150, w
         if not reports:
             log(f"the probe wrote no report (exit {rc}):\n{output}")
             return 1, []
+        if native:
+            reports.append(check_native(venv, tmp))
         log(format_reports(reports))
-        return (0 if rc == 0 else 1), reports
+        return (0 if all(r["ok"] for r in reports) and rc == 0 else 1), reports
     finally:
         if workdir is None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -326,9 +364,11 @@ def main(argv: list[str] | None = None) -> int:
                         "default: a synthetic dataset made here")
     parser.add_argument("--max-episodes", type=int, default=6, help="episodes compared per dataset")
     parser.add_argument("--max-frames", type=int, default=150, help="frames compared per episode (evenly spaced)")
+    parser.add_argument("--no-native", action="store_true",
+                        help="skip reading a dataset recorded by lerobot-dataset with airplay's reader")
     parser.add_argument("--json", type=Path, help="also write the reports here")
     args = parser.parse_args(argv)
-    rc, reports = verify(args.dataset, args.max_episodes, args.max_frames)
+    rc, reports = verify(args.dataset, args.max_episodes, args.max_frames, native=not args.no_native)
     if args.json:
         args.json.write_text(json.dumps({"exit": rc, "reports": reports}, indent=2))
     return rc

@@ -1,5 +1,6 @@
 """The standalone ``lerobot-dataset`` package (PyPI, its own cached venv) opens datasets made by
-``airplay dataset export`` and returns the frames, states and actions of the source bags.
+``airplay dataset export`` and returns the frames, states and actions of the source bags; and
+airplay's reader reads a dataset that lerobot-dataset recorded itself.
 
 bench/verify_lerobot.py does the work (see its docstring); the first run on a machine makes the
 venv (pip install of lerobot-dataset 0.4.4 and torchcodec, about 2 minutes; torch is NOT
@@ -35,8 +36,11 @@ def test_lerobot_dataset_package_reads_our_export(tmp_path):
         pytest.skip(f"package index unreachable, lerobot-dataset cannot be installed: {output.strip()[-500:]}")
     assert proc.returncode == 0, output
     reports = json.loads(report.read_text())["reports"]
-    assert [Path(r["dataset"]).name for r in reports] == ["seen", "unseen"]
-    for r in reports:
+    assert [Path(r["dataset"]).name for r in reports[:2]] == ["seen", "unseen"]
+    native = reports[2]  # a dataset recorded by lerobot-dataset, read with airplay's reader
+    assert native["ok"] and "recorded by lerobot-dataset" in native["dataset"], native
+    assert sum("frames equal lerobot-dataset's decode" in c["check"] for c in native["checks"]) == 2
+    for r in reports[:2]:
         assert r["ok"], [c for c in r["checks"] if not c["ok"]]
         assert r["versions"]["lerobot-dataset"] == "0.4.4"
         assert Path(r["versions"]["torch_from"]).is_relative_to(Path(sys.prefix))  # airplay's torch, not a copy
