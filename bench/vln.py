@@ -76,14 +76,26 @@ def main(argv=None) -> int:
         return p
 
     local = TransformersBackend(model, max_new_tokens=32)
-    rows = {}
-    rows["prompt + parse only"] = _time(lambda it: parse_actions(str(build(it).text)), items)[2:]
-    rows["transformers backend"] = _time(lambda it: parse_actions(local.generate(build(it))), items)[2:]
+    rows = {"prompt + parse only": [], "transformers backend": [], "openai backend (local server)": []}
+    tokens = {"transformers backend": [], "openai backend (local server)": []}
     with ChatServer(local, "127.0.0.1", 0) as server:
         remote = OpenAIBackend(server.url, max_new_tokens=32)
-        rows["openai backend (local server)"] = _time(lambda it: parse_actions(remote.generate(build(it))), items)[2:]
+        # interleaved, step by step, so that machine load hits the rows alike; 2 warm-up steps
+        for k, item in enumerate(items):
+            for name, fn in (("prompt + parse only", lambda p: str(p.text)),
+                             ("transformers backend", local.generate),
+                             ("openai backend (local server)", remote.generate)):
+                t0 = time.perf_counter()
+                answer = fn(build(item))
+                parse_actions(answer)
+                dt = time.perf_counter() - t0
+                if k >= 2:
+                    rows[name].append(dt)
+                    if name in tokens:
+                        tokens[name].append(len(local.processor.tokenizer(answer)["input_ids"]))
     ref = statistics.median(rows["prompt + parse only"])
     figures = {name: {"median_ms": 1000 * statistics.median(t), "p95_ms": 1000 * float(np.percentile(t, 95)),
+                      "mean_answer_tokens": float(np.mean(tokens[name])) if name in tokens else 0.0,
                       "steps_per_s": 1.0 / statistics.median(t), "ratio_to_prompt_only": statistics.median(t) / ref}
                for name, t in rows.items()}
     if args.json:
@@ -91,10 +103,10 @@ def main(argv=None) -> int:
         return 0
     print(f"AirVLN-R1 step latency, {args.steps} steps, model {'tiny random Qwen2.5-VL' if not args.model else model}, "
           f"CPU, 5 views of 56x56, <= 32 new tokens, greedy")
-    print(f"{'row':<32}{'median ms':>11}{'p95 ms':>9}{'steps/s':>9}{'x prompt-only':>15}")
+    print(f"{'row':<32}{'median ms':>11}{'p95 ms':>9}{'steps/s':>9}{'x prompt-only':>15}{'answer tokens':>15}")
     for name, f in figures.items():
         print(f"{name:<32}{f['median_ms']:>11.1f}{f['p95_ms']:>9.1f}{f['steps_per_s']:>9.1f}"
-              f"{f['ratio_to_prompt_only']:>15.1f}")
+              f"{f['ratio_to_prompt_only']:>15.1f}{f['mean_answer_tokens']:>15.1f}")
     return 0
 
 
