@@ -285,3 +285,62 @@ def test_sigkill_loses_at_most_the_last_second(tmp_path):
     assert not e.complete and e.metadata == {"status": "unfinished"}
     assert np.array_equal(e.state[:, 0], np.arange(len(e))) and len(e) >= len(ks) - 1
     assert np.array_equal(e.rgb[:, 0, 0, 0], np.arange(len(e)) % 256)
+
+
+def test_same_layout_as_rosbags_own_mcap_writer(written, tmp_path):
+    """rosbags' rosbag2 Writer (MCAP storage) as the reference: for the same messages it writes the
+    same schemas (names, encodings, definitions), channels (topics, encodings, type hashes) and
+    metadata.yaml fields; ours adds the offered QoS profiles it leaves empty. rosbags' Reader reads
+    both to the same messages."""
+    from mcap.reader import make_reader
+    from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+
+    _, path, _, records = written
+    ref = tmp_path / "ref"
+    with Writer(ref, version=9, storage_plugin=StoragePlugin.MCAP) as w:
+        conns = {t: w.add_connection(t, mt, typestore=M.typestore()) for t, mt in M.TOPICS.items()}
+        for topic, stamp, cdr in records:
+            w.write(conns[topic], int(stamp), cdr)
+
+    def layout(mcap_path):
+        with open(mcap_path, "rb") as f:
+            reader = make_reader(f)
+            summary = reader.get_summary()
+            schemas = {s.name: (s.encoding, s.data.decode()) for s in summary.schemas.values()}
+            channels = {c.topic: (c.message_encoding, summary.schemas[c.schema_id].name, dict(c.metadata))
+                        for c in summary.channels.values()}
+            meta = [(m.name, dict(m.metadata)) for m in reader.iter_metadata()]
+            return reader.get_header().profile, schemas, channels, meta
+
+    ours, theirs = layout(path / "sc-imagegoal-0-3_0.mcap"), layout(ref / "ref.mcap")
+    assert ours[0] == theirs[0] == "ros2"
+    assert ours[1] == theirs[1]  # the same ros2msg definitions, byte for byte
+    for topic, (encoding, msgtype, meta) in theirs[2].items():
+        mine = ours[2][topic]
+        assert (mine[0], mine[1]) == (encoding, msgtype) == ("cdr", M.TOPICS[topic])
+        assert mine[2]["topic_type_hash"] == M.typestore().hash_rihs01(msgtype)
+        assert yaml.safe_load(mine[2]["offered_qos_profiles"])[0]["reliability"] == "reliable"
+        assert set(meta) <= set(mine[2])
+    # rosbag2's MCAP plugin: ROS_DISTRO on opening, the serialized bag metadata on closing the file
+    assert [name for name, _ in ours[3]] == ["rosbag2", "rosbag2"] and ours[3][0][1] == {"ROS_DISTRO": "jazzy"}
+    assert [name for name, meta in theirs[3] if "serialized_metadata" in meta] == ["rosbag2"]
+    embedded = yaml.safe_load(ours[3][1][1]["serialized_metadata"])
+    info = yaml.safe_load((path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert embedded["message_count"] == info["message_count"]
+    assert embedded["relative_file_paths"] == info["relative_file_paths"]
+
+    ref_info = yaml.safe_load((ref / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert set(ref_info) <= set(info) and info["version"] == ref_info["version"] == 9
+    topic_keys = {k for t in ref_info["topics_with_message_count"] for k in t["topic_metadata"]}
+    assert all(topic_keys <= set(t["topic_metadata"]) for t in info["topics_with_message_count"])
+    ref_counts = {t["topic_metadata"]["name"]: t["message_count"] for t in ref_info["topics_with_message_count"]}
+    counts = {t["topic_metadata"]["name"]: t["message_count"] for t in info["topics_with_message_count"]}
+    assert counts == {**ref_counts, "/episode/metadata": 1}
+    assert info["starting_time"] == ref_info["starting_time"] and info["duration"] == ref_info["duration"]
+
+    def messages(bag):
+        with Reader(bag) as reader:
+            return [(c.topic, c.msgtype, t, bytes(raw)) for c, t, raw in reader.messages()
+                    if c.topic != "/episode/metadata"]
+
+    assert messages(path) == messages(ref)

@@ -3,8 +3,13 @@
 The MCAP files are written with the ``mcap`` library the way rosbag2's MCAP storage plugin
 writes them (profile ``ros2``; schemas ``ros2msg`` = the message definitions of rosbags'
 Jazzy typestore; channels ``cdr`` with the ``offered_qos_profiles`` YAML and the
-``topic_type_hash`` RIHS01), and ``metadata.yaml`` in rosbag2 format version 9, so a bag
-opens with ``ros2 bag info/play``, Foxglove, the ``mcap`` CLI and rosbags' Reader.
+``topic_type_hash`` RIHS01; a ``rosbag2`` metadata record with ``ROS_DISTRO`` at the start
+and ``serialized_metadata`` at the end of each file), and ``metadata.yaml`` in rosbag2 format
+version 9, so a bag opens with ``ros2 bag info/play``, Foxglove, the ``mcap`` CLI and
+rosbags' Reader. Why not rosbags' own Writer (MCAP storage): it writes the whole file's
+chunks only as they fill and nothing in between, so a SIGKILL loses an unbounded tail;
+``test_bag.py`` checks that both writers produce the same schemas, channels and
+metadata.yaml fields for the same messages.
 
 Crash safety: the chunk in progress is closed and handed to the OS at least every
 ``flush_interval_s`` (1 s) of wall time on :meth:`BagWriter.write` and :meth:`BagWriter.flush`
@@ -30,6 +35,8 @@ from airplay.data.messages import TOPICS, typestore
 
 BAG_VERSION = 9
 """rosbag2 metadata version written (Jazzy's)."""
+ROS_DISTRO = "jazzy"
+"""The distribution whose message definitions (rosbags' typestore) and bag format are written."""
 
 EPISODE_METADATA_TOPIC = "/episode/metadata"
 CUSTOM_DATA_KEY = "airplay.episode"
@@ -144,6 +151,7 @@ class BagWriter:
         kind = {"zstd": CompressionType.ZSTD, "lz4": CompressionType.LZ4, "": CompressionType.NONE}[self.compression]
         self._mcap = Writer(self._stream, chunk_size=self.chunk_size, compression=kind)
         self._mcap.start(profile="ros2", library="airplay (mcap python)")
+        self._mcap.add_metadata("rosbag2", {"ROS_DISTRO": ROS_DISTRO})  # as rosbag2's MCAP plugin on open
         self._channels, self._schemas = {}, {}
         self._file = {"path": path.name, "start": None, "end": 0, "count": 0, "bytes": 0}
         for topic in self.topics:  # every declared topic has a channel, as with ros2 bag record
@@ -153,6 +161,10 @@ class BagWriter:
     def _close_file(self) -> None:
         if self._mcap is None:
             return
+        # As rosbag2's MCAP plugin on closing a file: the bag's metadata as it stands, in the file itself
+        # (what `ros2 bag reindex` and readers of a lone .mcap file fall back on).
+        info = self._metadata_yaml(self.files + [self._file])["rosbag2_bagfile_information"]
+        self._mcap.add_metadata("rosbag2", {"serialized_metadata": yaml.safe_dump(info, sort_keys=False)})
         self._mcap.finish()
         self._stream.flush()
         os.fsync(self._stream.fileno())
@@ -244,10 +256,11 @@ class BagWriter:
         self.closed = True
         shutil.rmtree(self.path, ignore_errors=True)
 
-    def _metadata_yaml(self) -> dict:
-        starts = [f["start"] for f in self.files if f["start"] is not None]
+    def _metadata_yaml(self, files: list[dict] | None = None) -> dict:
+        files = self.files if files is None else files
+        starts = [f["start"] for f in files if f["start"] is not None]
         start = min(starts) if starts else 0
-        end = max((f["end"] for f in self.files if f["start"] is not None), default=0)
+        end = max((f["end"] for f in files if f["start"] is not None), default=0)
 
         def file_entry(f):
             return {"path": f["path"], "starting_time": {"nanoseconds_since_epoch": f["start"] or 0},
@@ -259,7 +272,7 @@ class BagWriter:
             "storage_identifier": "mcap",
             "duration": {"nanoseconds": end - start},
             "starting_time": {"nanoseconds_since_epoch": start},
-            "message_count": self.message_count,
+            "message_count": sum(f["count"] for f in files),
             "topics_with_message_count": [
                 {"topic_metadata": {"name": t, "type": m, "serialization_format": "cdr",
                                     "offered_qos_profiles": self._qos(t), "type_description_hash": hashes[t]},
@@ -267,10 +280,10 @@ class BagWriter:
                 for t, m in self.topics.items()],
             "compression_format": "",
             "compression_mode": "",
-            "relative_file_paths": [f["path"] for f in self.files],
-            "files": [file_entry(f) for f in self.files],
+            "relative_file_paths": [f["path"] for f in files],
+            "files": [file_entry(f) for f in files],
             "custom_data": dict(self.custom_data) or None,
-            "ros_distro": "jazzy",
+            "ros_distro": ROS_DISTRO,
         }}
 
     def __enter__(self) -> "BagWriter":
