@@ -129,6 +129,7 @@ COLLECT_ARGUMENTS: dict[str, str] = {
     "record_depth": "false",
     "split": "episode",            # episode | none (one bag for the run)
     "max_bytes": "0",              # split the bag's files at this many bytes (0: never)
+    "topics": "",                  # the recorder's topics, comma-separated absolute names ("": its defaults)
 }
 """Launch arguments of the collect graph (sim_eval with the expert, plus the recorder)."""
 
@@ -141,7 +142,7 @@ def collect_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     sim = nodes[0].parameters
     recorder = {k: sim[k] for k in ("use_sim_time", "scenes", "setting", "episodes", "seed", "lockstep")}
     recorder.update(out=v["out"], record_depth=_flag(v, "record_depth"), split=_choice(v, "split", ("episode", "none")),
-                    max_bytes=_number(v, "max_bytes", int))
+                    max_bytes=_number(v, "max_bytes", int), topics=v["topics"])
     return nodes + [NodeSpec("recorder", "airplay.nodes.recorder_node", "recorder_node", recorder)]
 
 
