@@ -20,3 +20,13 @@ def real_data() -> Path:
     if not REAL_DATA.is_dir():
         pytest.skip(f"real 3DGS samples not present at {REAL_DATA} (see ../shared/data/real/README.md)")
     return REAL_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny_vl_model(request) -> Path:
+    """The tiny fine-tuned Qwen2.5-VL of the VLN tests (test/vln_tiny.py), built once, cached on disk."""
+    pytest.importorskip("transformers")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from vln_tiny import tiny_vl_model as build
+
+    return build(request.config.cache.mkdir("airplay-tiny-vl"))

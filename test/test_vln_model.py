@@ -1,46 +1,27 @@
 """AirVLN-R1 with a real (tiny, random, briefly fine-tuned) Qwen2.5-VL: both backends, the
 OpenAI-compatible server over real HTTP on 127.0.0.1, SFT export, and closed-loop VLN episodes
-through ``airplay eval``."""
+through ``airplay eval``. The model is the session fixture ``tiny_vl_model`` (conftest.py,
+test/vln_tiny.py: built once, cached on disk)."""
 
 from __future__ import annotations
 
 import json
 import os
 
-import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("transformers")
 
 from airplay.cli import main  # noqa: E402
-from airplay.vln.actions import ActionSpace  # noqa: E402
-from airplay.vln.prompt import PromptBuilder  # noqa: E402
 
-ANSWER = '["MOVE_FORWARD", "TURN_LEFT"]'
+from vln_tiny import prompt as _prompt  # noqa: E402
 
 
-def _prompt(seed: int, n_frames: int):
-    rng = np.random.default_rng(seed)
-    frames = [rng.integers(0, 255, (56, 56, 3), dtype=np.uint8) for _ in range(n_frames)]
-    pose = tuple(rng.uniform(-5, 5, 3)) + (float(rng.uniform(-3, 3)),)
-    return PromptBuilder(ActionSpace()).build("Fly past the green sofa and stop at the brown bookshelf.", pose,
-                                              ["MOVE_FORWARD"] * (n_frames - 1), frames)
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    """A tiny random Qwen2.5-VL, fine-tuned for a few steps to answer a valid action list."""
-    from airplay.vln.tiny import fit_tiny, make_tiny_qwen2_5_vl
-
-    folder = make_tiny_qwen2_5_vl(tmp_path_factory.mktemp("vlnmodel") / "tiny-qwen2.5-vl", seed=0)
-    examples = []
-    for seed, n in ((0, 1), (1, 2)):
-        messages, images = _prompt(seed, n).chat_messages()
-        examples.append((messages, images, ANSWER))
-    losses = fit_tiny(folder, examples, steps=50, lr=4e-3)
-    assert losses["loss_last"] < 0.2 * losses["loss_first"], losses
-    return folder
+@pytest.fixture
+def model_dir(tiny_vl_model):
+    """The tiny model fine-tuned to answer ["MOVE_FORWARD", "TURN_LEFT", "STOP"]."""
+    return tiny_vl_model
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +63,7 @@ def test_both_backends_give_the_same_answer_over_real_http(model_dir):
     local = TransformersBackend(model_dir, max_new_tokens=32)
     prompt = _prompt(5, 6)  # not a training prompt
     expected = local.generate(prompt)
-    assert json.loads(expected) == ["MOVE_FORWARD", "TURN_LEFT"]
+    assert json.loads(expected) == ["MOVE_FORWARD", "TURN_LEFT", "STOP"]
     with ChatServer(local, "127.0.0.1", 0) as server:
         assert server.server_address[0] == "127.0.0.1"
         remote = OpenAIBackend(server.url)
@@ -114,8 +95,9 @@ def test_sft_export_writes_llama_factory_data(scene, tmp_path, monkeypatch):
 
 
 def _vln_config(tmp_path):
+    """Two actions per call (the answer's STOP is cut off): 2 + 2 + 1 actions of a 5-step budget."""
     path = tmp_path / "vln.yaml"
-    path.write_text("reference: {max_steps: 5}\nexecutor: {hold_s: 0.2}\n")
+    path.write_text("reference: {max_steps: 5, max_actions_per_step: 2}\nexecutor: {hold_s: 0.2}\n")
     return path
 
 

@@ -154,7 +154,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
         tokens = [f"scenes:={','.join(str(s) for s in cfg.scenes)}", f"policy:={cfg.policy}",
                   f"setting:={cfg.setting}", f"episodes:={cfg.episodes}", f"seed:={cfg.seed}", f"out:={args.out}",
-                  f"render_backend:={cfg.render_backend}", f"render_images:={str(cfg.render_images).lower()}"]
+                  f"render_backend:={cfg.render_backend}", f"render_images:={str(cfg.render_images).lower()}",
+                  f"bootstrap:={cfg.bootstrap}"]
         if cfg.checkpoint:
             tokens.append(f"checkpoint:={Path(cfg.checkpoint).resolve()}")
         if cfg.execution_horizon:

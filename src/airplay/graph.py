@@ -47,6 +47,19 @@ SIM_EVAL_ARGUMENTS: dict[str, str] = {
     "command_timeout_s": "10.0",   # lockstep: bounded wall-clock wait for the policy's command
     "render_backend": "auto",
     "render_images": "true",
+    "episode_timeout_s": "300.0",  # the evaluator's wall-clock limit per episode (then: no_command)
+    "bootstrap": "1000",           # bootstrap resamples of the confidence intervals in summary.json
+    # setting:=vln with policy:=airvln_r1 (README "Vision-language navigation"; airplay.vln.options)
+    "vln_backend": "transformers",  # transformers (model:=DIR) or openai (endpoint:=URL)
+    "model": "",                   # transformers: local Qwen2.5-VL folder (e.g. the AirVLN-R1 weights)
+    "endpoint": "",                # openai: API base of an OpenAI-compatible server, http://127.0.0.1:8000/v1
+    "served_model": "",            # openai: model name ("" = the server's first)
+    "device": "cpu",               # transformers: cpu or cuda[:N]
+    "max_new_tokens": "64",        # tokens per answer
+    "image_size": "",              # W,H: resize the views sent to the model ("" = as rendered)
+    "history_offsets": "",         # history views, steps back, e.g. -7,-4,-2,-1 ("" = that default)
+    "vln_config": "",              # YAML instead of config/vln.yaml
+    "vln_episodes": "",            # episode file (airplay's, or AirNav/CityNav-style) instead of sampling
 }
 """Launch arguments of the sim_eval graph and their defaults."""
 
@@ -99,7 +112,7 @@ def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     common = {"use_sim_time": True}
     episode = {
         "scenes": v["scenes"],
-        "setting": _choice(v, "setting", ("pointgoal", "imagegoal", "goalfree")),
+        "setting": _choice(v, "setting", ("pointgoal", "imagegoal", "goalfree", "vln")),
         "episodes": _number(v, "episodes", int),
         "seed": _number(v, "seed", int),
     }
@@ -107,6 +120,7 @@ def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     timeout_s = _number(v, "command_timeout_s")
     render_images = _flag(v, "render_images")
     learned = {"checkpoint": v["checkpoint"], "execution_horizon": _number(v, "execution_horizon", int)}
+    vln = _vln_arguments(v, episode, render_images)
     return [
         NodeSpec("sim", "airplay.nodes.sim_node", "sim_node",
                  {**common, **episode, "lockstep": lockstep, "command_timeout_s": timeout_s}),
@@ -114,16 +128,45 @@ def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
                  {**common, **episode, "lockstep": lockstep, "render_backend": v["render_backend"],
                   "render_images": render_images}),
         NodeSpec("policy", "airplay.nodes.policy_node", "policy_node",
-                 {**common, **episode, "lockstep": lockstep, "policy": v["policy"], **learned}),
+                 {**common, **episode, "lockstep": lockstep, "policy": v["policy"], **learned, **vln}),
         NodeSpec("evaluator", "airplay.nodes.evaluator_node", "evaluator_node",
                  {**common, **episode, "policy": v["policy"], **learned, "out": v["out"],
-                  "render_images": render_images},
+                  "render_images": render_images, "bootstrap": _number(v, "bootstrap", int),
+                  "episode_timeout_s": _number(v, "episode_timeout_s")},
                  required=True),
     ]
 
 
+_VLN_ARGUMENTS = ("vln_backend", "model", "endpoint", "served_model", "device", "max_new_tokens", "image_size",
+                  "history_offsets", "vln_config", "vln_episodes")
+
+
+def _vln_arguments(v: dict[str, str], episode: dict, render_images: bool) -> dict:
+    """Setting vln: check the AirVLN-R1 arguments, add the episode ones (vln_config,
+    vln_episodes) to ``episode`` (every node derives the episodes) and return the policy
+    node's backend parameters; other settings: {} (and policy:=airvln_r1 is refused)."""
+    vln_policy, vln_setting = v["policy"] == "airvln_r1", episode["setting"] == "vln"
+    if vln_policy != vln_setting:
+        raise GraphArgumentError("launch arguments policy:=airvln_r1 and setting:=vln go together "
+                                 f"(got policy:={v['policy']} setting:={episode['setting']})")
+    if not vln_setting:
+        return {}
+    if not render_images:
+        raise GraphArgumentError("launch argument render_images:=false cannot be used with setting:=vln "
+                                 "(AirVLN-R1 reads the camera)")
+    from airplay.vln.options import EPISODE_OPTIONS, VLN_OPTIONS, VLNOptionError, parse_vln_options
+
+    try:
+        parse_vln_options({k: v[k] for k in VLN_OPTIONS})
+    except VLNOptionError as exc:
+        raise GraphArgumentError(str(exc).replace("parameter '", "launch argument '")) from None
+    episode.update({k: v[k] for k in EPISODE_OPTIONS})
+    return {k: v[k] for k in VLN_OPTIONS if k not in EPISODE_OPTIONS}
+
+
 COLLECT_ARGUMENTS: dict[str, str] = {
-    **{k: v for k, v in SIM_EVAL_ARGUMENTS.items() if k not in ("policy", "checkpoint", "execution_horizon", "out")},
+    **{k: v for k, v in SIM_EVAL_ARGUMENTS.items()
+       if k not in ("policy", "checkpoint", "execution_horizon", "out") and k not in _VLN_ARGUMENTS},
     "out": "bags",                 # the recorder's bags: OUT/<scene>/<task_id>/
     "results": "out/collect-ros",  # the evaluator's results of the expert flights
     "record_depth": "false",

@@ -215,15 +215,26 @@ def declare(node, name: str, default):
 
 
 def episode_parameters(node) -> dict:
-    """Declare and validate scenes, episodes, seed, setting (every node knows them)."""
+    """Declare and validate scenes, episodes, seed, setting (every node knows them); for the
+    vln setting also vln_config and vln_episodes (what decides the VLN episodes)."""
     from airplay.tasks.sampler import SETTINGS
 
+    SETTINGS = (*SETTINGS, "vln")
     p = {
         "scenes": declare(node, "scenes", "scenes"),
         "episodes": declare(node, "episodes", 10),
         "seed": declare(node, "seed", 0),
         "setting": declare(node, "setting", "pointgoal"),
     }
+    if p["setting"] == "vln":
+        from airplay.vln.options import EPISODE_OPTIONS, VLNOptionError, parse_vln_options
+
+        values = {name: declare(node, name, "") for name in EPISODE_OPTIONS}
+        try:  # only the episode options: the backend is the policy node's business
+            checked = parse_vln_options({**values, "vln_backend": "openai", "endpoint": "http://unused"})
+        except VLNOptionError as exc:
+            raise ParameterError(str(exc)) from None
+        p.update({name: checked[name] for name in EPISODE_OPTIONS})
     if not isinstance(p["episodes"], int) or p["episodes"] < 1:
         raise ParameterError(f"parameter 'episodes' must be an integer >= 1, got {p['episodes']!r}")
     if not isinstance(p["seed"], int) or p["seed"] < 0:
@@ -246,13 +257,27 @@ def scene_dirs(scenes: str) -> list:
 
 
 class EpisodeTasks:
-    """World and task list per scene folder, loaded once (the SDF is disk-cached)."""
+    """World and task list per scene folder, loaded once (the SDF is disk-cached).
 
-    def __init__(self, episodes: int, seed: int, setting: str) -> None:
+    Setting vln: the tasks are the VLN episodes' (:func:`airplay.vln.evaluate.vln_scene`, as the
+    in-process VLN runner makes them, from ``vln_config`` and ``vln_episodes``); ``vln`` is then
+    that :class:`~airplay.vln.evaluate.VLNScene` (episodes with instructions, radius, actions).
+    """
+
+    def __init__(self, episodes: int, seed: int, setting: str, vln_config: str | None = None,
+                 vln_episodes: str | None = None) -> None:
         self.episodes, self.seed, self.setting = episodes, seed, setting
+        self.vln_config, self.vln_episodes = vln_config, vln_episodes
         self.scene_dir = None
         self.world = None
         self.tasks = None
+        self.vln = None
+        self._vln_options = None
+
+    @classmethod
+    def from_parameters(cls, p: dict) -> "EpisodeTasks":
+        """From :func:`episode_parameters`' dict."""
+        return cls(p["episodes"], p["seed"], p["setting"], p.get("vln_config"), p.get("vln_episodes"))
 
     def load(self, scene_dir: str):
         """(world, tasks) for ``scene_dir``; reloads only when the scene changes."""
@@ -261,8 +286,18 @@ class EpisodeTasks:
             from airplay.tasks.sampler import sample_tasks
 
             self.world = World.load(scene_dir)
-            self.tasks = sample_tasks(self.world.scene, self.world.grid, self.episodes, self.seed, self.setting,
-                                      self.world.protocol)
+            if self.setting == "vln":
+                from airplay.vln.evaluate import vln_scene
+                from airplay.vln.options import load_episode_options
+
+                if self._vln_options is None:
+                    self._vln_options = load_episode_options(self.vln_config, self.vln_episodes)
+                vcfg, imported = self._vln_options
+                self.vln = vln_scene(self.world, self.episodes, self.seed, vcfg, imported)
+                self.tasks = self.vln.tasks
+            else:
+                self.tasks = sample_tasks(self.world.scene, self.world.grid, self.episodes, self.seed, self.setting,
+                                          self.world.protocol)
             self.scene_dir = scene_dir
         return self.world, self.tasks
 

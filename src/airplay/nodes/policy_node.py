@@ -10,6 +10,24 @@ goal image of the episode), with the observation dict AirPlayEnv builds:
 ``rgb``, ``depth``, ``state`` (float32 13-vector), and ``goal`` (pointgoal, heading frame) or
 ``goal_image`` (imagegoal). A repeated observation (the sim re-publishes while it waits) gets
 the same command again; observations older than the episode's start are dropped.
+
+AirVLN-R1 (``policy:=airvln_r1``, setting vln): the navigator's backend comes from the
+parameters ``vln_backend`` (transformers | openai), ``model`` (folder) or ``endpoint`` (URL),
+``served_model``, ``device``, ``max_new_tokens``, ``image_size`` ("W,H"), ``history_offsets``
+("-7,-4,-2,-1") and ``vln_config`` (:mod:`airplay.vln.options`; errors name the parameter); the
+model is loaded (or the server asked for its model) at start-up, before the node joins the
+graph. The observation is the one the in-process VLN runner gives the navigator: ``rgb``,
+``depth``, ``state`` and ``instruction``, the text last received on ``instruction``
+(std_msgs/String, reliable, published by the evaluator at each episode start); the node acts
+on an episode's observations only once it has an instruction for that episode. When the
+navigator ends the episode (STOP, or its step budget) the node publishes, instead of a
+``cmd_vel`` for that observation, ``episode/policy`` (std_msgs/String JSON, reliable)
+{"episode", "stop": true, "stamp_ns", "stop_reason", "vln_steps", "queries",
+"format_failures", "model_time_s", "actions", "backend", "model", "history_offsets"}; the sim ends the episode
+there. When the sim ends it first (collision, time limit, ...) the node publishes the same
+report with "stop": false on the terminal ``episode/status``. Either way the report is the
+policy's last word on the episode (the evaluator records the episode with it), and the node
+forgets the instruction before sending it, so the next instruction is the next episode's.
 """
 
 from __future__ import annotations
@@ -41,7 +59,10 @@ class PolicyNode(Node):
         self.checkpoint = declare(self, "checkpoint", "")
         self.execution_horizon = declare(self, "execution_horizon", 0)
         self._check_policy_parameters()
-        self.tasks = EpisodeTasks(p["episodes"], p["seed"], p["setting"])
+        if self.setting == "vln" and self.policy_name != "airvln_r1":
+            raise ParameterError(f"parameter 'policy' must be airvln_r1 in the vln setting, got {self.policy_name!r}")
+        self.vln = self._vln_backend(p) if self.policy_name == "airvln_r1" else None
+        self.tasks = EpisodeTasks.from_parameters(p)
         self.policy = None
         self.policy_world = None
         self.task = None
@@ -57,6 +78,11 @@ class PolicyNode(Node):
         self.create_subscription(Image, "camera/image_raw", lambda m: self.on_part(m, "rgb"), qos)
         self.create_subscription(Image, "camera/depth/image_raw", lambda m: self.on_part(m, "depth"), qos)
         self.create_subscription(Image, "goal_image", self.on_goal_image, RELIABLE)
+        self.instruction = None   # vln: the text of the current episode (None: not received yet)
+        self.episode = None       # the sim's episode number of the live episode
+        self.reported = None      # vln: the episode whose report was sent, and that report
+        self.report_pub = self.create_publisher(String, "episode/policy", RELIABLE)
+        self.create_subscription(String, "instruction", self.on_instruction, RELIABLE)
 
     def _check_policy_parameters(self) -> None:
         """Fail at start-up, naming the parameter, rather than at the first episode."""
@@ -82,6 +108,45 @@ class PolicyNode(Node):
                 raise ParameterError(f"parameter 'execution_horizon' must be <= the chunk size "
                                      f"{config.chunk_size}, got {self.execution_horizon}")
 
+    def _vln_backend(self, p: dict) -> dict:
+        """Check the VLN parameters and load the backend (the model) now, naming the parameter on error."""
+        from airplay.vln.backends import BackendError, make_backend
+        from airplay.vln.options import EPISODE_OPTIONS, VLN_OPTIONS, VLNOptionError, parse_vln_options
+
+        if self.setting != "vln":
+            raise ParameterError(f"parameter 'setting' must be vln for policy airvln_r1, got {self.setting!r}")
+        values = {k: declare(self, k, d) for k, d in VLN_OPTIONS.items() if k not in EPISODE_OPTIONS}
+        try:
+            o = parse_vln_options({**values, **{k: p[k] or "" for k in EPISODE_OPTIONS}})
+        except VLNOptionError as exc:
+            raise ParameterError(str(exc)) from None
+        try:
+            backend = make_backend(o["backend"], model=o["model"], endpoint=o["endpoint"], device=o["device"],
+                                   max_new_tokens=o["max_new_tokens"], served_model=o["served_model"])
+        except BackendError as exc:
+            name = "model" if o["backend"] == "transformers" else "endpoint"
+            raise ParameterError(f"parameter '{name}': {exc}") from None
+        return {**o, "backend_object": backend}
+
+    def on_instruction(self, msg: String) -> None:
+        self.instruction = str(msg.data)
+        for stamp in sorted(self.pending):
+            self.try_act(stamp)
+
+    def report(self, stop: bool, stamp: int | None = None) -> None:
+        """The navigator's end of the episode on ``episode/policy`` (module docstring)."""
+        from airplay.nodes.common import json_message
+
+        if self.reported is not None and self.reported[0] == self.episode:
+            return
+        backend = self.vln["backend_object"]
+        info = {"episode": self.episode, "stop": stop, "stamp_ns": stamp, **self.policy.episode_info(),
+                "backend": getattr(backend, "name", ""), "model": str(getattr(backend, "model_name", "")),
+                "history_offsets": list(self.policy.prompts.history_offsets)}
+        self.instruction = None  # the next instruction is the next episode's
+        self.reported = (self.episode, json_message(info))
+        self.report_pub.publish(self.reported[1])
+
     def on_episode_command(self, msg: String) -> None:
         try:
             self._policy_for(str(json_payload(msg)["scene_dir"]))  # load ahead of the episode
@@ -93,14 +158,26 @@ class PolicyNode(Node):
 
         world, tasks = self.tasks.load(scene_dir)
         if self.policy_world is not world:
-            self.policy = make_policy(self.policy_name, world, checkpoint=self.checkpoint or None,
-                                      execution_horizon=self.execution_horizon or None)
+            if self.vln is not None:  # one navigator, the scene's action space (as the in-process runner)
+                if self.policy is None:
+                    from airplay.vln.actions import load_vln_config
+                    from airplay.vln.navigator import navigator_with_backend
+
+                    self.policy = navigator_with_backend(self.vln["backend_object"], world,
+                                                         load_vln_config(self.vln["vln_config"]),
+                                                         self.vln["history_offsets"], self.vln["image_size"])
+                self.policy.set_actions(self.tasks.vln.actions)
+            else:
+                self.policy = make_policy(self.policy_name, world, checkpoint=self.checkpoint or None,
+                                          execution_horizon=self.execution_horizon or None)
             self.policy_world = world
         return tasks
 
     def on_episode_status(self, msg: String) -> None:
         status = json_payload(msg)
         if status.get("status") != "started":
+            if self.vln is not None and self.policy is not None and status.get("episode") == self.episode:
+                self.report(stop=False)  # the sim ended it (no-op when we stopped it)
             return
         start = int(status["stamp_ns"])
         if self.start_ns is not None and start <= self.start_ns:
@@ -109,6 +186,7 @@ class PolicyNode(Node):
         self.task = tasks[int(status["index"])]
         self.policy.reset(self.task)
         self.start_ns = start
+        self.episode = status.get("episode")
         if self.goal_image is not None and self.goal_image[0] < start:
             self.goal_image = None
         self.pending = {s: v for s, v in self.pending.items() if s >= start}
@@ -125,8 +203,11 @@ class PolicyNode(Node):
         if self.start_ns is not None and stamp < self.start_ns:
             return
         if stamp == self.last[0]:
-            if key == "odom":  # the sim re-published: our command may have been lost
-                self.cmd_pub.publish(twist_from_command(self.last[1], stamp))
+            if key == "odom":  # the sim re-published: our command (or stop) may have been lost
+                if self.last[1] is None:
+                    self.report_pub.publish(self.reported[1])
+                else:
+                    self.cmd_pub.publish(twist_from_command(self.last[1], stamp))
             return
         if self.last[0] is not None and stamp < self.last[0]:
             return
@@ -139,6 +220,9 @@ class PolicyNode(Node):
             return
         if self.setting == "imagegoal" and (self.goal_image is None or self.goal_image[0] != self.start_ns):
             return
+        if self.vln is not None and (self.instruction is None or self.reported is not None
+                                     and self.reported[0] == self.episode):
+            return  # no instruction for this episode yet, or the episode is over for the navigator
         from airplay.sim.env import goal_in_heading_frame
 
         state = state_from_odometry(parts["odom"])
@@ -149,9 +233,15 @@ class PolicyNode(Node):
                                                 self.task.goal_position).astype(np.float32)
         elif self.setting == "imagegoal":
             obs["goal_image"] = self.goal_image[1].copy()
+        if self.vln is not None:
+            obs["instruction"] = self.instruction
         cmd = np.asarray(self.policy.select_action(obs), np.float32)
-        self.cmd_pub.publish(twist_from_command(cmd, stamp))
-        self.last = (stamp, cmd)
+        if self.vln is not None and self.policy.done:  # STOP or the budget: end the episode here
+            self.last = (stamp, None)
+            self.report(stop=True, stamp=stamp)
+        else:
+            self.cmd_pub.publish(twist_from_command(cmd, stamp))
+            self.last = (stamp, cmd)
         self.pending = {s: v for s, v in self.pending.items() if s > stamp}
 
 

@@ -39,7 +39,7 @@ class RendererNode(Node):
             raise ParameterError(f"parameter 'render_backend' must be auto, cpu or gsplat, got {self.backend!r}")
         if not isinstance(self.render_images, bool):
             raise ParameterError(f"parameter 'render_images' must be true or false, got {self.render_images!r}")
-        self.tasks = EpisodeTasks(p["episodes"], p["seed"], p["setting"])
+        self.tasks = EpisodeTasks.from_parameters(p)
         self.world = None
         self.start_ns = None   # first stamp of the live episode; None between episodes
         self.held = None       # an odom that arrived while no episode was live

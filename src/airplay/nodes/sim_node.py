@@ -17,6 +17,16 @@ Without lockstep the env steps on a 50 Hz wall timer with the latest command (ho
 When the episode ends it publishes ``episode/status`` {"episode", "status", "steps",
 "trajectory": [[x, y, z], ...] (every step, start included, float64)} and waits.
 
+Setting vln (AirVLN-R1): the tasks are the VLN episodes' and the env flies them goal-free with
+a zero success radius, as the in-process VLN runner does
+(:func:`airplay.vln.evaluate.vln_scene`: entering the radius does not end the episode); no
+``goal_pose`` is published (the goal is withheld). The policy ends an episode (its STOP, or its
+step budget) with a reliable ``episode/policy`` message {"episode", "stop": true, "stamp_ns",
+"stop_reason", ...}: in lockstep the sim then ends the episode at that observation, without
+stepping, with status ``policy_stop`` (:data:`airplay.vln.evaluate.POLICY_STOP`); the
+evaluator turns it into the AirNav outcome (success within the radius, else ``stopped`` or
+``timeout``). A stop for another episode or another stamp is ignored.
+
 Sim time: integer nanoseconds, one control period per step; each reset advances it by one
 period as well, so every observation of the run has its own stamp.
 """
@@ -52,8 +62,9 @@ class SimNode(Node):
             raise ParameterError(f"parameter 'command_timeout_s' must be > 0, got {self.command_timeout_s!r}")
         if not self.republish_s > 0:
             raise ParameterError(f"parameter 'republish_s' must be > 0, got {self.republish_s!r}")
-        self.tasks = EpisodeTasks(p["episodes"], p["seed"], p["setting"])
+        self.tasks = EpisodeTasks.from_parameters(p)
         self.env = None
+        self.env_source = None  # the World the env was made for
         self.episode = None
         self.stamp_ns = 0
         self.published_any = False
@@ -73,6 +84,7 @@ class SimNode(Node):
         self.status_pub = self.create_publisher(String, "episode/status", RELIABLE)
         self.create_subscription(String, "episode/command", self.on_episode_command, RELIABLE)
         self.create_subscription(TwistStamped, "cmd_vel", self.on_cmd_vel, RELIABLE)
+        self.create_subscription(String, "episode/policy", self.on_policy_report, RELIABLE)
         wall = Clock(clock_type=ClockType.STEADY_TIME)
         if self.lockstep:
             self.create_timer(0.05, self.on_watchdog, clock=wall)
@@ -96,8 +108,12 @@ class SimNode(Node):
             return
         if round(world.vehicle.control_dt_s * 1e9) != CONTROL_DT_NS:
             self.get_logger().warning("vehicle control_dt_s differs from 20 ms; stamps use the vehicle's")
-        if self.env is None or self.env.world is not world:
-            self.env = AirPlayEnv(world, self.setting, tasks=tasks, render_images=False)
+        if self.env is None or self.env_source is not world:
+            if self.setting == "vln":  # goal-free, no success on entering the radius (as in-process)
+                self.env = AirPlayEnv(self.tasks.vln.env_world, "goalfree", tasks=tasks, render_images=False)
+            else:
+                self.env = AirPlayEnv(world, self.setting, tasks=tasks, render_images=False)
+            self.env_source = world
         if not 0 <= index < len(tasks):
             self.get_logger().error(f"episode/command index {index} outside 0..{len(tasks) - 1}")
             return
@@ -109,13 +125,14 @@ class SimNode(Node):
         self.latest_cmd = np.zeros(4)
         self.status_pub.publish(json_message({"episode": episode, "status": "started", "stamp_ns": self.stamp_ns,
                                               "scene_dir": scene_dir, "index": index}))
-        goal = PoseStamped()
-        goal.header.stamp = stamp_from_ns(self.stamp_ns)
-        goal.header.frame_id = "map"
-        goal.pose.position.x, goal.pose.position.y, goal.pose.position.z = (float(v) for v in task.goal_position)
-        goal.pose.orientation.z, goal.pose.orientation.w = float(np.sin(task.goal_yaw / 2)), float(
-            np.cos(task.goal_yaw / 2))
-        self.goal_pub.publish(goal)
+        if self.setting != "vln":  # VLN withholds the goal
+            goal = PoseStamped()
+            goal.header.stamp = stamp_from_ns(self.stamp_ns)
+            goal.header.frame_id = "map"
+            goal.pose.position.x, goal.pose.position.y, goal.pose.position.z = (float(v) for v in task.goal_position)
+            goal.pose.orientation.z, goal.pose.orientation.w = float(np.sin(task.goal_yaw / 2)), float(
+                np.cos(task.goal_yaw / 2))
+            self.goal_pub.publish(goal)
         self.publish_observation()
         if info["status"] != "running":
             self.finish(info["status"])
@@ -158,6 +175,25 @@ class SimNode(Node):
         if self.episode is None or ns_from_stamp(msg.header.stamp) != self.stamp_ns:
             return  # stale or duplicate: not the command for the latest observation
         self.step(cmd)
+
+    def on_policy_report(self, msg: String) -> None:
+        """The policy ended its episode (STOP or its step budget): end it here at that observation."""
+        from airplay.vln.evaluate import POLICY_STOP
+
+        try:
+            report = json_payload(msg)
+            episode, stop = report.get("episode"), bool(report.get("stop", False))
+            stamp = int(report["stamp_ns"]) if stop else None
+        except (ValueError, KeyError, TypeError) as exc:
+            self.get_logger().error(f"bad episode/policy {msg.data[:200]!r}: {exc}")
+            return
+        if not stop or self.episode is None or episode != self.episode:
+            return
+        if self.lockstep and stamp != self.stamp_ns:
+            return  # not the observation the sim is waiting on
+        self.get_logger().info(f"episode {self.episode}: the policy stopped ({report.get('stop_reason', '')}) "
+                               f"at {self.stamp_ns * 1e-9:.2f} s sim time")
+        self.finish(POLICY_STOP)
 
     def on_watchdog(self) -> None:
         if self.episode is None:

@@ -9,7 +9,9 @@
 * ``airplay vln make-tiny DIR`` - a tiny random Qwen2.5-VL (tests, benchmarks, trying the pipeline).
 
 ``airplay eval --policy airvln_r1 --backend transformers --model DIR`` (or ``--backend openai
---endpoint URL``) evaluates VLN in-process (:mod:`airplay.vln.evaluate`).
+--endpoint URL``) evaluates VLN in-process (:mod:`airplay.vln.evaluate`); with ``--runtime ros``
+the same episodes fly through the ROS graph (``airplay launch sim_eval setting:=vln
+policy:=airvln_r1 ...``, the options as launch arguments, :mod:`airplay.vln.options`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ def add_eval_arguments(ev: argparse.ArgumentParser) -> None:
     g.add_argument("--vln-episodes", default=None, metavar="FILE",
                    help="episode file (airplay's, or AirNav/CityNav-style) instead of sampling")
     g.add_argument("--vln-config", default=None, metavar="YAML", help="instead of config/vln.yaml")
+    g.add_argument("--command-timeout-s", type=float, default=None, metavar="S",
+                   help="--runtime ros: the sim's wait for each command, wall seconds (default 10; more than "
+                        "one model call)")
 
 
 def eval_vln(args: argparse.Namespace, cfg, vln_backend: str | None) -> int:
@@ -51,12 +56,10 @@ def eval_vln(args: argparse.Namespace, cfg, vln_backend: str | None) -> int:
         print("error: the vln setting is flown by --policy airvln_r1 (and airvln_r1 only in the vln setting)",
               file=sys.stderr)
         return 2
-    if args.runtime != "inprocess":
-        print("error: --setting vln runs in-process for now; the ROS graph (policy node reading `instruction`) "
-              "is not wired yet (README 'Vision-language navigation')", file=sys.stderr)
-        return 2
     if vln_backend is None:
         vln_backend = "openai" if args.endpoint else "transformers"
+    if args.runtime == "ros":
+        return _eval_vln_ros(args, cfg, vln_backend)
     vcfg = load_vln_config(args.vln_config)
     options = dict(backend=vln_backend, model=args.model, endpoint=args.endpoint, served_model=args.served_model,
                    max_new_tokens=args.max_new_tokens, image_size=tuple(args.image_size) if args.image_size else None,
@@ -75,6 +78,40 @@ def eval_vln(args: argparse.Namespace, cfg, vln_backend: str | None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def ros_launch_arguments(args: argparse.Namespace, cfg, vln_backend: str) -> list[str]:
+    """``airplay eval``'s VLN options as sim_eval launch arguments (paths made absolute)."""
+    def path(value):
+        return str(Path(value).resolve()) if value else ""
+
+    tokens = [f"scenes:={','.join(str(Path(s).resolve()) for s in cfg.scenes)}", f"policy:={cfg.policy}",
+              "setting:=vln", f"episodes:={cfg.episodes}", f"seed:={cfg.seed}", f"out:={args.out}",
+              f"render_backend:={cfg.render_backend}", f"bootstrap:={cfg.bootstrap}", f"vln_backend:={vln_backend}", f"model:={path(args.model)}",
+              f"endpoint:={args.endpoint or ''}", f"served_model:={args.served_model or ''}",
+              f"device:={args.device}", f"max_new_tokens:={args.max_new_tokens}",
+              f"vln_config:={path(args.vln_config)}", f"vln_episodes:={path(args.vln_episodes)}"]
+    if args.image_size:
+        tokens.append(f"image_size:={args.image_size[0]},{args.image_size[1]}")
+    if args.history_offsets:
+        tokens.append(f"history_offsets:={','.join(str(k) for k in args.history_offsets)}")
+    if args.command_timeout_s is not None:
+        tokens.append(f"command_timeout_s:={float(args.command_timeout_s)}")
+    return tokens
+
+
+def _eval_vln_ros(args: argparse.Namespace, cfg, vln_backend: str) -> int:
+    """The VLN evaluation through the ROS graph (sim, renderer, policy, evaluator processes)."""
+    from airplay.graph import SIM_EVAL_ARGUMENTS, GraphArgumentError, parse_launch_arguments, sim_eval_graph
+    from airplay.launcher import launch_graph
+
+    try:
+        nodes = sim_eval_graph(parse_launch_arguments(ros_launch_arguments(args, cfg, vln_backend),
+                                                      SIM_EVAL_ARGUMENTS))
+    except GraphArgumentError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return launch_graph(nodes)
 
 
 def _scene_dirs(specs):

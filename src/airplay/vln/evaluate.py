@@ -13,6 +13,11 @@ off here (its World gets a zero success radius): passing by the goal is OSR, not
 Statuses: success, stopped (STOP outside the radius), timeout (budget spent outside it, or
 the time limit ``max_steps x 5 s``), collision, out_of_bounds.
 
+The ROS graph (``airplay eval --runtime ros``) flies the same episodes: its nodes take them from
+:func:`vln_scene`, the evaluator builds the lines with :func:`vln_episode_result` and writes
+with :func:`write_vln_results`, and the sim's status :data:`POLICY_STOP` (the policy ended the
+episode) plays the part of "running" here.
+
 Results are the standard files (README "Results format"): ``episodes.jsonl`` lines carry, in
 addition, ``persona``, ``instruction``, ``vln_steps``, ``format_failures`` and ``stop_reason``;
 ``summary.json`` has, besides ``overall`` and ``per_scene`` (NE, SR, OSR, SPL, ...), a
@@ -45,15 +50,77 @@ class VLNEpisodeResult(EpisodeResult):
     stop_reason: str = ""
 
 
+POLICY_STOP = "policy_stop"
+"""The ROS sim's terminal status when the policy ended the episode (STOP or its step budget):
+the episode was still running, as ``env_status`` "running" is in-process."""
+
+
 def vln_status(env_status: str, stop_reason: str, final_distance_m: float, radius_m: float) -> str:
-    """The episode's status from the environment's and the navigator's ends (module docstring)."""
-    if env_status in ("collision", "out_of_bounds"):
+    """The episode's status from the environment's and the navigator's ends (module docstring).
+
+    env_status: the environment's status when the episode ended ("running" when the navigator
+    ended it in-process, :data:`POLICY_STOP` from the ROS sim); ``no_command`` (the ROS graph's
+    lockstep without a command) is kept as it is.
+    """
+    if env_status in ("collision", "out_of_bounds", "no_command"):
         return env_status
     if final_distance_m <= radius_m:
         return "success"
-    if env_status == "running" and stop_reason == "stop":
+    if env_status in ("running", POLICY_STOP) and stop_reason == "stop":
         return "stopped"
     return "timeout"
+
+
+@dataclass
+class VLNScene:
+    """One scene's VLN evaluation set-up, the same for both runtimes.
+
+    world: the scene; env_world: the same with a zero success radius (what the environment,
+    or the ROS sim, flies: no success on entering the radius); episodes and tasks (their
+    ``to_task(time_limit_s)``, goal-free); actions: the scene's action space; radius_m: the
+    success radius of the outcome.
+    """
+
+    world: object
+    env_world: object
+    episodes: list
+    tasks: list
+    actions: object
+    radius_m: float
+    time_limit_s: float
+
+
+def vln_scene(world, n: int, seed: int, vln_config=None, imported=None) -> VLNScene:
+    """The episodes of ``world`` (``n`` sampled with ``seed``, or the first ``n`` of ``imported``
+    for this scene) and what flying them needs (:class:`VLNScene`)."""
+    from airplay.vln.actions import load_vln_config
+    from airplay.vln.episodes import for_scene, sample_vln_episodes
+
+    vcfg = vln_config or load_vln_config()
+    radius = vcfg.success_radius_m or world.protocol.success_radius_m
+    actions = vcfg.action_space(world.name, world.scene.spec.category)
+    max_dz = None if "ASCEND" in actions.names else 0.5 * radius
+    episodes = (for_scene(imported, world.name)[:n] if imported is not None
+                else sample_vln_episodes(world, n, seed, max_dz_m=max_dz))
+    time_limit = actions.max_steps * SECONDS_PER_ACTION_LIMIT
+    # the environment must not end an episode on entering the radius (AirNav: success at the end)
+    env_world = replace(world, protocol=replace(world.protocol, success_radius_m=0.0))
+    return VLNScene(world, env_world, episodes, [e.to_task(time_limit) for e in episodes], actions, radius,
+                    time_limit)
+
+
+def vln_episode_result(world, episode, cfg, trajectory: np.ndarray, env_status: str, info: dict,
+                       radius_m: float) -> VLNEpisodeResult:
+    """The results line of one flown VLN episode (both runtimes write it this way)."""
+    final = float(np.linalg.norm(np.asarray(trajectory)[-1] - episode.goal_position))
+    status = vln_status(env_status, info.get("stop_reason", ""), final, radius_m)
+    base = episode_result(scene=world.name, task_id=episode.episode_id, setting="vln", start=episode.start_position,
+                          goal=episode.goal_position, astar_length_m=episode.astar_length_m, trajectory=trajectory,
+                          status=status, seed=cfg.seed, policy=cfg.policy, dt_s=world.vehicle.control_dt_s)
+    return VLNEpisodeResult(**base.to_dict(), persona=episode.persona, instruction=episode.instruction,
+                            vln_steps=int(info.get("vln_steps", 0)), queries=int(info.get("queries", 0)),
+                            format_failures=int(info.get("format_failures", 0)),
+                            stop_reason=str(info.get("stop_reason", "")))
 
 
 def run_vln_episode(env, policy, episode, time_limit_s: float):
@@ -78,13 +145,11 @@ def evaluate_vln(cfg, out_dir: Path, policy_factory, episodes_file: str | None =
     :class:`airplay.eval.runner.EvalConfig` with ``setting == "vln"``); write results; return the summary."""
     from tqdm import tqdm
 
-    from airplay.eval.aggregate import aggregate
-    from airplay.eval.results import format_table, write_results
-    from airplay.eval.runner import plot_scene, results_meta
+    from airplay.eval.runner import plot_scene
     from airplay.sim.env import AirPlayEnv
     from airplay.sim.world import World
     from airplay.vln.actions import load_vln_config
-    from airplay.vln.episodes import for_scene, read_episodes, sample_vln_episodes
+    from airplay.vln.episodes import read_episodes
 
     vcfg = vln_config or load_vln_config()
     out_dir = Path(out_dir)
@@ -96,58 +161,58 @@ def evaluate_vln(cfg, out_dir: Path, policy_factory, episodes_file: str | None =
     bar = tqdm(total=cfg.episodes * len(cfg.scenes), unit="ep", disable=not progress, dynamic_ncols=True)
     for scene_dir in cfg.scenes:
         world = World.load(scene_dir)
-        radius = vcfg.success_radius_m or world.protocol.success_radius_m
-        actions = vcfg.action_space(world.name, world.scene.spec.category)
-        max_dz = None if "ASCEND" in actions.names else 0.5 * radius
-        episodes = (for_scene(imported, world.name)[: cfg.episodes] if imported is not None
-                    else sample_vln_episodes(world, cfg.episodes, cfg.seed, max_dz_m=max_dz))
-        # the environment must not end an episode on entering the radius (AirNav: success at the end)
-        no_auto_success = replace(world, protocol=replace(world.protocol, success_radius_m=0.0))
-        env = AirPlayEnv(no_auto_success, "goalfree", tasks=[e.to_task(1.0) for e in episodes] or None,
-                         render_backend=cfg.render_backend, render_images=True)
+        vs = vln_scene(world, cfg.episodes, cfg.seed, vcfg, imported)
+        env = AirPlayEnv(vs.env_world, "goalfree", tasks=vs.tasks or None, render_backend=cfg.render_backend,
+                         render_images=True)
         if policy is None:
             policy = policy_factory(world)
         if hasattr(policy, "set_actions"):
-            policy.set_actions(actions)
-        time_limit = actions.max_steps * SECONDS_PER_ACTION_LIMIT
+            policy.set_actions(vs.actions)
         trajectories, statuses = [], []
-        for ep in episodes:
+        for ep in vs.episodes:
             t0 = time.perf_counter()
-            trajectory, env_status, info = run_vln_episode(env, policy, ep, time_limit)
+            trajectory, env_status, info = run_vln_episode(env, policy, ep, vs.time_limit_s)
             flying_s += time.perf_counter() - t0
             model_s += float(info.get("model_time_s", 0.0))
             total_steps += len(trajectory) - 1
-            final = float(np.linalg.norm(trajectory[-1] - ep.goal_position))
-            status = vln_status(env_status, info.get("stop_reason", ""), final, radius)
-            base = episode_result(scene=world.name, task_id=ep.episode_id, setting="vln", start=ep.start_position,
-                                  goal=ep.goal_position, astar_length_m=ep.astar_length_m, trajectory=trajectory,
-                                  status=status, seed=cfg.seed, policy=cfg.policy, dt_s=world.vehicle.control_dt_s)
-            results.append(VLNEpisodeResult(**base.to_dict(), persona=ep.persona, instruction=ep.instruction,
-                                            vln_steps=int(info.get("vln_steps", 0)),
-                                            queries=int(info.get("queries", 0)),
-                                            format_failures=int(info.get("format_failures", 0)),
-                                            stop_reason=str(info.get("stop_reason", ""))))
+            results.append(vln_episode_result(world, ep, cfg, trajectory, env_status, info, vs.radius_m))
             trajectories.append(trajectory)
-            statuses.append(status)
+            statuses.append(results[-1].status)
             bar.update(1)
-            bar.set_postfix(last=status)
-        if episodes:
-            plot_scene(out_dir / f"{world.name}_trajectories.png", world, [e.to_task(1.0) for e in episodes],
-                       trajectories, statuses, cfg)
+            bar.set_postfix(last=statuses[-1])
+        if vs.episodes:
+            plot_scene(out_dir / f"{world.name}_trajectories.png", world, vs.tasks, trajectories, statuses, cfg)
     bar.close()
+    backend = getattr(policy, "backend", None)
+    return write_vln_results(out_dir, cfg, results, vs, "inprocess", total_steps, time.perf_counter() - t_start,
+                             flying_s, model_s, backend=getattr(backend, "name", ""),
+                             model=str(getattr(backend, "model_name", "")),
+                             history_offsets=getattr(getattr(policy, "prompts", None), "history_offsets", ()),
+                             episodes_file=episodes_file)
+
+
+def write_vln_results(out_dir: Path, cfg, results: list, scene: VLNScene, runtime: str, total_steps: int,
+                      elapsed_s: float, flying_s: float, model_s: float, backend: str = "", model: str = "",
+                      history_offsets=(), episodes_file: str | None = None) -> dict:
+    """Aggregate (overall, per scene, ``per_persona``), write the results files with ``meta.vln``,
+    print the tables; return the summary. ``scene``: the last scene's :class:`VLNScene` (its
+    radius and action space go into the meta). Both runtimes call this."""
+    from airplay.eval.aggregate import aggregate
+    from airplay.eval.results import format_table, write_results
+    from airplay.eval.runner import results_meta
+
     if not results:
         raise ValueError("no VLN episodes to evaluate (an episode file without episodes for these scenes?)")
+    radius, actions = scene.radius_m, scene.actions
     summary = aggregate(results, success_radius_m=radius, bootstrap=cfg.bootstrap, seed=cfg.seed)
     summary["per_persona"] = per_persona(results, radius, cfg.bootstrap, cfg.seed)
-    elapsed = time.perf_counter() - t_start
-    meta = results_meta(cfg, world, "inprocess", total_steps, elapsed, flying_s)
+    meta = results_meta(cfg, scene.world, runtime, total_steps, elapsed_s, flying_s)
     meta["protocol"]["success_radius_m"] = radius
-    meta["vln"] = {"backend": getattr(getattr(policy, "backend", None), "name", ""),
-                   "model": str(getattr(getattr(policy, "backend", None), "model_name", "")),
+    meta["vln"] = {"backend": backend, "model": model,
                    "scale": actions.scale, "forward_m": actions.forward_m,
                    "turn_deg": round(float(np.degrees(actions.turn_rad)), 3), "actions": list(actions.names),
                    "max_steps": actions.max_steps, "max_actions_per_step": actions.max_actions_per_step,
-                   "history_offsets": list(getattr(getattr(policy, "prompts", None), "history_offsets", ())),
+                   "history_offsets": list(history_offsets),
                    "model_time_s": round(model_s, 3),
                    "format_failures": sum(r.format_failures for r in results),
                    "queries": sum(r.queries for r in results),
@@ -157,7 +222,7 @@ def evaluate_vln(cfg, out_dir: Path, policy_factory, episodes_file: str | None =
     print(format_persona_table(summary["per_persona"]))
     print(f"\n{len(results)} VLN episodes, {total_steps} control steps in {flying_s:.1f} s of flying "
           f"({model_s:.1f} s in the model, {meta['vln']['queries']} calls, {meta['vln']['format_failures']} format "
-          f"failures). Results in {out_dir}/")
+          f"failures). Results in {out_dir}/", flush=True)
     return summary
 
 

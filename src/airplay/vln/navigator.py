@@ -140,12 +140,18 @@ def make_airvln_policy(backend: str = "transformers", model: str | None = None, 
     ``world`` the action space is that scene's (scaled by name/category)."""
     from airplay.vln.backends import make_backend
 
-    cfg = vln_config or load_vln_config()
-    actions = None
-    if world is not None:
-        actions = cfg.action_space(world.name, world.scene.spec.category)
     be = make_backend(backend, model=model, endpoint=endpoint, device=device, max_new_tokens=max_new_tokens,
                       served_model=served_model)
+    return navigator_with_backend(be, world, vln_config, history_offsets, image_size)
+
+
+def navigator_with_backend(backend, world=None, vln_config: VLNConfig | None = None,
+                           history_offsets=DEFAULT_HISTORY_OFFSETS,
+                           image_size: tuple[int, int] | None = None) -> AirVLNNavigator:
+    """The navigator for ``world`` (its action space and vehicle) around an existing backend
+    (the policy node loads the model once, at start-up)."""
+    cfg = vln_config or load_vln_config()
+    actions = cfg.action_space(world.name, world.scene.spec.category) if world is not None else None
     vehicle = world.vehicle if world is not None else None
-    return AirVLNNavigator(be, actions, cfg, vehicle=vehicle, history_offsets=tuple(history_offsets),
+    return AirVLNNavigator(backend, actions, cfg, vehicle=vehicle, history_offsets=tuple(history_offsets),
                            image_size=image_size)

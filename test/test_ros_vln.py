@@ -1,0 +1,197 @@
+"""VLN (AirVLN-R1) through the ROS graph: ``airplay eval --runtime ros --policy airvln_r1 ...``
+starts sim, renderer, policy and evaluator as separate processes over real DDS on loopback
+(own ROS domain), with the tiny fine-tuned Qwen2.5-VL (conftest ``tiny_vl_model``) behind the
+transformers backend in the policy node, or behind the OpenAI-compatible server on 127.0.0.1
+in this process (openai backend over real HTTP). The episodes (status, steps, final position,
+persona, instruction, model behaviour) and the metrics must equal the in-process VLN runner's
+for the same scene, episodes and seed.
+
+* transformers: the default vln.yaml, so the model's ["MOVE_FORWARD", "TURN_LEFT", "STOP"] ends
+  each episode on STOP (the policy's ``episode/policy`` stop request; status ``stopped``).
+* openai: two actions per call and a 5-step budget (3 model calls per episode; the budget ends
+  the episode, status ``timeout``).
+
+Every process has a deadline and is killed in a ``finally`` (the launcher's nodes by their ids).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+pytest.importorskip("transformers")
+
+EPISODES = 2
+SEED = 3
+GRAPH_DEADLINE_S = 420  # a hang guard: ~40 s idle, several times that under load on 2 cores
+
+
+@pytest.fixture(autouse=True)
+def own_ros_domain(monkeypatch):
+    """A ROS domain of our own: other graphs may run on this machine's loopback at the same time."""
+    import random
+
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(101, 200)))
+
+
+@pytest.fixture(scope="module")
+def scene_dir(tmp_path_factory) -> Path:
+    from airplay.scene.synthetic import make_scene
+    from airplay.sim.world import World
+
+    path = tmp_path_factory.mktemp("vlnscenes") / "indoor_1"
+    make_scene("indoor", 1, path, gaussians_per_m2=4, name="indoor_1")
+    World.load(path)  # the disk-cached SDF, once, before four processes want it
+    return path
+
+
+CONFIGS = {
+    "stop": "executor: {hold_s: 0.2}\n",
+    "budget": "reference: {max_steps: 5, max_actions_per_step: 2}\nexecutor: {hold_s: 0.2}\n",
+}
+
+
+def _args(scene_dir: Path, out: Path, config: Path) -> list[str]:
+    return ["eval", "--policy", "airvln_r1", "--scenes", str(scene_dir), "--episodes", str(EPISODES),
+            "--seed", str(SEED), "--out", str(out), "--image-size", "56", "56", "--vln-config", str(config),
+            "--bootstrap", "20", "--no-progress"]
+
+
+def _descendants(pid: int) -> list[int]:
+    """The ids of ``pid``'s child processes, and theirs (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def run_airplay(args: list[str], log: Path, deadline_s: float) -> int:
+    """``airplay ARGS`` as a process (its own session), killed with everything it started by the deadline."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "airplay.cli", *args], stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    nodes: set[int] = set()
+    try:
+        end = time.monotonic() + deadline_s
+        while proc.poll() is None and time.monotonic() < end:
+            nodes.update(_descendants(proc.pid))
+            time.sleep(0.5)
+        if proc.poll() is None:
+            pytest.fail(f"airplay {' '.join(args[:3])} did not finish within {deadline_s} s\n{log.read_text()[-6000:]}")
+        return proc.returncode
+    finally:
+        if proc.poll() is None:
+            nodes.update(_descendants(proc.pid))
+            proc.send_signal(signal.SIGTERM)  # the launcher stops its nodes
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        for pid in nodes:  # anything left of the graph, by id
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture(scope="module")
+def inprocess(scene_dir, tiny_vl_model, tmp_path_factory):
+    """The in-process VLN runner's results for each configuration: {name: (out folder, vln.yaml)}."""
+    from airplay.cli import main
+
+    root = tmp_path_factory.mktemp("vln_inprocess")
+    results = {}
+    for name, text in CONFIGS.items():
+        config = root / f"{name}.yaml"
+        config.write_text(text)
+        out = root / name
+        assert main([*_args(scene_dir, out, config), "--backend", "transformers", "--model", str(tiny_vl_model)]) == 0
+        results[name] = (out, config)
+    return results
+
+
+def _lines(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("backend,config", [("transformers", "stop"), ("openai", "budget")])
+def test_vln_through_the_ros_graph_equals_inprocess(backend, config, inprocess, scene_dir, tiny_vl_model, tmp_path):
+    from airplay.vln.backends import TransformersBackend
+    from airplay.vln.server import ChatServer
+
+    ref_out, config_file = inprocess[config]
+    out = tmp_path / "ros"
+    args = [*_args(scene_dir, out, config_file), "--runtime", "ros"]
+    t0 = time.monotonic()
+    if backend == "transformers":
+        code = run_airplay([*args, "--backend", "transformers", "--model", str(tiny_vl_model)], tmp_path / "graph.log",
+                           GRAPH_DEADLINE_S)
+    else:
+        with ChatServer(TransformersBackend(tiny_vl_model, max_new_tokens=64), "127.0.0.1", 0) as server:
+            code = run_airplay([*args, "--backend", "openai", "--endpoint", server.url], tmp_path / "graph.log",
+                               GRAPH_DEADLINE_S)
+            requests = server.requests
+    log = (tmp_path / "graph.log").read_text()
+    assert code == 0, log[-8000:]
+    print(f"{backend}: the graph run took {time.monotonic() - t0:.1f} s")
+
+    expected, got = _lines(ref_out), _lines(out)
+    assert len(got) == EPISODES
+    # Byte for byte the in-process runner's lines: status, steps, final position, persona,
+    # instruction, vln_steps, queries, format_failures, stop_reason, metrics.
+    assert (out / "episodes.jsonl").read_text() == (ref_out / "episodes.jsonl").read_text()
+    for line in got:
+        assert line["setting"] == "vln" and line["persona"] and line["instruction"]
+        if config == "stop":
+            assert line["stop_reason"] == "stop" and line["vln_steps"] == 3 and line["queries"] == 1
+            assert line["status"] in ("stopped", "success", "collision")
+        else:
+            assert line["stop_reason"] == "budget" and line["vln_steps"] == 5 and line["queries"] == 3
+            assert line["status"] in ("timeout", "success", "collision")
+    if config == "stop":
+        assert any(line["status"] == "stopped" for line in got)
+    else:
+        assert requests == sum(line["queries"] for line in got)
+    summary = json.loads((out / "summary.json").read_text())
+    reference = json.loads((ref_out / "summary.json").read_text())
+    assert {k: v for k, v in summary.items() if k != "meta"} == {k: v for k, v in reference.items() if k != "meta"}
+    assert summary["meta"]["runtime"] == "ros" and summary["meta"]["vln"]["backend"] == backend
+    assert summary["meta"]["vln"]["queries"] == reference["meta"]["vln"]["queries"]
+    assert set(summary["per_persona"]) == {line["persona"] for line in got}
+    assert (out / "indoor_1_trajectories.png").is_file()
+    assert "the policy stopped" in log  # the sim ended each episode on the policy's request
+
+
+def test_policy_node_names_bad_vln_parameters(scene_dir, tmp_path):
+    """policy:=airvln_r1 with a model folder that does not exist: exit code 2, the parameter named."""
+    cmd = [sys.executable, "-m", "airplay.nodes.policy_node", "--ros-args", "-p", f"scenes:={scene_dir}",
+           "-p", "setting:=vln", "-p", "policy:=airvln_r1", "-p", "vln_backend:=transformers",
+           "-p", f"model:={tmp_path / 'nowhere'}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True)
+    try:
+        text, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+    assert proc.returncode == 2, text
+    assert "parameter 'model'" in text and "does not exist" in text, text
