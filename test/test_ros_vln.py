@@ -9,7 +9,8 @@ for the same scene, episodes and seed.
 * transformers: the default vln.yaml, so the model's ["MOVE_FORWARD", "TURN_LEFT", "STOP"] ends
   each episode on STOP (the policy's ``episode/policy`` stop request; status ``stopped``).
 * openai: two actions per call and a 5-step budget (3 model calls per episode; the budget ends
-  the episode, status ``timeout``).
+  the episode, status ``timeout``), on episodes read from an episode file (``--vln-episodes``,
+  written by ``airplay vln episodes``).
 
 Every process has a deadline and is killed in a ``finally`` (the launcher's nodes by their ids).
 """
@@ -24,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
@@ -59,10 +61,11 @@ CONFIGS = {
 }
 
 
-def _args(scene_dir: Path, out: Path, config: Path) -> list[str]:
-    return ["eval", "--policy", "airvln_r1", "--scenes", str(scene_dir), "--episodes", str(EPISODES),
+def _args(scene_dir: Path, out: Path, config: Path, episodes_file: Path | None) -> list[str]:
+    args = ["eval", "--policy", "airvln_r1", "--scenes", str(scene_dir), "--episodes", str(EPISODES),
             "--seed", str(SEED), "--out", str(out), "--image-size", "56", "56", "--vln-config", str(config),
             "--bootstrap", "20", "--no-progress"]
+    return args + (["--vln-episodes", str(episodes_file)] if episodes_file else [])
 
 
 def _descendants(pid: int) -> list[int]:
@@ -115,18 +118,72 @@ def run_airplay(args: list[str], log: Path, deadline_s: float) -> int:
 
 @pytest.fixture(scope="module")
 def inprocess(scene_dir, tiny_vl_model, tmp_path_factory):
-    """The in-process VLN runner's results for each configuration: {name: (out folder, vln.yaml)}."""
+    """The in-process VLN runner's results for each configuration: {name: (out folder, vln.yaml,
+    episode file or None)}."""
     from airplay.cli import main
 
     root = tmp_path_factory.mktemp("vln_inprocess")
+    episodes_file = root / "episodes.json"
+    assert main(["vln", "episodes", str(scene_dir), "--episodes", "3", "--seed", "5", "--out", str(episodes_file)]) == 0
     results = {}
     for name, text in CONFIGS.items():
         config = root / f"{name}.yaml"
         config.write_text(text)
         out = root / name
-        assert main([*_args(scene_dir, out, config), "--backend", "transformers", "--model", str(tiny_vl_model)]) == 0
-        results[name] = (out, config)
+        file = episodes_file if name == "budget" else None
+        assert main([*_args(scene_dir, out, config, file), "--backend", "transformers",
+                     "--model", str(tiny_vl_model)]) == 0
+        results[name] = (out, config, file)
     return results
+
+
+class Listener:
+    """``episode/status``, ``episode/policy`` and ``instruction`` as this process hears them (own context)."""
+
+    def __init__(self) -> None:
+        from std_msgs.msg import String
+
+        from airplay.nodes.background import BackgroundNode
+        from airplay.nodes.common import RELIABLE
+
+        self.background = BackgroundNode("vln_listener")
+        self.messages: dict[str, list] = {"episode/status": [], "episode/policy": [], "instruction": []}
+        for topic in self.messages:
+            self.background.node.create_subscription(String, topic, lambda m, t=topic: self._on(t, m), RELIABLE)
+        self.background.start()
+
+    def _on(self, topic: str, msg) -> None:
+        with self.background.lock:
+            self.messages[topic].append(msg.data if topic == "instruction" else json.loads(msg.data))
+
+    def get(self, topic: str) -> list:
+        with self.background.lock:
+            return list(self.messages[topic])
+
+    def close(self) -> None:
+        self.background.close()
+
+
+def reference_flights(scene_dir: Path, model: Path, config: Path, episodes_file: Path | None) -> list:
+    """(steps, final position) per episode, flown in this process as the in-process VLN runner flies them."""
+    from airplay.policies import make_policy
+    from airplay.sim.env import AirPlayEnv
+    from airplay.sim.world import World
+    from airplay.vln.evaluate import run_vln_episode, vln_scene
+    from airplay.vln.options import load_episode_options
+
+    world = World.load(scene_dir)
+    vcfg, imported = load_episode_options(str(config), str(episodes_file) if episodes_file else None)
+    vs = vln_scene(world, EPISODES, SEED, vcfg, imported)
+    env = AirPlayEnv(vs.env_world, "goalfree", tasks=vs.tasks, render_images=True)
+    policy = make_policy("airvln_r1", world, vln=dict(backend="transformers", model=str(model), image_size=(56, 56),
+                                                       vln_config=vcfg))
+    policy.set_actions(vs.actions)
+    out = []
+    for ep in vs.episodes:
+        trajectory, _, _ = run_vln_episode(env, policy, ep, vs.time_limit_s)
+        out.append((len(trajectory) - 1, trajectory[-1]))
+    return out
 
 
 def _lines(out: Path) -> list[dict]:
@@ -138,18 +195,25 @@ def test_vln_through_the_ros_graph_equals_inprocess(backend, config, inprocess, 
     from airplay.vln.backends import TransformersBackend
     from airplay.vln.server import ChatServer
 
-    ref_out, config_file = inprocess[config]
+    ref_out, config_file, episodes_file = inprocess[config]
     out = tmp_path / "ros"
-    args = [*_args(scene_dir, out, config_file), "--runtime", "ros"]
+    args = [*_args(scene_dir, out, config_file, episodes_file), "--runtime", "ros"]
     t0 = time.monotonic()
-    if backend == "transformers":
-        code = run_airplay([*args, "--backend", "transformers", "--model", str(tiny_vl_model)], tmp_path / "graph.log",
-                           GRAPH_DEADLINE_S)
-    else:
-        with ChatServer(TransformersBackend(tiny_vl_model, max_new_tokens=64), "127.0.0.1", 0) as server:
-            code = run_airplay([*args, "--backend", "openai", "--endpoint", server.url], tmp_path / "graph.log",
-                               GRAPH_DEADLINE_S)
-            requests = server.requests
+    listener = Listener()
+    try:
+        if backend == "transformers":
+            code = run_airplay([*args, "--backend", "transformers", "--model", str(tiny_vl_model)],
+                               tmp_path / "graph.log", GRAPH_DEADLINE_S)
+        else:
+            with ChatServer(TransformersBackend(tiny_vl_model, max_new_tokens=64), "127.0.0.1", 0) as server:
+                code = run_airplay([*args, "--backend", "openai", "--endpoint", server.url], tmp_path / "graph.log",
+                                   GRAPH_DEADLINE_S)
+                requests = server.requests
+        time.sleep(0.5)
+        statuses = {m["episode"]: m for m in listener.get("episode/status") if m["status"] != "started"}
+        reports, instructions = listener.get("episode/policy"), listener.get("instruction")
+    finally:
+        listener.close()
     log = (tmp_path / "graph.log").read_text()
     assert code == 0, log[-8000:]
     print(f"{backend}: the graph run took {time.monotonic() - t0:.1f} s")
@@ -176,9 +240,20 @@ def test_vln_through_the_ros_graph_equals_inprocess(backend, config, inprocess, 
     assert {k: v for k, v in summary.items() if k != "meta"} == {k: v for k, v in reference.items() if k != "meta"}
     assert summary["meta"]["runtime"] == "ros" and summary["meta"]["vln"]["backend"] == backend
     assert summary["meta"]["vln"]["queries"] == reference["meta"]["vln"]["queries"]
+    assert summary["meta"]["vln"]["episodes_file"] == str(episodes_file or "")
     assert set(summary["per_persona"]) == {line["persona"] for line in got}
     assert (out / "indoor_1_trajectories.png").is_file()
     assert "the policy stopped" in log  # the sim ended each episode on the policy's request
+
+    # What went over the graph: each episode's instruction, the policy's stop request, and the
+    # sim's status and trajectory; steps and final position as flown in this process.
+    # (this listener may join after the first instruction went out: the evaluator does not wait for it)
+    assert instructions and instructions == [line["instruction"] for line in got][-len(instructions):]
+    assert sorted({r["episode"] for r in reports if r["stop"]}) == list(range(EPISODES))
+    assert sorted(statuses) == list(range(EPISODES)), log[-4000:]
+    for k, (steps, final) in enumerate(reference_flights(scene_dir, tiny_vl_model, config_file, episodes_file)):
+        assert statuses[k]["status"] == "policy_stop" and statuses[k]["steps"] == steps == got[k]["steps"]
+        assert np.abs(np.asarray(statuses[k]["trajectory"][-1]) - final).max() <= 1e-9, f"episode {k}"
 
 
 def test_policy_node_names_bad_vln_parameters(scene_dir, tmp_path):
