@@ -124,7 +124,8 @@ class PolicyNode(Node):
             backend = make_backend(o["backend"], model=o["model"], endpoint=o["endpoint"], device=o["device"],
                                    max_new_tokens=o["max_new_tokens"], served_model=o["served_model"])
         except BackendError as exc:
-            name = "model" if o["backend"] == "transformers" else "endpoint"
+            name = ("device" if str(exc).startswith("device ") else
+                    "model" if o["backend"] == "transformers" else "endpoint")
             raise ParameterError(f"parameter '{name}': {exc}") from None
         return {**o, "backend_object": backend}
 
