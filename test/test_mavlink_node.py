@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import signal
 import socket
@@ -82,7 +83,8 @@ class Operator:
         self.bg = BackgroundNode("operator")
         node = self.bg.node
         self.odom, self.armed, self.modes, self.phases, self.battery = [], [], [], [], []
-        self.interventions, self.episodes = [], []
+        self.interventions, self.episodes, self.reports = [], [], []
+        self.timeline = []  # (monotonic s, "odom" | "phase", value): what came when
         keep = self._keep
         node.create_subscription(Odometry, "odom", keep(self.odom, self._odom), RELIABLE)
         node.create_subscription(Bool, "vehicle/armed", keep(self.armed, lambda m: m.data), RELIABLE)
@@ -92,6 +94,9 @@ class Operator:
         node.create_subscription(String, "supervisor/interventions",
                                  keep(self.interventions, lambda m: json.loads(m.data)), RELIABLE)
         node.create_subscription(String, "episode/status", keep(self.episodes, lambda m: json.loads(m.data)), RELIABLE)
+        node.create_subscription(String, "episode/policy", keep(self.reports, lambda m: json.loads(m.data)), RELIABLE)
+        self.instruction_pub = node.create_publisher(String, "instruction", RELIABLE)
+        self._string = String
         self.cmd_pub = node.create_publisher(TwistStamped, "cmd_vel", RELIABLE)
         self.estop_pub = node.create_publisher(Empty, "estop", RELIABLE)
         self.land_pub = node.create_publisher(Empty, "land", RELIABLE)
@@ -105,9 +110,13 @@ class Operator:
         return state_from_odometry(msg)
 
     def _keep(self, into: list, convert):
+        kind = "odom" if into is self.odom else "phase" if into is self.phases else None
+
         def callback(msg):
             with self.bg.lock:
                 into.append(convert(msg))
+                if kind is not None:
+                    self.timeline.append((time.monotonic(), kind, into[-1]))
         return callback
 
     def latest(self, what: list):
@@ -194,6 +203,15 @@ def test_bridge_node_bad_parameters_named(tmp_path):
         assert res.returncode == 2 and name in res.stderr, res.stderr
 
 
+def test_policy_node_vehicle_parameters_named(fly_scene):
+    """The vehicle-only VLN parameters are refused in sim_eval (vehicle:=false), naming them, before any model loads."""
+    base = [sys.executable, "-m", "airplay.nodes.policy_node", "--ros-args", "-p", f"scenes:={fly_scene}",
+            "-p", "setting:=vln", "-p", "policy:=airvln_r1"]
+    for extra, name in ((["-p", "instruction:=go"], "'instruction'"), (["-p", "vehicle:=maybe"], "'vehicle'")):
+        res = subprocess.run(base + extra, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 2 and name in res.stderr, res.stderr
+
+
 def test_fly_launch_file_reads_the_shared_graph(tmp_path):
     import ast
     import py_compile
@@ -214,6 +232,30 @@ def test_fly_launch_file_reads_the_shared_graph(tmp_path):
     assert real[0].remappings == (("camera/image_raw", "/cam/color"), ("camera/depth/image_raw", "/cam/depth"))
     with pytest.raises(GraphArgumentError, match="scene"):
         fly_graph({})
+    # AirVLN-R1 on the vehicle: setting vln implied, the backend's arguments checked (errors name them)
+    model = tmp_path / "model"
+    model.mkdir()
+    vln = fly_graph({"scene": "s", "policy": "airvln_r1", "model": str(model), "image_size": "56,56"})
+    policy = vln[1].parameters
+    assert vln[0].parameters["setting"] == policy["setting"] == "vln" and vln[0].parameters["render_images"] is True
+    assert policy["vehicle"] is True and policy["episode_instruction"] is True and policy["instruction"] == ""
+    assert policy["model"] == str(model) and policy["image_size"] == "56,56"
+    assert vln[2].parameters["land_on_policy_stop"] is True
+    real = fly_graph({"scene": "s", "policy": "airvln_r1", "vln_backend": "openai", "endpoint": "http://127.0.0.1:8000/v1",
+                      "camera_topic": "/cam", "instruction": "land on the roof"})[0].parameters
+    assert real["episode_instruction"] is False and real["instruction"] == "land on the roof"
+    assert "vehicle" not in fly_graph({"scene": "s"})[1].parameters
+    for bad, name in (({"policy": "airvln_r1"}, "'model'"), ({"policy": "airvln_r1", "model": str(model), "setting":
+                       "pointgoal"}, "setting:=vln"), ({"setting": "vln"}, "policy:=airvln_r1"),
+                      ({"policy": "airvln_r1", "model": str(model), "render_images": "false"}, "render_images"),
+                      ({"policy": "airvln_r1", "vln_backend": "openai", "endpoint": "ftp://x"}, "'endpoint'"),
+                      ({"policy": "airvln_r1", "model": str(model), "max_new_tokens": "0"}, "'max_new_tokens'"),
+                      ({"instruction": "go"}, "instruction:="), ({"policy": "airvln_r1", "vln_backend": "llama"},
+                                                                 "'vln_backend'")):
+        with pytest.raises(GraphArgumentError, match=name):
+            fly_graph({"scene": "s", **bad})
+    with pytest.raises(GraphArgumentError, match="scene:=FOLDER is needed with policy:=airvln_r1"):
+        fly_graph({"camera_topic": "/cam", "policy": "airvln_r1", "model": str(model)})
 
 
 @pytest.fixture(scope="module")
@@ -273,3 +315,127 @@ def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, t
     finally:
         stop_all(procs)
         operator.close()
+
+
+def _descendants(pid: int) -> list[int]:
+    """The ids of ``pid``'s child processes, and theirs (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _yaw(state) -> float:
+    from airplay.nodes.common import yaw_from_state
+
+    return yaw_from_state(state)
+
+
+def test_rehearsal_flies_airvln_r1_stops_and_lands(fly_scene, tiny_vl_model, tmp_path):
+    """`airplay vehicle --setting vln` + `airplay launch fly policy:=airvln_r1` (transformers backend, the
+    tiny model answering ["MOVE_FORWARD", "TURN_LEFT", "STOP"]): the operator's instruction on
+    `instruction`, one forward step along the heading, a left turn, STOP -> the bridge lands -> the graph ends."""
+    from airplay.sim.world import World
+    from airplay.vln.actions import load_vln_config
+    from airplay.vln.evaluate import vln_scene
+
+    world = World.load(fly_scene)
+    vs = vln_scene(world, 10, 0, load_vln_config())
+    index = min(range(len(vs.episodes)), key=lambda k: vs.episodes[k].start_position[2])  # the lowest: quick take-off
+    episode = vs.episodes[index]
+    height = float(episode.start_position[2])
+    port = free_udp_port()
+    instruction = "Operator test: fly forward one step, turn left, then stop."
+    operator = Operator()
+    launch = vehicle = None
+    nodes: set[int] = set()
+    t0 = time.monotonic()
+    try:
+        args = [f"scene:={fly_scene}", f"index:={index}", "episodes:=10", "seed:=0", "policy:=airvln_r1",
+                "vln_backend:=transformers", f"model:={tiny_vl_model}", "image_size:=56,56",
+                f"connection:=udpin:127.0.0.1:{port}", f"takeoff_height_m:={height:.3f}"]
+        launch = spawn([sys.executable, "-m", "airplay.cli", "launch", "fly", *args], tmp_path / "launch.log")
+
+        def policy_listens() -> bool:
+            nodes.update(_descendants(launch.pid))
+            assert launch.poll() is None, "airplay launch fly ended early\n" + logs(tmp_path)
+            return operator.instruction_pub.get_subscription_count() >= 1
+
+        operator.wait(policy_listens, 60, "the policy node (model loaded) on 'instruction'", tmp_path)
+        for _ in range(3):  # reliable, matched: the operator's instruction before the vehicle flies
+            operator.instruction_pub.publish(operator._string(data=instruction))
+            time.sleep(0.1)
+        vehicle = spawn(vehicle_command(port, "--scene", str(fly_scene), "--task", str(index), "--episodes", "10",
+                                        "--setting", "vln"), tmp_path / "vehicle.log")
+        operator.wait(lambda: operator.latest(operator.phases) == "flying", 40, "the bridge flying", tmp_path)
+        assert "OFFBOARD" in operator.modes and operator.latest(operator.armed) is True
+        try:
+            code = launch.wait(timeout=max(5.0, 110 - (time.monotonic() - t0)))
+        except subprocess.TimeoutExpired:
+            pytest.fail("the fly graph did not end (STOP -> land -> bridge exits)\n" + logs(tmp_path))
+        assert code == 0, logs(tmp_path)
+        elapsed = time.monotonic() - t0
+        time.sleep(0.3)
+        with operator.bg.lock:
+            timeline, reports = list(operator.timeline), list(operator.reports)
+            interventions = list(operator.interventions)
+    finally:
+        for proc in (launch, vehicle):
+            if proc is not None and proc.poll() is None:
+                nodes.update(_descendants(proc.pid))
+                proc.send_signal(signal.SIGINT)
+        for proc in (launch, vehicle):
+            if proc is not None:
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=5)
+        for pid in nodes:  # anything left of the graph, by id
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        operator.close()
+    print(f"the rehearsal took {elapsed:.1f} s")
+    log = (tmp_path / "launch.log").read_text()
+    # The policy flew the operator's instruction and stopped on the model's STOP.
+    stops = [r for r in reports if r["stop"]]
+    assert len(stops) == 1, reports
+    assert stops[0]["instruction"] == instruction and stops[0]["stop_reason"] == "stop"
+    assert stops[0]["actions"] == ["MOVE_FORWARD", "TURN_LEFT", "STOP"] and stops[0]["queries"] == 1
+    assert "instruction from the operator" in log and "policy stop (stop, 3 steps): landing" in log
+    # The moves, in map ENU: MOVE_FORWARD along the start heading, TURN_LEFT in place (+30 deg, CCW).
+    phase_t = {value: t for t, kind, value in reversed(timeline) if kind == "phase"}
+    odoms = [(t, s) for t, kind, s in timeline if kind == "odom"]
+    flying = next(s for t, s in odoms if t >= phase_t["flying"])
+    stopped = next(s for t, s in odoms if t >= phase_t["landing"])
+    assert flying[0:2] == pytest.approx(episode.start_position[0:2], abs=0.15)
+    yaw0 = _yaw(flying)
+    assert math.remainder(yaw0 - episode.start_yaw, 2 * math.pi) == pytest.approx(0.0, abs=math.radians(3))
+    actions = vs.actions
+    moved = stopped[0:3] - flying[0:3]
+    along = moved[0] * math.cos(yaw0) + moved[1] * math.sin(yaw0)
+    across = -moved[0] * math.sin(yaw0) + moved[1] * math.cos(yaw0)
+    print(f"moved {along:.3f} m along the heading, {across:.3f} m across, {moved[2]:.3f} m up; "
+          f"turned {math.degrees(math.remainder(_yaw(stopped) - yaw0, 2 * math.pi)):.1f} deg")
+    assert along == pytest.approx(actions.forward_m, abs=0.15), moved
+    assert abs(across) < 0.15 and abs(moved[2]) < 0.15, moved
+    turned = math.remainder(_yaw(stopped) - yaw0, 2 * math.pi)
+    assert turned == pytest.approx(actions.turn_rad, abs=math.radians(5))
+    # ... and landed: disarmed on the ground, the bridge (required) exited, so the graph ended.
+    final = next(s for t, kind, s in reversed(timeline) if kind == "odom")
+    assert final[2] == pytest.approx(0.0, abs=0.05) and operator.latest(operator.armed) is False
+    assert operator.latest(operator.phases) == "landed"
+    assert not [i for i in interventions if i["kind"] in ("geofence_hold", "heartbeat_lost", "refused_non_finite")]
+    assert elapsed < 120

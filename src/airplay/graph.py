@@ -198,7 +198,7 @@ FLY_ARGUMENTS: dict[str, str] = {
     "index": "0",                  # task index in the scene (as `airplay vehicle --scene --task`)
     "episodes": "10",
     "seed": "0",
-    "setting": "pointgoal",
+    "setting": "",                 # "": pointgoal, or vln with policy:=airvln_r1
     "camera_topic": "",            # a real camera driver's RGB topic; empty: render the scene at odom
     "depth_topic": "",             # a real depth topic (with camera_topic)
     "render_backend": "auto",
@@ -210,6 +210,10 @@ FLY_ARGUMENTS: dict[str, str] = {
     "fence_box": "",               # x_min,y_min,x_max,y_max map metres ("": none)
     "fence_z_min": "nan",
     "fence_z_max": "nan",
+    # policy:=airvln_r1 (README "Vision-language navigation", "On a vehicle"): the sim_eval VLN arguments, and
+    "instruction": "",             # the instruction to fly ("": the operator's on the `instruction` topic; in a
+                                   # rehearsal, the VLN episode's for (scene, index) when none has come)
+    **{k: SIM_EVAL_ARGUMENTS[k] for k in _VLN_ARGUMENTS},
 }
 """Launch arguments of the fly graph and their defaults."""
 
@@ -226,13 +230,24 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
                                  "or camera_topic:=TOPIC for a real camera")
     if v["depth_topic"] and not v["camera_topic"]:
         raise GraphArgumentError("launch argument depth_topic:= needs camera_topic:= as well")
+    vln_policy = v["policy"] == "airvln_r1"
+    v["setting"] = v["setting"] or ("vln" if vln_policy else "pointgoal")
     episode = {"scenes": v["scene"] or "scenes", "episodes": _number(v, "episodes", int), "seed": _number(v, "seed", int),
-               "setting": _choice(v, "setting", ("pointgoal", "imagegoal", "goalfree"))}
+               "setting": _choice(v, "setting", ("pointgoal", "imagegoal", "goalfree", "vln"))}
+    if vln_policy and not v["scene"]:
+        raise GraphArgumentError("launch argument scene:=FOLDER is needed with policy:=airvln_r1 (the scene sets the "
+                                 "action space's scale; in a rehearsal it is the camera and the episode)")
+    if v["instruction"] and not vln_policy:
+        raise GraphArgumentError(f"launch argument instruction:= goes with policy:=airvln_r1 (got policy:={v['policy']})")
+    vln = _vln_arguments(v, episode, _flag(v, "render_images") or bool(v["camera_topic"]))
+    if vln:  # on a vehicle: no evaluator (the policy node's docstring)
+        vln.update(vehicle=True, instruction=v["instruction"], episode_instruction=not v["camera_topic"])
     bridge = {"connection": v["connection"], "scene_dir": v["scene"], "index": _number(v, "index", int)}
     for key in ("takeoff_height_m", "flight_time_s", "command_timeout_s", "heartbeat_timeout_s", "fence_z_min",
                 "fence_z_max"):
         bridge[key] = _number(v, key)
     bridge["fence_box"] = v["fence_box"]
+    bridge["land_on_policy_stop"] = True  # the policy's stop request (episode/policy "stop": true) lands
     remap = []
     if v["camera_topic"]:
         remap.append(("camera/image_raw", v["camera_topic"]))
@@ -245,7 +260,8 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
                                "render_images": _flag(v, "render_images")}))
     nodes.append(NodeSpec("policy", "airplay.nodes.policy_node", "policy_node",
                           {**episode, "lockstep": False, "policy": v["policy"], "checkpoint": v["checkpoint"],
-                           "execution_horizon": _number(v, "execution_horizon", int)}, remappings=tuple(remap)))
+                           "execution_horizon": _number(v, "execution_horizon", int), **vln},
+                          remappings=tuple(remap)))
     nodes.append(NodeSpec("mavlink_bridge", "airplay.nodes.mavlink_bridge_node", "mavlink_bridge_node", bridge,
                           required=True))
     return nodes

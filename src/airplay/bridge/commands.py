@@ -29,17 +29,34 @@ def _start_pose(args: argparse.Namespace) -> tuple[tuple[float, float, float, fl
     from airplay.tasks.sampler import sample_tasks
 
     world = World.load(args.scene)
-    tasks = sample_tasks(world.scene, world.grid, args.episodes, args.seed, args.setting, world.protocol)
+    fly = ""
+    if args.setting == "vln":  # the VLN episodes as sim_eval and `airplay launch fly policy:=airvln_r1` derive them
+        from airplay.vln.evaluate import vln_scene
+        from airplay.vln.options import load_episode_options
+
+        try:
+            vcfg, imported = load_episode_options(args.vln_config, args.vln_episodes)
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"error: {exc}") from None
+        vs = vln_scene(world, args.episodes, args.seed, vcfg, imported)
+        tasks = vs.tasks
+        fly = " policy:=airvln_r1 vln_backend:=transformers model:=DIR" + "".join(
+            f" {k}:={v}" for k, v in (("vln_config", args.vln_config), ("vln_episodes", args.vln_episodes)) if v)
+    else:
+        tasks = sample_tasks(world.scene, world.grid, args.episodes, args.seed, args.setting, world.protocol)
     if not 0 <= args.task < len(tasks):
         raise SystemExit(f"error: --task {args.task} outside 0..{len(tasks) - 1} (--episodes {args.episodes})")
     task = tasks[args.task]
     x, y, z = (float(v) for v in task.start_position)
     ground = args.ground_z
     goal = ", ".join(f"{v:.2f}" for v in task.goal_position)
-    note = (f"task {args.task} of {world.name} (episodes {args.episodes}, seed {args.seed}): start ({x:.2f}, {y:.2f}) "
+    what = "VLN episode" if args.setting == "vln" else "task"
+    note = (f"{what} {args.task} of {world.name} (episodes {args.episodes}, seed {args.seed}): start ({x:.2f}, {y:.2f}) "
             f"on the ground z={ground:.2f}, goal ({goal}); fly it with "
             f"`airplay launch fly scene:={args.scene} index:={args.task} episodes:={args.episodes} seed:={args.seed} "
-            f"takeoff_height_m:={z - ground:.2f}`")
+            f"takeoff_height_m:={z - ground:.2f}{fly}`")
+    if args.setting == "vln":
+        note += f"\ninstruction: {vs.episodes[args.task].instruction}"
     return (x, y, ground, float(task.start_yaw)), note
 
 
@@ -97,7 +114,10 @@ def register(sub) -> None:
     p.add_argument("--task", type=int, default=0, help="task index with --scene (default 0)")
     p.add_argument("--episodes", type=int, default=10, help="tasks sampled with --scene, as in airplay eval")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--setting", default="pointgoal", choices=("pointgoal", "imagegoal", "goalfree"))
+    p.add_argument("--setting", default="pointgoal", choices=("pointgoal", "imagegoal", "goalfree", "vln"),
+                   help="the tasks of --scene; vln: the VLN episodes (for `airplay launch fly policy:=airvln_r1`)")
+    p.add_argument("--vln-config", default=None, help="with --setting vln: a YAML instead of config/vln.yaml")
+    p.add_argument("--vln-episodes", default=None, help="with --setting vln: an episode file instead of sampling")
     p.add_argument("--ground-z", type=float, default=0.0, help="ground height with --scene (map z, default 0)")
     p.add_argument("--offboard-loss", type=float, default=1.0,
                    help="seconds without setpoints before the OFFBOARD failsafe (PX4 COM_OF_LOSS_T, default 1.0)")

@@ -8,8 +8,12 @@ and from then on sends the supervised policy command every control period.
 
 Subscribes: ``cmd_vel`` geometry_msgs/TwistStamped (heading frame, the policy's stamp on the
 wall clock), ``estop`` std_msgs/Empty (operator stop: land, latched), ``land``
-std_msgs/Empty (normal landing; also after ``flight_time_s``). An ``estop`` std_srvs/Trigger
-service is offered where std_srvs is installed.
+std_msgs/Empty (normal landing; also after ``flight_time_s``), and ``episode/policy``
+std_msgs/String JSON (the policy's end of its episode, e.g. AirVLN-R1's STOP or spent step
+budget): with ``land_on_policy_stop:=true`` (default) a report with ``"stop": true`` while
+flying lands the vehicle like ``land`` (logged with the policy's ``stop_reason``; the phase
+goes to ``landing`` on ``vehicle/phase``). An ``estop`` std_srvs/Trigger service is offered
+where std_srvs is installed.
 
 Publishes: ``odom`` nav_msgs/Odometry (map ENU -> base_link FLU, the conventions of
 :mod:`airplay.nodes.common`; map = the autopilot's local frame turned to ENU, shifted by
@@ -81,7 +85,7 @@ class MavlinkBridgeNode(Node):
             ("command_timeout_s", 0.5), ("heartbeat_timeout_s", 1.5), ("fence_box", ""), ("fence_polygon", ""),
             ("fence_z_min", math.nan), ("fence_z_max", math.nan), ("geofence_hold_s", 2.0),
             ("landing_speed_m_s", 0.5), ("origin_x", 0.0), ("origin_y", 0.0), ("origin_z", 0.0),
-            ("scene_dir", ""), ("index", 0), ("exit_when_landed", True))}
+            ("scene_dir", ""), ("index", 0), ("exit_when_landed", True), ("land_on_policy_stop", True))}
         self.p = p
         if not (isinstance(p["control_rate_hz"], float) and p["control_rate_hz"] > 2.0):
             raise ParameterError(f"parameter 'control_rate_hz' must be > 2 (PX4 drops OFFBOARD below 2 Hz), "
@@ -125,6 +129,8 @@ class MavlinkBridgeNode(Node):
         self.create_subscription(TwistStamped, "cmd_vel", self.on_cmd_vel, RELIABLE)
         self.create_subscription(Empty, "estop", lambda _: self.flight.operator_stop("estop topic"), RELIABLE)
         self.create_subscription(Empty, "land", lambda _: self.flight.land("land topic"), RELIABLE)
+        if p["land_on_policy_stop"]:
+            self.create_subscription(String, "episode/policy", self.on_policy_report, RELIABLE)
         try:
             from std_srvs.srv import Trigger
 
@@ -142,6 +148,19 @@ class MavlinkBridgeNode(Node):
     # -- inputs ------------------------------------------------------------------------------
     def on_cmd_vel(self, msg: TwistStamped) -> None:
         self.flight.on_command(command_from_twist(msg), ns_from_stamp(msg.header.stamp) * 1e-9)
+
+    def on_policy_report(self, msg: String) -> None:
+        """The policy ended its episode: with "stop": true (STOP, its step budget) land while flying."""
+        try:
+            report = json.loads(msg.data)
+            stop = report.get("stop") is True
+        except (ValueError, AttributeError):
+            self.get_logger().error(f"episode/policy: not a JSON object: {msg.data[:200]!r}")
+            return
+        if stop and self.flight.phase == "flying":
+            reason = f"policy stop ({report.get('stop_reason') or 'stop'}, {report.get('vln_steps', '?')} steps)"
+            self.get_logger().info(f"{reason}: landing")
+            self.flight.land(reason)
 
     def on_estop_service(self, request, response):
         self.flight.operator_stop("estop service")

@@ -28,6 +28,22 @@ there. When the sim ends it first (collision, time limit, ...) the node publishe
 report with "stop": false on the terminal ``episode/status``. Either way the report is the
 policy's last word on the episode (the evaluator records the episode with it), and the node
 forgets the instruction before sending it, so the next instruction is the next episode's.
+The report also carries the ``instruction`` flown.
+
+AirVLN-R1 on a vehicle (``vehicle:=true``, the fly graph): there is no evaluator and no
+lockstep. The episode starts on the bridge's ``episode/status`` "started" (scene_dir, index:
+the scene's action space). The instruction is the first of: one received on ``instruction``
+(the operator's) before the navigator's first step, the ``instruction`` parameter, and, with
+``episode_instruction:=true`` (a rehearsal with the renderer as the camera), the instruction of
+the VLN episode (scene, index) derived as in sim_eval; one that arrives later is logged and
+not flown. Until there is one the node sends nothing (the bridge's supervisor hovers on the
+stale command). The node acts on every ``odom`` (the control rate) with the latest camera
+image: when the navigator starts a step (``wants_image``) it hovers until an image stamped at
+or after that odom has arrived, so the model sees a view from where the last action ended
+(depth is passed on when present, not waited for). During a model call nothing is sent (the
+bridge hovers). When the navigator ends the episode (STOP, its step budget) the node publishes
+its report on ``episode/policy`` with ``"stop": true`` (the bridge lands on it) and hovers
+(zero ``cmd_vel`` on every odom) from then on.
 """
 
 from __future__ import annotations
@@ -74,9 +90,18 @@ class PolicyNode(Node):
         self.cmd_pub = self.create_publisher(TwistStamped, "cmd_vel", RELIABLE)
         self.create_subscription(String, "episode/command", self.on_episode_command, RELIABLE)
         self.create_subscription(String, "episode/status", self.on_episode_status, RELIABLE)
-        self.create_subscription(Odometry, "odom", lambda m: self.on_part(m, "odom"), RELIABLE)
-        self.create_subscription(Image, "camera/image_raw", lambda m: self.on_part(m, "rgb"), qos)
-        self.create_subscription(Image, "camera/depth/image_raw", lambda m: self.on_part(m, "depth"), qos)
+        self.on_vehicle = self.vln is not None and self.vln["vehicle"]
+        if self.on_vehicle:
+            self.latest: dict[str, Image] = {}
+            self.view_after = None  # a step's view must be stamped at or after this odom stamp
+            self.create_subscription(Odometry, "odom", self.on_vehicle_odom, RELIABLE)
+            self.create_subscription(Image, "camera/image_raw", lambda m: self.latest.__setitem__("rgb", m), qos)
+            self.create_subscription(Image, "camera/depth/image_raw", lambda m: self.latest.__setitem__("depth", m),
+                                     qos)
+        else:
+            self.create_subscription(Odometry, "odom", lambda m: self.on_part(m, "odom"), RELIABLE)
+            self.create_subscription(Image, "camera/image_raw", lambda m: self.on_part(m, "rgb"), qos)
+            self.create_subscription(Image, "camera/depth/image_raw", lambda m: self.on_part(m, "depth"), qos)
         self.create_subscription(Image, "goal_image", self.on_goal_image, RELIABLE)
         self.instruction = None   # vln: the text of the current episode (None: not received yet)
         self.episode = None       # the sim's episode number of the live episode
@@ -115,6 +140,16 @@ class PolicyNode(Node):
 
         if self.setting != "vln":
             raise ParameterError(f"parameter 'setting' must be vln for policy airvln_r1, got {self.setting!r}")
+        on_vehicle = {k: declare(self, k, d) for k, d in (("vehicle", False), ("instruction", ""),
+                                                            ("episode_instruction", False))}
+        for k in ("vehicle", "episode_instruction"):
+            if not isinstance(on_vehicle[k], bool):
+                raise ParameterError(f"parameter '{k}' must be true or false, got {on_vehicle[k]!r}")
+        if not isinstance(on_vehicle["instruction"], str):
+            raise ParameterError(f"parameter 'instruction' must be a string, got {on_vehicle['instruction']!r}")
+        if (on_vehicle["instruction"] or on_vehicle["episode_instruction"]) and not on_vehicle["vehicle"]:
+            raise ParameterError("parameters 'instruction' and 'episode_instruction' are for a vehicle (vehicle:=true); "
+                                 "in sim_eval the evaluator sends each episode's instruction")
         values = {k: declare(self, k, d) for k, d in VLN_OPTIONS.items() if k not in EPISODE_OPTIONS}
         try:
             o = parse_vln_options({**values, **{k: p[k] or "" for k in EPISODE_OPTIONS}})
@@ -127,9 +162,20 @@ class PolicyNode(Node):
             name = ("device" if str(exc).startswith("device ") else
                     "model" if o["backend"] == "transformers" else "endpoint")
             raise ParameterError(f"parameter '{name}': {exc}") from None
-        return {**o, "backend_object": backend}
+        return {**o, **on_vehicle, "backend_object": backend}
 
     def on_instruction(self, msg: String) -> None:
+        if self.on_vehicle:
+            flying = self.policy is not None and self.start_ns is not None and self.policy.steps > 0
+            if flying and self.reported is None:
+                if str(msg.data) != self.instruction:
+                    self.get_logger().warning(f"instruction {msg.data!r} came while the navigator flies "
+                                              f"{self.instruction!r}: not flown")
+                return
+            if self.reported is None:
+                self.instruction = str(msg.data)
+                self.get_logger().info(f"instruction from the operator: {self.instruction!r}")
+            return
         self.instruction = str(msg.data)
         for stamp in sorted(self.pending):
             self.try_act(stamp)
@@ -141,7 +187,8 @@ class PolicyNode(Node):
         if self.reported is not None and self.reported[0] == self.episode:
             return
         backend = self.vln["backend_object"]
-        info = {"episode": self.episode, "stop": stop, "stamp_ns": stamp, **self.policy.episode_info(),
+        info = {"episode": self.episode, "stop": stop, "stamp_ns": stamp, "instruction": self.instruction,
+                **self.policy.episode_info(),
                 "backend": getattr(backend, "name", ""), "model": str(getattr(backend, "model_name", "")),
                 "history_offsets": list(self.policy.prompts.history_offsets)}
         self.instruction = None  # the next instruction is the next episode's
@@ -188,11 +235,57 @@ class PolicyNode(Node):
         self.policy.reset(self.task)
         self.start_ns = start
         self.episode = status.get("episode")
+        if self.on_vehicle and self.instruction is None:
+            self._default_instruction(int(status["index"]))
         if self.goal_image is not None and self.goal_image[0] < start:
             self.goal_image = None
         self.pending = {s: v for s, v in self.pending.items() if s >= start}
         for stamp in sorted(self.pending):
             self.try_act(stamp)
+
+    def _default_instruction(self, index: int) -> None:
+        """On a vehicle with no instruction from the operator yet: the parameter's, or the VLN episode's."""
+        if self.vln["instruction"]:
+            self.instruction, source = self.vln["instruction"], "parameter 'instruction'"
+        elif self.vln["episode_instruction"]:
+            self.instruction = self.tasks.vln.episodes[index].instruction
+            source = f"VLN episode {index} of {self.tasks.world.name}"
+        else:
+            self.get_logger().info("waiting for the operator's instruction on 'instruction' (std_msgs/String)")
+            return
+        self.get_logger().info(f"instruction from {source}: {self.instruction!r}")
+
+    def on_vehicle_odom(self, msg: Odometry) -> None:
+        """On a vehicle: one command per odom (module docstring)."""
+        from airplay.vln.executor import HOVER
+
+        stamp = ns_from_stamp(msg.header.stamp)
+        if self.start_ns is None or stamp < self.start_ns:
+            return
+        if self.reported is not None and self.reported[0] == self.episode:
+            self.cmd_pub.publish(twist_from_command(HOVER, stamp))  # the episode is over: hover until landed
+            return
+        if self.instruction is None:
+            return  # nothing to fly yet: the bridge's supervisor hovers
+        rgb = self.latest.get("rgb")
+        if self.policy.wants_image:
+            if self.view_after is None:
+                self.view_after = stamp
+            if rgb is None or ns_from_stamp(rgb.header.stamp) < self.view_after:
+                self.cmd_pub.publish(twist_from_command(HOVER, stamp))  # wait for a view from here
+                return
+            self.view_after = None
+        state = state_from_odometry(msg)
+        obs = {"rgb": rgb_from_image(rgb), "state": state.astype(np.float32), "instruction": self.instruction}
+        if "depth" in self.latest:
+            obs["depth"] = depth_from_image(self.latest["depth"])
+        cmd = np.asarray(self.policy.select_action(obs), np.float32)
+        if self.policy.done:
+            self.report(stop=True, stamp=stamp)
+            cmd = HOVER
+            self.get_logger().info(f"navigator ended ({self.policy.stop_reason}) after {self.policy.steps} steps: "
+                                   f"{self.policy.past_actions}")
+        self.cmd_pub.publish(twist_from_command(cmd, stamp))
 
     def on_goal_image(self, msg: Image) -> None:
         self.goal_image = (ns_from_stamp(msg.header.stamp), rgb_from_image(msg))
