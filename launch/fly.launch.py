@@ -6,6 +6,11 @@ camera driver's topic remapped in with ``camera_topic:=``), the policy node (not
 parameters and remappings come from :func:`airplay.graph.fly_graph`, the same description that
 ``airplay launch fly`` reads where only the pip ROS 2 wheels exist. The graph shuts down when
 the bridge (the required node) exits: after landing, or when its flight sequence failed.
+
+AirVLN-R1 flies on it too: ``ros2 launch airplay fly.launch.py scene:=... index:=...
+policy:=airvln_r1 vln_backend:=transformers model:=DIR`` (or ``vln_backend:=openai
+endpoint:=URL``), with the instruction on the ``instruction`` topic or ``instruction:=TEXT``;
+the navigator's STOP lands the vehicle (README "A real drone", "AirVLN-R1 on the vehicle").
 """
 
 from launch import LaunchDescription
