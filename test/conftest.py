@@ -14,6 +14,22 @@ os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(REPO / "config" / "fastdds_loc
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
 
+def random_ros_domain() -> str:
+    """A ROS_DOMAIN_ID for one graph: 1..101, the range ROS 2 documents as safe on Linux
+    (higher ids can collide with the kernel's ephemeral ports)."""
+    import random
+
+    return str(random.SystemRandom().randint(1, 101))
+
+
+@pytest.fixture
+def own_ros_domain(monkeypatch):
+    """A ROS domain of our own for one test: other graphs may run on this machine's loopback
+    at the same time. Modules that start graphs use it for every test with
+    ``pytestmark = pytest.mark.usefixtures("own_ros_domain")``."""
+    monkeypatch.setenv("ROS_DOMAIN_ID", random_ros_domain())
+
+
 @pytest.fixture
 def real_data() -> Path:
     """../shared/data/real, or skip with the reason."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -27,10 +26,7 @@ pytest.importorskip("pymavlink")
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True)
-def own_ros_domain(monkeypatch):
-    """A ROS domain of our own: other graphs may run on this machine's loopback at the same time."""
-    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(101, 200)))
+pytestmark = pytest.mark.usefixtures("own_ros_domain")  # test/conftest.py
 
 
 def free_udp_port() -> int:

@@ -102,13 +102,13 @@ def test_policy_node_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, 
     """ACT with H = 4 through sim, renderer, policy and evaluator processes over DDS: the same
     episodes.jsonl as in-process."""
     pytest.importorskip("rclpy")
-    import random
+    from conftest import random_ros_domain
 
     from test_ros_graph import _logs, start_node, stop_all
 
     from airplay.eval.runner import EvalConfig, evaluate_inprocess
 
-    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 100)))
+    monkeypatch.setenv("ROS_DOMAIN_ID", random_ros_domain())
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the same float sums as this process
     folder, _ = checkpoints["act"]
     episodes = 2
@@ -142,7 +142,9 @@ def test_policy_node_rejects_a_missing_checkpoint(scene_dir, tmp_path, monkeypat
     pytest.importorskip("rclpy")
     from test_ros_graph import start_node, stop_all
 
-    monkeypatch.setenv("ROS_DOMAIN_ID", "77")
+    from conftest import random_ros_domain
+
+    monkeypatch.setenv("ROS_DOMAIN_ID", random_ros_domain())
     proc = start_node("policy", {"scenes": str(scene_dir), "episodes": 1, "policy": "dp"}, tmp_path)
     try:
         assert proc.wait(timeout=60) != 0
@@ -156,9 +158,9 @@ def test_eval_ros_runtime_with_a_checkpoint_equals_inprocess(checkpoints, scene_
     checkpoint:= and execution_horizon:= through graph.py to the policy node): the same
     episodes.jsonl as ``--runtime inprocess``, and the checkpoint in both summaries."""
     pytest.importorskip("rclpy")
-    import random
+    from conftest import random_ros_domain
 
-    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(101, 200)))
+    monkeypatch.setenv("ROS_DOMAIN_ID", random_ros_domain())
     monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", str(Path(__file__).parents[1] / "config/fastdds_localhost.xml"))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the same float sums as this process

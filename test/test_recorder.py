@@ -36,10 +36,11 @@ SEED = 1  # tasks of 11.1 m and 2.4 m on this scene: ~30 s of graph time
 def own_ros_domain():
     """A ROS domain of our own for the whole module (its graph runs in a module fixture)."""
     import os
-    import random
+
+    from conftest import random_ros_domain
 
     before = os.environ.get("ROS_DOMAIN_ID")
-    os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(101, 200))
+    os.environ["ROS_DOMAIN_ID"] = random_ros_domain()
     yield
     if before is None:
         os.environ.pop("ROS_DOMAIN_ID")

@@ -35,12 +35,7 @@ NODES = {
 }
 
 
-@pytest.fixture(autouse=True)
-def own_ros_domain(monkeypatch):
-    """A ROS domain of our own: other graphs may run on this machine's loopback at the same time."""
-    import random
-
-    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 100)))
+pytestmark = pytest.mark.usefixtures("own_ros_domain")  # test/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -36,12 +36,7 @@ SEED = 3
 GRAPH_DEADLINE_S = 420  # a hang guard: ~40 s idle, several times that under load on 2 cores
 
 
-@pytest.fixture(autouse=True)
-def own_ros_domain(monkeypatch):
-    """A ROS domain of our own: other graphs may run on this machine's loopback at the same time."""
-    import random
-
-    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(101, 200)))
+pytestmark = pytest.mark.usefixtures("own_ros_domain")  # test/conftest.py
 
 
 @pytest.fixture(scope="module")
