@@ -128,6 +128,7 @@ def recorded(scene_dir, tmp_path_factory):
             time.sleep(0.05)  # 1 s of sim time into the first episode
         time.sleep(1.5)
         procs["recorder_sigint"].send_signal(signal.SIGINT)
+        workers = child_pids(procs["recorder_sigkill"].pid)  # its metadata worker
         killed_at["sigkill"] = time.monotonic()
         procs["recorder_sigkill"].send_signal(signal.SIGKILL)
         assert procs["recorder_sigint"].wait(timeout=20) == 0, _logs(tmp)
@@ -145,7 +146,28 @@ def recorded(scene_dir, tmp_path_factory):
         statuses, odom = listener.snapshot()
         listener.background.close()
     assert procs["recorder"].returncode == 0, _logs(tmp)
-    return tmp, statuses, odom, killed_at["sigkill"]
+    return tmp, statuses, odom, killed_at["sigkill"], workers
+
+
+def child_pids(pid: int) -> list[int]:
+    """The live children of process ``pid`` (Linux /proc)."""
+    pids = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        pids += [int(c) for c in (task / "children").read_text().split()]
+    return pids
+
+
+def test_sigkill_leaves_no_worker_behind(recorded):
+    """The recorder's metadata worker (a process pool) ends with the SIGKILLed recorder."""
+    workers = recorded[4]
+    assert workers, "the recorder had no worker process when it was killed"
+    deadline = time.monotonic() + 10
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in workers if Path(f"/proc/{p}").exists() and
+                 Path(f"/proc/{p}/stat").read_text().split(")")[-1].split()[0] != "Z"]
+        time.sleep(0.1)
+    assert not alive, f"worker processes {alive} outlived the SIGKILLed recorder"
 
 
 def _bag_counts(bag: Path) -> dict[str, int]:
@@ -160,7 +182,7 @@ def _bag_counts(bag: Path) -> dict[str, int]:
 
 
 def test_collect_graph_bags_hold_the_episodes(recorded):
-    tmp, statuses, _, _ = recorded
+    tmp, statuses, _, _, _ = recorded
     terminal = {s["episode"]: s for s in statuses if s["status"] != "started"}
     started = {s["episode"]: s for s in statuses if s["status"] == "started"}
     bags = iter_episode_bags(tmp / "bags")
@@ -197,7 +219,7 @@ def test_collect_graph_bags_hold_the_episodes(recorded):
 
 
 def test_sigint_finalizes_the_open_bag(recorded):
-    tmp, statuses, _, _ = recorded
+    tmp, statuses, _, _, _ = recorded
     bags = iter_episode_bags(tmp / "sigint")
     assert len(bags) == 1, _logs(tmp)
     e = read_episode(bags[0])
@@ -215,7 +237,7 @@ def test_sigkill_loses_at_most_a_second(recorded):
     from mcap.records import Message
     from mcap.stream_reader import StreamReader
 
-    tmp, statuses, odom_arrivals, killed_at = recorded
+    tmp, statuses, odom_arrivals, killed_at, _ = recorded
     bags = iter_episode_bags(tmp / "sigkill")
     assert len(bags) == 1, _logs(tmp)
     killed = bags[0]

@@ -417,8 +417,12 @@ def _state64(vehicle):
 
 # -- running a collection ----------------------------------------------------------------------------
 def _init_worker(threads: int) -> None:
-    """Pool worker start: numba threads per worker (set before numba's first parallel run)."""
+    """Pool worker start: numba threads per worker (set before numba's first parallel run); the
+    worker ends with the collector, also when the collector is SIGKILLed."""
+    from airplay.parent_watch import exit_with_parent
+
     os.environ["NUMBA_NUM_THREADS"] = str(threads)
+    exit_with_parent()
 
 
 def _run_local(jobs: list[FlightJob], workers: int):

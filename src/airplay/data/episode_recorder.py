@@ -276,10 +276,14 @@ _SCENE_TASKS: dict = {}
 
 
 def ignore_interrupts() -> None:
-    """Initializer of the metadata worker: Ctrl-C to the process group is the recorder's to handle."""
+    """Initializer of the metadata worker: Ctrl-C to the process group is the recorder's to handle,
+    and the worker ends with the recorder (also when the recorder is SIGKILLed)."""
     import signal
 
+    from airplay.parent_watch import exit_with_parent
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()
 
 
 def scene_task_metadata(scene_dir: str, index: int, episodes: int, seed: int, setting: str) -> dict:
