@@ -22,6 +22,24 @@ def random_ros_domain() -> str:
     return str(random.SystemRandom().randint(1, 101))
 
 
+def descendants(pid: int) -> list[int]:
+    """The ids of ``pid``'s child processes, and theirs (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 @pytest.fixture
 def own_ros_domain(monkeypatch):
     """A ROS domain of our own for one test: other graphs may run on this machine's loopback

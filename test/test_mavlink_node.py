@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import descendants
 
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("pymavlink")
@@ -313,23 +314,6 @@ def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, t
         operator.close()
 
 
-def _descendants(pid: int) -> list[int]:
-    """The ids of ``pid``'s child processes, and theirs (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
 
 def _yaw(state) -> float:
     from airplay.nodes.common import yaw_from_state
@@ -363,7 +347,7 @@ def test_rehearsal_flies_airvln_r1_stops_and_lands(fly_scene, tiny_vl_model, tmp
         launch = spawn([sys.executable, "-m", "airplay.cli", "launch", "fly", *args], tmp_path / "launch.log")
 
         def policy_listens() -> bool:
-            nodes.update(_descendants(launch.pid))
+            nodes.update(descendants(launch.pid))
             assert launch.poll() is None, "airplay launch fly ended early\n" + logs(tmp_path)
             return operator.instruction_pub.get_subscription_count() >= 1
 
@@ -388,7 +372,7 @@ def test_rehearsal_flies_airvln_r1_stops_and_lands(fly_scene, tiny_vl_model, tmp
     finally:
         for proc in (launch, vehicle):
             if proc is not None and proc.poll() is None:
-                nodes.update(_descendants(proc.pid))
+                nodes.update(descendants(proc.pid))
                 proc.send_signal(signal.SIGINT)
         for proc in (launch, vehicle):
             if proc is not None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from conftest import descendants
 
 rclpy = pytest.importorskip("rclpy")
 
@@ -128,7 +129,7 @@ def recorded(scene_dir, tmp_path_factory):
             time.sleep(0.05)  # 1 s of sim time into the first episode
         time.sleep(1.5)
         procs["recorder_sigint"].send_signal(signal.SIGINT)
-        workers = child_pids(procs["recorder_sigkill"].pid)  # its metadata worker
+        workers = descendants(procs["recorder_sigkill"].pid)  # its metadata worker
         killed_at["sigkill"] = time.monotonic()
         procs["recorder_sigkill"].send_signal(signal.SIGKILL)
         assert procs["recorder_sigint"].wait(timeout=20) == 0, _logs(tmp)
@@ -147,14 +148,6 @@ def recorded(scene_dir, tmp_path_factory):
         listener.background.close()
     assert procs["recorder"].returncode == 0, _logs(tmp)
     return tmp, statuses, odom, killed_at["sigkill"], workers
-
-
-def child_pids(pid: int) -> list[int]:
-    """The live children of process ``pid`` (Linux /proc)."""
-    pids = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        pids += [int(c) for c in (task / "children").read_text().split()]
-    return pids
 
 
 def test_sigkill_leaves_no_worker_behind(recorded):

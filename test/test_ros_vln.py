@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import descendants
 
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("transformers")
@@ -63,23 +64,6 @@ def _args(scene_dir: Path, out: Path, config: Path, episodes_file: Path | None) 
     return args + (["--vln-episodes", str(episodes_file)] if episodes_file else [])
 
 
-def _descendants(pid: int) -> list[int]:
-    """The ids of ``pid``'s child processes, and theirs (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
 
 def run_airplay(args: list[str], log: Path, deadline_s: float) -> int:
     """``airplay ARGS`` as a process (its own session), killed with everything it started by the deadline."""
@@ -90,14 +74,14 @@ def run_airplay(args: list[str], log: Path, deadline_s: float) -> int:
     try:
         end = time.monotonic() + deadline_s
         while proc.poll() is None and time.monotonic() < end:
-            nodes.update(_descendants(proc.pid))
+            nodes.update(descendants(proc.pid))
             time.sleep(0.5)
         if proc.poll() is None:
             pytest.fail(f"airplay {' '.join(args[:3])} did not finish within {deadline_s} s\n{log.read_text()[-6000:]}")
         return proc.returncode
     finally:
         if proc.poll() is None:
-            nodes.update(_descendants(proc.pid))
+            nodes.update(descendants(proc.pid))
             proc.send_signal(signal.SIGTERM)  # the launcher stops its nodes
             try:
                 proc.wait(timeout=20)
