@@ -118,6 +118,8 @@ def render(
     background: tuple[float, float, float] = (0.0, 0.0, 0.0),
     near_m: float = NEAR_PLANE_M,
     far_m: float = FAR_PLANE_M,
+    lod_px: float | None = None,
+    lod=None,
 ) -> RenderOutput:
     """Render ``gaussians`` from C cameras.
 
@@ -129,6 +131,11 @@ def render(
         backend: "auto", "cpu" or "gsplat".
         background: RGB in [0, 1] behind the splat.
         near_m, far_m: clipping distances along the optical axis, metres.
+        lod_px: level of detail (:mod:`airplay.render.lod`): each camera draws a cut of the
+            splat's hierarchy in which a merged Gaussian replaces a cluster whose size projects
+            to at most ``lod_px`` pixels. 0 or None: every Gaussian (exact, the default).
+        lod: the splat's :class:`airplay.render.lod.GaussianHierarchy`; by default
+            :func:`airplay.render.lod.hierarchy_for` (memoised, cached on disk).
 
     Returns:
         :class:`RenderOutput` with (C, H, W, ...) arrays.
@@ -138,9 +145,33 @@ def render(
     if not 0.0 < near_m < far_m:
         raise ValueError(f"clipping distances must satisfy 0 < near_m < far_m, got near_m={near_m} far_m={far_m}")
     viewmats, Ks = _as_batch(viewmats, Ks)
+    from airplay.render.lod import check_lod_px
+
+    lod_px = check_lod_px(lod_px)
     chosen = resolve_backend(backend)
     bg = np.asarray(background, dtype=np.float32).reshape(3)
-    if chosen == "gsplat":
+    if lod_px > 0.0:
+        from airplay.render import lod as lod_module
+
+        hierarchy = lod if lod is not None else lod_module.hierarchy_for(gaussians)
+        if chosen == "gsplat":
+            from airplay.render.gsplat_backend import render_gsplat
+
+            outs = []
+            for i in range(len(viewmats)):
+                ids = lod_module.select(hierarchy, viewmats[i], Ks[i], width, height, lod_px, near_m, far_m)
+                if len(ids) == 0:  # nothing in view
+                    outs.append((np.broadcast_to(bg, (1, height, width, 3)).copy(),
+                                 np.full((1, height, width), np.inf, np.float32),
+                                 np.zeros((1, height, width), np.float32)))
+                    continue
+                outs.append(render_gsplat(hierarchy.gaussians(ids, gaussians.sh_rotation), viewmats[i : i + 1],
+                                          Ks[i : i + 1], width, height, bg, near_m, far_m))
+            rgb, depth, alpha = (np.concatenate([o[j] for o in outs]) for j in range(3))
+        else:
+            rgb, depth, alpha = lod_module.render_lod_cpu(gaussians, hierarchy, viewmats, Ks, width, height, bg,
+                                                          near_m, far_m, lod_px)
+    elif chosen == "gsplat":
         from airplay.render.gsplat_backend import render_gsplat
 
         rgb, depth, alpha = render_gsplat(gaussians, viewmats, Ks, width, height, bg, near_m, far_m)

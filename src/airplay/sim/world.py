@@ -9,6 +9,7 @@ import numpy as np
 
 from airplay.render.api import render
 from airplay.render.camera import map_from_base, viewmat_from_pose
+from airplay.render.lod import GaussianHierarchy, hierarchy_for
 from airplay.render.mesh_depth import MeshRaycaster
 from airplay.render.mesh_zbuffer import MeshDepthRasterizer
 from airplay.scene.scene import Scene
@@ -27,7 +28,8 @@ class World:
     grid: the planning grid of the protocol; checker: sphere-vs-SDF collision and bounds;
     caster: Embree ray caster; depth: compiled z-buffer for mesh depth images (the same
     image as ray casting through pixel centres, several times faster); vehicle and
-    protocol: the settings used.
+    protocol: the settings used; lod: the splat's level-of-detail hierarchy (cached on
+    disk), used when ``protocol.render_lod_px`` > 0.
     """
 
     scene: Scene
@@ -38,26 +40,30 @@ class World:
     depth: MeshDepthRasterizer
     vehicle: VehicleParams
     protocol: Protocol
+    lod: GaussianHierarchy | None = None
 
     @property
     def name(self) -> str:
         return self.scene.name
 
     def camera_images(self, position: np.ndarray, yaw_rad: float, backend: str = "auto", depth: bool = True,
-                      max_depth_m: float = 100.0) -> tuple[np.ndarray, np.ndarray | None]:
+                      max_depth_m: float = 100.0, lod_px: float | None = None) -> tuple[np.ndarray, np.ndarray | None]:
         """What the scene's camera sees from a vehicle at ``position`` (map, m) with heading ``yaw_rad``.
 
         The camera is gimbal-stabilised (roll and pitch of the vehicle are left out), on the
         scene's mount. Returns RGB (H, W, 3) uint8 over the scene's background, and, with
         ``depth``, the collision mesh's z-depth (H, W, 1) float32 in metres, clipped at
-        ``max_depth_m`` (also where nothing is hit); None otherwise.
+        ``max_depth_m`` (also where nothing is hit); None otherwise. RGB is rendered at the
+        protocol's level of detail (``render: lod_px`` in protocol.yaml) unless ``lod_px`` is
+        given (0 = exact).
         """
         spec = self.scene.spec
         cam = spec.camera.intrinsics
         viewmat = viewmat_from_pose(map_from_base(float(position[0]), float(position[1]), float(position[2]),
                                                   float(yaw_rad)), spec.camera.mount)
+        lod_px = self.protocol.render_lod_px if lod_px is None else lod_px
         out = render(self.scene.gaussians, viewmat, cam.K, cam.width, cam.height, backend=backend,
-                     background=spec.background_rgb)
+                     background=spec.background_rgb, lod_px=lod_px, lod=self.lod if lod_px else None)
         if not depth:
             return out.rgb_uint8[0], None
         z = np.minimum(self.depth.depth(viewmat, cam.K, cam.width, cam.height), max_depth_m)
@@ -73,5 +79,6 @@ class World:
         sdf = SignedDistanceField.for_scene(scene, resolution_m=protocol.task.grid_resolution_m, cache_dir=cache_dir)
         grid = NavigableGrid.for_scene(scene, sdf, protocol.task, vehicle.radius_m)
         checker = CollisionChecker(sdf, scene.spec.navigable, vehicle.radius_m)
+        lod = hierarchy_for(scene.gaussians, cache_dir=cache_dir) if protocol.render_lod_px > 0 else None
         return cls(scene, sdf, grid, checker, MeshRaycaster(scene.mesh), MeshDepthRasterizer(scene.mesh),
-                   vehicle, protocol)
+                   vehicle, protocol, lod)

@@ -51,6 +51,9 @@ class Protocol:
     success_radius_m: float = 1.0
     time_limit_base_s: float = 10.0
     time_limit_per_astar_m_s: float = 1.5
+    render_lod_px: float = 2.0
+    """Level of detail of the camera images (``render: lod_px``; :mod:`airplay.render.lod`):
+    clusters of Gaussians projecting to at most this many pixels are drawn merged; 0 = exact."""
 
     def time_limit_s(self, astar_length_m: float) -> float:
         """Episode time limit, seconds: base + per-metre factor * A* path length (m)."""
@@ -103,7 +106,13 @@ def load_protocol(path: str | Path | None = None) -> Protocol:
         distance_quantile=_number(path, task, "distance_quantile", "task.", positive=False, lo=0.0, hi=1.0),
         clearance_margin_m=_number(path, task, "clearance_margin_m", "task.", positive=False, lo=0.0),
     )
+    render = data.get("render", {})
+    if not isinstance(render, dict):
+        raise ProtocolError(path, "render: must be a mapping")
+    lod_px = (_number(path, render, "lod_px", "render.", positive=False, lo=0.0) if "lod_px" in render
+              else Protocol.render_lod_px)
     return Protocol(
+        render_lod_px=lod_px,
         task=settings,
         success_radius_m=_number(path, data, "success_radius_m", ""),
         time_limit_base_s=_number(path, limit, "base_s", "time_limit.", positive=False, lo=0.0),
