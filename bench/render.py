@@ -10,6 +10,11 @@ frame at the same resolution, their ratio, and the targets (>= 50 FPS, >= 10x).
     PYTHONPATH=src python bench/render.py                # table
     PYTHONPATH=src python bench/render.py --json         # one JSON object
     PYTHONPATH=src python bench/render.py --profile      # plus per-stage times
+    PYTHONPATH=src python bench/render.py --scenes vegetation --size 64 --no-reference --lod-px 1,2,4
+
+Level-of-detail rows (``--lod-px``, default 1,2,4): the same frames rendered from each view's
+LOD cut (:mod:`airplay.render.lod`), FPS, the speed-up over the exact row of the same run and
+the PSNR of each view against its exact render (mean over views with a difference; min).
 
 The reference takes tens of seconds per 224x224 frame on large scenes (progress is
 printed to stderr); ``--no-reference`` skips it.
@@ -54,17 +59,17 @@ def seal_views(gaussians, size: int, count: int = 8):
     return np.stack(viewmats), cam.K, (0.0, 0.0, 0.0)
 
 
-def synthetic_scene(size: int, count: int = 8):
-    """A generated urban scene and vehicle cameras in its navigable region; raises ImportError
-    when the generator is not available."""
+def synthetic_scene(size: int, count: int = 8, category: str = "urban"):
+    """A generated scene (seed 0, the generator's default density) and vehicle cameras in its
+    navigable region; raises ImportError when the generator is not available."""
     from airplay.scene.synthetic import make_scene
 
     from airplay.render.camera import map_from_base, viewmat_from_pose
     from airplay.scene.scene import Scene
 
     with tempfile.TemporaryDirectory(prefix="airplay-bench-") as tmp:
-        make_scene("urban", 0, Path(tmp) / "urban")
-        scene = Scene.load(Path(tmp) / "urban")
+        make_scene(category, 0, Path(tmp) / category)
+        scene = Scene.load(Path(tmp) / category)
     spec = scene.spec
     cam = spec.camera.intrinsics.scaled(size, size)
     mount = spec.camera.mount
@@ -81,6 +86,53 @@ def synthetic_scene(size: int, count: int = 8):
         poses = [(float(c[0]), float(c[1]), z, 2.0 * math.pi * k / count) for k in range(count)]
     viewmats = np.stack([viewmat_from_pose(map_from_base(x, y, z, yaw), mount) for x, y, z, yaw in poses])
     return scene.gaussians, viewmats, cam.K, tuple(spec.background_rgb)
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((np.clip(a, 0, 1).astype(np.float64) - np.clip(b, 0, 1)) ** 2))
+    return math.inf if mse == 0.0 else 10.0 * math.log10(1.0 / mse)
+
+
+def bench_lod(name, gaussians, viewmats, K, size, frames, background, lod_px, exact_row, profile):
+    """One LOD row: FPS over the same frames as the exact row, PSNR of each view against the
+    exact render, and the speed-up over the exact row of this run."""
+    from airplay.render import lod
+    from airplay.render.cpu_backend import PROFILE_KEYS, render_cpu
+
+    bg = np.asarray(background, dtype=np.float32)
+    Ks = K[None]
+    t = time.perf_counter()
+    tree = lod.hierarchy_for(gaussians)
+    tree_s = time.perf_counter() - t
+    scores = []
+    for c in range(len(viewmats)):
+        exact = render_cpu(gaussians, viewmats[c : c + 1], Ks, size, size, bg, 0.05, 1e4)[0]
+        mine = lod.render_lod_cpu(gaussians, tree, viewmats[c : c + 1], Ks, size, size, bg, 0.05, 1e4, lod_px)[0]
+        scores.append(psnr(mine, exact))
+    stages: dict = {}
+    times = []
+    for f in range(frames):
+        c = f % len(viewmats)
+        t = time.perf_counter()
+        lod.render_lod_cpu(gaussians, tree, viewmats[c : c + 1], Ks, size, size, bg, 0.05, 1e4, lod_px,
+                           profile=stages if profile else None)
+        times.append(time.perf_counter() - t)
+    times = np.array(times)
+    finite = [x for x in scores if math.isfinite(x)]
+    row = {
+        "scene": name, "gaussians": len(gaussians), "resolution": f"{size}x{size}", "lod_px": lod_px,
+        "views": len(viewmats), "frames": frames, "hierarchy_s": round(tree_s, 3),
+        "cpu_fps": round(float(1.0 / times.mean()), 2), "cpu_ms_mean": round(float(1e3 * times.mean()), 3),
+        "speedup_vs_exact": round(exact_row["cpu_ms_mean"] / float(1e3 * times.mean()), 2),
+        "psnr_db_mean": round(float(np.mean(finite)), 2) if finite else math.inf,
+        "psnr_db_min": round(float(min(scores)), 2), "identical_views": len(scores) - len(finite),
+    }
+    if profile:
+        row["stages_ms"] = {k: round(1e3 * stages[k] / frames, 3)
+                            for k in PROFILE_KEYS + ("cut",) if k not in ("visible", "tile_pairs")}
+        row["cut_size"] = int(stages["cut_size"] / frames)
+        row["tile_pairs"] = int(stages["tile_pairs"] / frames)
+    return row
 
 
 def bench_scene(name, gaussians, viewmats, K, size, frames, background, with_reference, profile):
@@ -165,6 +217,21 @@ def print_table(rows, skipped):
         print(f"{name:<17}skipped: {why}")
 
 
+def print_lod_table(rows):
+    print("\nLevel of detail (airplay.render.lod), same frames as the exact rows above; PSNR of each view vs its exact render")
+    head = (f"{'scene':<19}{'Gaussians':>10}{'res':>9}{'lod px':>7}{'CPU FPS':>9}{'ms':>8}{'x exact':>8}"
+            f"{'PSNR dB mean':>13}{'min':>7}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['scene']:<19}{r['gaussians']:>10}{r['resolution']:>9}{r['lod_px']:>7g}{r['cpu_fps']:>9.1f}"
+              f"{r['cpu_ms_mean']:>8.2f}{r['speedup_vs_exact']:>8.2f}{r['psnr_db_mean']:>13.2f}{r['psnr_db_min']:>7.2f}"
+              + (f"  ({r['identical_views']} of {r['views']} views identical)" if r["identical_views"] else ""))
+        if "stages_ms" in r:
+            stages = ", ".join(f"{k} {v:.2f}" for k, v in r["stages_ms"].items())
+            print(f"{'':<19}stages (ms/frame): {stages}; cut {r['cut_size']} Gaussians, tile pairs {r['tile_pairs']}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, default=100, help="timed frames per scene (default 100)")
@@ -172,13 +239,16 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--profile", action="store_true", help="also report the per-stage time breakdown")
     parser.add_argument("--no-reference", action="store_true", help="skip the (slow) plain reference")
-    parser.add_argument("--scenes", default="seal,synthetic", help="comma-separated: seal, synthetic")
+    parser.add_argument("--scenes", default="seal,synthetic",
+                        help="comma-separated: seal, synthetic (urban), vegetation (the collection benchmark's scene)")
+    parser.add_argument("--lod-px", default="1,2,4",
+                        help="comma-separated LOD thresholds in pixels, one row each per scene ('' = none)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))  # reference_render
 
     import numba
 
-    rows, skipped = [], []
+    rows, skipped, inputs = [], [], {}
     wanted = {s.strip() for s in args.scenes.split(",") if s.strip()}
     if "seal" in wanted:
         path = REAL_DATA / "luma-seal.splat"
@@ -192,6 +262,7 @@ def main(argv=None) -> int:
             g = read_splat(path)
             viewmats, K, bg = seal_views(g, args.size)
             rows.append(bench_scene("luma-seal", g, viewmats, K, args.size, args.frames, bg, not args.no_reference, args.profile))
+            inputs["luma-seal"] = (g, viewmats, K, bg)
     if "synthetic" in wanted:
         try:
             log("[synthetic-urban] generating the scene ...")
@@ -206,12 +277,25 @@ def main(argv=None) -> int:
             skipped.append(("synthetic-urban", msg))
         else:
             rows.append(bench_scene("synthetic-urban", g, viewmats, K, args.size, args.frames, bg, not args.no_reference, args.profile))
+            inputs["synthetic-urban"] = (g, viewmats, K, bg)
+    if "vegetation" in wanted:
+        log("[synthetic-vegetation] generating the scene ...")
+        g, viewmats, K, bg = synthetic_scene(args.size, category="vegetation")
+        rows.append(bench_scene("synthetic-vegetation", g, viewmats, K, args.size, args.frames, bg, False, args.profile))
+        inputs["synthetic-vegetation"] = (g, viewmats, K, bg)
+    lod_rows = []
+    for px in [float(x) for x in args.lod_px.split(",") if x.strip()]:
+        for r in rows:
+            g, viewmats, K, bg = inputs[r["scene"]]
+            log(f"[{r['scene']}] LOD {px:g} px ...")
+            lod_rows.append(bench_lod(r["scene"], g, viewmats, K, args.size, args.frames, bg, px, r, args.profile))
     result = {
         "threads": numba.get_num_threads(),
         "threading_layer": threading_layer(),
         "target_fps": TARGET_FPS,
         "target_ratio": TARGET_RATIO,
         "scenes": rows,
+        "lod": lod_rows,
         "skipped": [{"scene": n, "reason": why} for n, why in skipped],
     }
     if args.json:
@@ -219,6 +303,8 @@ def main(argv=None) -> int:
     else:
         print(f"CPU backend, {result['threads']} numba threads ({result['threading_layer']})")
         print_table(rows, skipped)
+        if lod_rows:
+            print_lod_table(lod_rows)
     return 0
 
 
