@@ -7,14 +7,17 @@ drawing one merged Gaussian for a cluster of them costs a fraction and looks the
 
 **Hierarchy** (:func:`build_hierarchy`, once per splat, cached on disk by
 :func:`hierarchy_for`): a binary k-d tree over the means (median split along the longest
-axis of each cell's box); leaves are the original Gaussians (node ids ``0 .. N-1``), the
-internal nodes ``N .. 2N-2`` (root ``N``) each hold one merged Gaussian, by moment matching
-over its two children with weights ``w`` = coverage = opacity x mean projected area:
+axis of each cell's box), its ``2N - 1`` nodes numbered in depth-first preorder; the leaves
+are the original Gaussians, and each internal node holds one Gaussian merged from its two
+children by moment matching with weights ``w`` = coverage = opacity x mean projected area:
 
 * ``w_p = w_a + w_b``; mean ``mu_p = (w_a mu_a + w_b mu_b) / w_p``;
 * covariance ``Sigma_p = sum_c w_c (Sigma_c + (mu_c - mu_p)(mu_c - mu_p)^T) / w_p``;
 * SH coefficients ``sh_p = sum_c w_c sh_c / w_p``;
-* opacity chosen so that coverage is kept: ``o_p = min(1, w_p / A(Sigma_p))``.
+* opacity chosen so that coverage is kept: ``o_p = min(OPACITY_CAP, w_p / A(Sigma_p))``.
+  Above 1 is allowed (the renderer caps alpha at 0.99): a cluster of overlapping leaves is
+  then drawn solid in its core; capping at 1 left see-through seams between neighbouring
+  merged Gaussians (measured: 23 vs 33 dB at 2 px on the 64x64 vegetation scene).
 
 Child weights are their subtrees' total weights, so a node's moments are exactly the
 weighted moments of all the leaves under it. ``A`` is the mean over view directions of the
@@ -25,16 +28,15 @@ quaternion by eigendecomposition. Each node also has a bounding sphere of the me
 it, the largest leaf scale under it (for culling) and a *size*: 2 x the largest standard
 deviation of its merged Gaussian, or of any node below if larger (so sizes shrink going down).
 
-**Cut** (:func:`select`, per view, numba): from the root, a node whose bounding sphere
-(grown by its leaves' 3-sigma extents and the renderer's pixel margins) lies outside the
+**Cut** (per view, numba): from the root, a node whose bounding sphere (grown by its
+leaves' 3-sigma extents and the renderer's pixel margins, conservatively) lies outside the
 view frustum or the near/far range is skipped with all below it; a node whose size
 projected at its nearest point, ``fx * size / (distance to its sphere)``, is at most
 ``lod_px`` pixels is drawn as its merged Gaussian; otherwise its children are visited.
-Leaves reached are drawn. Every Gaussian selected also passes the CPU renderer's own cull
-test, so with ``lod_px`` tiny the cut is exactly the Gaussians the exact renderer keeps and
-the image is the exact image, bit for bit. The selected Gaussians are gathered (leaves in
-index order first, so depth ties break as in the exact renderer) and rendered by the exact
-pipeline.
+Leaves reached are drawn. The selected Gaussians are gathered, leaves in splat order first
+(depth ties then break as in the exact renderer), and rendered by the exact CPU pipeline,
+whose own cull drops the few it would drop anyway. With ``lod_px`` tiny the cut is exactly
+the Gaussians the exact renderer keeps and the image is the exact image, bit for bit.
 """
 
 from __future__ import annotations
@@ -61,7 +63,6 @@ CACHE_VERSION = 2
 OPACITY_CAP = 10.0
 """Upper bound on a merged Gaussian's opacity ``w_p / A(Sigma_p)`` (see the module docstring)."""
 _KT_P = 1.6
-_SQRT_THR2 = math.sqrt(2.0 * -math.log(ALPHA_MIN))  # 3-sigma-like cutoff the CPU cull uses
 
 
 def check_lod_px(lod_px) -> float:
