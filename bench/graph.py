@@ -193,7 +193,7 @@ def _stop(procs: dict) -> None:
 
 
 def throughput(tmp: Path, episodes: int, render_images: bool, env: dict, density: float | None,
-               logs_to: Path | None = None) -> dict:
+               logs_to: Path | None = None, compare_executor: bool = False) -> dict:
     from airplay.scene.synthetic import make_scene
     from airplay.sim.world import World
 
@@ -229,6 +229,19 @@ def throughput(tmp: Path, episodes: int, render_images: bool, env: dict, density
         f"({total_s:.1f} s from the first process start to the evaluator's exit)")
     span_rate = (span["steps"] / span["span_s"]) if span["span_s"] else None
     ratio = g_rate / ip_rate
+    reference = None
+    if compare_executor:  # the same graph spun by rclpy's SingleThreadedExecutor
+        log("[graph] again with AIRPLAY_EXECUTOR=rclpy (rclpy's SingleThreadedExecutor) ...")
+        ref_dir = tmp / "graph-logs-rclpy"
+        ref_dir.mkdir()
+        r_meta, r_out, _, _, r_cpu = run_graph(scene_dir, tmp / "out-graph-rclpy", episodes, render_images,
+                                               {**env, "AIRPLAY_EXECUTOR": "rclpy"}, ref_dir, budget)
+        r_rate = r_meta["control_steps"] / max(r_meta["wall_time_s"], 1e-9)
+        log(f"[graph] rclpy executor: {r_meta['control_steps']} steps in {r_meta['wall_time_s']:.2f} s = "
+            f"{r_rate:.0f} steps/s")
+        reference = {"control_steps": r_meta["control_steps"], "time_s": r_meta["wall_time_s"],
+                     "steps_per_s": round(r_rate, 1), "ratio": round(r_rate / ip_rate, 3),
+                     "same_outcomes": r_out == ip_out, "node_cpu_s_at_end": r_cpu}
     return {
         "scene": "indoor_1 (synthetic indoor, seed 1)",
         "gaussians_per_m2": density if density is not None else "default",
@@ -243,7 +256,8 @@ def throughput(tmp: Path, episodes: int, render_images: bool, env: dict, density
                   "listener_span_s": round(span["span_s"], 3) if span["span_s"] else None,
                   "listener_steps": span["steps"], "listener_statuses": span["statuses_heard"],
                   "listener_steps_per_s": round(span_rate, 1) if span_rate else None,
-                  "node_cpu_s_at_end": cpu_s},
+                  "node_cpu_s_at_end": cpu_s, "executor": env.get("AIRPLAY_EXECUTOR", "lean") or "lean"},
+        "graph_rclpy_executor": reference,
         "same_outcomes": ip_out == g_out,
         "ratio": round(ratio, 3),
         "target_ratio": TARGET_RATIO,
@@ -377,6 +391,8 @@ def main(argv=None) -> int:
                         help="gaussians_per_m2 of the scene (default: make_scene's default)")
     parser.add_argument("--latency-seconds", type=float, default=None,
                         help="seconds of images per QoS (default 10, quick 3)")
+    parser.add_argument("--compare-executor", action="store_true",
+                        help="also run the graph with rclpy's SingleThreadedExecutor (AIRPLAY_EXECUTOR=rclpy)")
     parser.add_argument("--logs", type=Path, default=None, help="copy the graph nodes' logs into this folder")
     parser.add_argument("--skip-throughput", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--publish", default=None, help=argparse.SUPPRESS)  # the publisher child process
@@ -392,7 +408,7 @@ def main(argv=None) -> int:
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="airplay-bench-graph-") as tmp:
         thr = None if args.skip_throughput else throughput(Path(tmp), episodes, args.images, env, args.density,
-                                                           args.logs)
+                                                           args.logs, args.compare_executor)
     lat = [latency("graph", lat_s, env), latency("sensor_data", lat_s, env)]
     result = {
         "cpu_count": os.cpu_count(),
@@ -425,7 +441,12 @@ def print_table(res: dict) -> None:
         print("-" * (len(head) + 50))
         ip, g = t["inprocess"], t["graph"]
         print(f"{'in-process':<12}{ip['control_steps']:>7}{ip['time_s']:>9.2f}{ip['steps_per_s']:>9.0f}  {ip['interval']}")
-        print(f"{'graph':<12}{g['control_steps']:>7}{g['time_s']:>9.2f}{g['steps_per_s']:>9.0f}  {g['interval']}")
+        print(f"{'graph':<12}{g['control_steps']:>7}{g['time_s']:>9.2f}{g['steps_per_s']:>9.0f}  {g['interval']}"
+              f" ({g['executor']} executor)")
+        r = t.get("graph_rclpy_executor")
+        if r:
+            print(f"{'  rclpy exec':<12}{r['control_steps']:>7}{r['time_s']:>9.2f}{r['steps_per_s']:>9.0f}  the same, "
+                  f"rclpy's SingleThreadedExecutor: {r['ratio']:.2f} x in-process, same outcomes {r['same_outcomes']}")
         if g["listener_span_s"]:
             print(f"{'  (bench)':<12}{g['listener_steps']:>7}{g['listener_span_s']:>9.2f}"
                   f"{g['listener_steps_per_s']:>9.0f}  bench listener: first 'started' -> last terminal status")

@@ -173,6 +173,13 @@ def test_graph_equals_inprocess(scene_dir, tmp_path):
     assert clock_ns and clock_ns == sorted(clock_ns)
     total_steps = sum(steps for _, _, steps in expected)
     assert clock_ns[-1] == (total_steps + EPISODES - 1) * 20_000_000
+    # /clock at the default 10 Hz of sim time: at most 100 ms apart, far fewer than the steps,
+    # and exact at every episode's first observation.
+    assert max(np.diff(clock_ns)) <= 100_000_000
+    assert len(clock_ns) < (total_steps + EPISODES) / 3
+    with listener.lock:
+        starts = [m["stamp_ns"] for m in listener.messages if m["status"] == "started"]
+    assert len(starts) == EPISODES and set(starts) <= set(clock_ns)
     assert sorted(statuses) == list(range(EPISODES)), _logs(tmp_path)
     lines = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert len(lines) == EPISODES
@@ -232,6 +239,7 @@ def test_dead_policy_ends_episodes_as_no_command(scene_dir, tmp_path):
 @pytest.mark.parametrize("node,param,value", [
     ("sim", "episodes", -1),
     ("sim", "command_timeout_s", 0.0),
+    ("sim", "clock_rate_hz", -1.0),
     ("policy", "policy", "nonsense"),
     ("evaluator", "setting", "flying"),
 ])

@@ -45,6 +45,7 @@ SIM_EVAL_ARGUMENTS: dict[str, str] = {
     "out": "out/sim-eval-ros",     # results folder, relative to the evaluator's working folder
     "lockstep": "true",
     "command_timeout_s": "10.0",   # lockstep: bounded wall-clock wait for the policy's command
+    "clock_rate_hz": "10.0",       # /clock per second of sim time (0: every 20 ms step); odom has every stamp
     "render_backend": "auto",
     "render_images": "true",
     "episode_timeout_s": "300.0",  # the evaluator's wall-clock limit per episode (then: no_command)
@@ -123,7 +124,8 @@ def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     vln = _vln_arguments(v, episode, render_images)
     return [
         NodeSpec("sim", "airplay.nodes.sim_node", "sim_node",
-                 {**common, **episode, "lockstep": lockstep, "command_timeout_s": timeout_s}),
+                 {**common, **episode, "lockstep": lockstep, "command_timeout_s": timeout_s,
+                  "clock_rate_hz": _number(v, "clock_rate_hz")}),
         NodeSpec("renderer", "airplay.nodes.renderer_node", "renderer_node",
                  {**common, **episode, "lockstep": lockstep, "render_backend": v["render_backend"],
                   "render_images": render_images}),

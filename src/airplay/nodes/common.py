@@ -256,6 +256,27 @@ def scene_dirs(scenes: str) -> list:
         raise ParameterError(f"parameter 'scenes': {exc}") from None
 
 
+def preload_first_scene(node, scenes: str, load) -> None:
+    """Call ``load(scene_dir)`` for the first scene of ``scenes`` while the node starts up.
+
+    The nodes call it before they subscribe to ``episode/command``, so that the evaluator
+    (which waits for those subscriptions) starts the first episode on a graph that has its
+    scene loaded instead of timing every node's scene loading as part of the run. Where
+    ``scenes`` names no scene folder (a vehicle run that gets its scene later) or loading
+    fails, nothing happens here: the episode command loads it and reports errors as before.
+    """
+    try:
+        dirs = scene_dirs(scenes)
+    except ParameterError:
+        return
+    if not dirs:
+        return
+    try:
+        load(str(dirs[0]))
+    except Exception as exc:  # reported again, with the episode, when the command comes
+        node.get_logger().warning(f"could not load {dirs[0]} ahead of the first episode: {exc}")
+
+
 class EpisodeTasks:
     """World and task list per scene folder, loaded once (the SDF is disk-cached).
 
@@ -313,14 +334,17 @@ def run_node(make_node, args=None) -> int:
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
+    from airplay.nodes.executor import ExecutorChoiceError, executor_from_environment
+
     rclpy.init(args=args)
     node = None
     code = 0
     try:
+        executor = executor_from_environment()
         node = make_node()
-        rclpy.spin(node)
+        rclpy.spin(node, executor)
         code = getattr(node, "exit_code", 0)
-    except ParameterError as exc:
+    except (ParameterError, ExecutorChoiceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         code = 2
     except (KeyboardInterrupt, ExternalShutdownException):

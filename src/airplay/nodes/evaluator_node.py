@@ -85,6 +85,10 @@ class EvaluatorNode(Node):
                 raise ParameterError("parameter 'vln_episodes': no episodes for these scenes")
         else:
             self.plan = [(str(s), i) for s in self.scenes for i in range(p["episodes"])]
+            try:  # now, not in the timed run (the other nodes load it before they subscribe)
+                self.tasks.load(self.plan[0][0])
+            except Exception as exc:
+                raise ParameterError(f"parameter 'scenes' ({self.plan[0][0]}): {exc}") from None
         self.reports: dict[int, dict] = {}   # vln: the policy's report per episode
         self.ended = None                    # vln: (status, steps, trajectory, wall time) waiting for a report
         self.exit_code = 0

@@ -57,7 +57,7 @@ from std_msgs.msg import String
 
 from airplay.nodes.common import (LOCKSTEP_IMAGES, RELIABLE, SENSOR_DATA, EpisodeTasks, ParameterError, declare,
                                   depth_from_image, episode_parameters, json_payload, ns_from_stamp, rgb_from_image,
-                                  run_node, state_from_odometry, twist_from_command, yaw_from_state)
+                                  preload_first_scene, run_node, state_from_odometry, twist_from_command, yaw_from_state)
 
 
 class PolicyNode(Node):
@@ -86,6 +86,7 @@ class PolicyNode(Node):
         self.goal_image = None
         self.pending: dict[int, dict] = {}
         self.last = (None, None)  # (stamp, command) of the last action
+        preload_first_scene(self, p["scenes"], self._policy_for)
         qos = LOCKSTEP_IMAGES if self.lockstep else SENSOR_DATA
         self.cmd_pub = self.create_publisher(TwistStamped, "cmd_vel", RELIABLE)
         self.create_subscription(String, "episode/command", self.on_episode_command, RELIABLE)

@@ -24,7 +24,7 @@ from std_msgs.msg import String
 
 from airplay.nodes.common import (LOCKSTEP_IMAGES, RELIABLE, SENSOR_DATA, EpisodeTasks, ParameterError, camera_info,
                                   declare, episode_parameters, image_from_depth, image_from_rgb, json_payload,
-                                  ns_from_stamp, run_node, state_from_odometry, yaw_from_state)
+                                  ns_from_stamp, preload_first_scene, run_node, state_from_odometry, yaw_from_state)
 
 
 class RendererNode(Node):
@@ -43,6 +43,7 @@ class RendererNode(Node):
         self.world = None
         self.start_ns = None   # first stamp of the live episode; None between episodes
         self.held = None       # an odom that arrived while no episode was live
+        preload_first_scene(self, p["scenes"], self.tasks.load)
         qos = LOCKSTEP_IMAGES if self.lockstep else SENSOR_DATA
         self.rgb_pub = self.create_publisher(Image, "camera/image_raw", qos)
         self.depth_pub = self.create_publisher(Image, "camera/depth/image_raw", qos)

@@ -28,7 +28,12 @@ evaluator turns it into the AirNav outcome (success within the radius, else ``st
 ``timeout``). A stop for another episode or another stamp is ignored.
 
 Sim time: integer nanoseconds, one control period per step; each reset advances it by one
-period as well, so every observation of the run has its own stamp.
+period as well, so every observation of the run has its own stamp. ``odom`` carries every
+step's stamp; ``/clock`` is published at ``clock_rate_hz`` of sim time (default 10 Hz, the
+rate gazebo_ros publishes it at; 0: every step), and always at an episode's start and end,
+so a node's ROS time is at most one clock period behind the latest odom and exact at episode
+events. Every ``/clock`` message wakes every node of the graph (they all use sim time), so
+at 50 Hz it would be about half of the graph's messages per step.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from std_msgs.msg import String
 
 from airplay.nodes.common import (CONTROL_DT_NS, RELIABLE, EpisodeTasks, ParameterError, command_from_twist, declare,
                                   episode_parameters, json_message, json_payload, ns_from_stamp,
-                                  odometry_from_state, run_node, stamp_from_ns, transform_from_odometry)
+                                  odometry_from_state, preload_first_scene, run_node, stamp_from_ns, transform_from_odometry)
 
 
 class SimNode(Node):
@@ -56,12 +61,18 @@ class SimNode(Node):
         self.lockstep = declare(self, "lockstep", True)
         self.command_timeout_s = float(declare(self, "command_timeout_s", 10.0))
         self.republish_s = float(declare(self, "republish_s", 0.5))
+        clock_rate_hz = declare(self, "clock_rate_hz", 10.0)
         if not isinstance(self.lockstep, bool):
             raise ParameterError(f"parameter 'lockstep' must be true or false, got {self.lockstep!r}")
         if not self.command_timeout_s > 0:
             raise ParameterError(f"parameter 'command_timeout_s' must be > 0, got {self.command_timeout_s!r}")
         if not self.republish_s > 0:
             raise ParameterError(f"parameter 'republish_s' must be > 0, got {self.republish_s!r}")
+        if isinstance(clock_rate_hz, bool) or not isinstance(clock_rate_hz, (int, float)) or not clock_rate_hz >= 0:
+            raise ParameterError(f"parameter 'clock_rate_hz' must be a number >= 0 (0: every step), "
+                                 f"got {clock_rate_hz!r}")
+        self.clock_period_ns = int(round(1e9 / clock_rate_hz)) if clock_rate_hz > 0 else 0
+        self.clock_ns = None  # the stamp /clock last carried
         self.tasks = EpisodeTasks.from_parameters(p)
         self.env = None
         self.env_source = None  # the World the env was made for
@@ -72,6 +83,7 @@ class SimNode(Node):
         self.last_publish = 0.0
         self.latest_cmd = np.zeros(4)
 
+        preload_first_scene(self, p["scenes"], self.tasks.load)
         self.clock_pub = self.create_publisher(ClockMsg, "/clock", 10)
         self.odom_pub = self.create_publisher(Odometry, "odom", RELIABLE)
         try:  # /tf where tf2_msgs exists (a ROS 2 distribution; the pip wheels lack it)
@@ -133,7 +145,7 @@ class SimNode(Node):
             goal.pose.orientation.z, goal.pose.orientation.w = float(np.sin(task.goal_yaw / 2)), float(
                 np.cos(task.goal_yaw / 2))
             self.goal_pub.publish(goal)
-        self.publish_observation()
+        self.publish_observation(episode_start=True)
         if info["status"] != "running":
             self.finish(info["status"])
 
@@ -142,20 +154,32 @@ class SimNode(Node):
         traj = [[float(x) for x in p] for p in env.trajectory]
         self.status_pub.publish(json_message({"episode": self.episode, "status": status, "steps": int(env.steps),
                                               "trajectory": traj}))
+        self.publish_clock(force=True)
         self.get_logger().info(f"episode {self.episode}: {status} after {env.steps} steps")
         self.episode = None
 
     def _dt_ns(self) -> int:
         return int(round(self.env.world.vehicle.control_dt_s * 1e9))
 
-    def publish_observation(self) -> None:
+    def publish_clock(self, force: bool = False) -> None:
+        """/clock with the current stamp: when forced (episode start and end), when the clock
+        period has passed since the last one, or every step with ``clock_rate_hz:=0``."""
+        if self.clock_ns == self.stamp_ns:
+            return
+        if (force or self.clock_ns is None or self.clock_period_ns == 0
+                or self.stamp_ns // self.clock_period_ns != self.clock_ns // self.clock_period_ns):
+            self.clock_pub.publish(ClockMsg(clock=stamp_from_ns(self.stamp_ns)))
+            self.clock_ns = self.stamp_ns
+
+    def publish_observation(self, episode_start: bool = False) -> None:
+        """odom (and /tf) first - the lockstep chain waits on it -, then /clock when due."""
         v = self.env.vehicle
         state = np.concatenate([v.position[0], v.quat_xyzw[0], v.velocity[0], v.angular_velocity_body[0]])
-        self.clock_pub.publish(ClockMsg(clock=stamp_from_ns(self.stamp_ns)))
         odom = odometry_from_state(state, self.stamp_ns)
         self.odom_pub.publish(odom)
         if self.tf_pub is not None:
             self.tf_pub.publish(self._tf_message(transforms=[transform_from_odometry(odom)]))
+        self.publish_clock(force=episode_start)
         self.published_any = True
         self.last_publish = self.waiting_since = time.monotonic()
 
@@ -206,8 +230,9 @@ class SimNode(Node):
         elif now - self.last_publish > self.republish_s:  # same stamp again: also a heartbeat
             v = self.env.vehicle
             state = np.concatenate([v.position[0], v.quat_xyzw[0], v.velocity[0], v.angular_velocity_body[0]])
-            self.clock_pub.publish(ClockMsg(clock=stamp_from_ns(self.stamp_ns)))
             self.odom_pub.publish(odometry_from_state(state, self.stamp_ns))
+            self.clock_pub.publish(ClockMsg(clock=stamp_from_ns(self.stamp_ns)))
+            self.clock_ns = self.stamp_ns
             self.last_publish = now
 
     # -- real time -------------------------------------------------------------------------

@@ -1,0 +1,293 @@
+"""A single-threaded rclpy executor with less Python per wake-up than rclpy's own.
+
+rclpy's :class:`~rclpy.executors.SingleThreadedExecutor` rebuilds its wait set from
+scratch on every ``spin_once`` (lists of every node entity, an ``ExitStack`` entering each
+handle, a new ``rcl`` wait set) and wraps every callback in a coroutine, a ``Task`` and a
+generator. In airplay's lockstep graph a control step is a chain of about ten callbacks
+across four processes, so that bookkeeping, not DDS, is most of the graph's cost per step.
+
+:class:`LeanExecutor` runs the same callbacks with the same semantics for what airplay's
+nodes use (subscriptions, timers on any clock, guard conditions, services, clients,
+waitables such as the QoS event handlers, coroutine callbacks) but:
+
+* keeps one ``rcl`` wait set and the entity lists, remade only after a node added or
+  removed an entity (rclpy then wakes the executor through its guard condition);
+* waits on services (the parameter services) and QoS event handlers at least every
+  :data:`SLOW_POLL_S` (0.1 s) rather than on every wake-up;
+* takes and calls ready subscriptions and timers directly, without a ``Task``;
+* runs everything in the spinning thread, one ready entity after another in the order
+  rclpy uses (timers, subscriptions, guard conditions, clients, services, waitables per node).
+
+Callback groups are not consulted: with one thread every callback runs to completion
+before the next starts, which is what a mutually exclusive group guarantees. A coroutine
+callback becomes a task of this executor, as with rclpy's executors.
+
+Select it with ``AIRPLAY_EXECUTOR=lean`` (the default for airplay's nodes) or ``rclpy``
+(rclpy's SingleThreadedExecutor), e.g. to compare them: ``bench/graph.py --executor``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import time
+from typing import Callable
+
+from rclpy.event_handler import EventHandler
+from rclpy.exceptions import InvalidHandle
+from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.subscription import Subscription
+
+EXECUTORS = ("lean", "rclpy")
+"""Values of ``AIRPLAY_EXECUTOR``."""
+
+
+class ExecutorChoiceError(ValueError):
+    """``AIRPLAY_EXECUTOR`` names no executor."""
+
+
+def executor_from_environment(context=None) -> Executor:
+    """The executor ``AIRPLAY_EXECUTOR`` names (default ``lean``); ExecutorChoiceError otherwise."""
+    name = os.environ.get("AIRPLAY_EXECUTOR", "lean") or "lean"
+    if name == "lean":
+        return LeanExecutor(context=context)
+    if name == "rclpy":
+        return SingleThreadedExecutor(context=context)
+    raise ExecutorChoiceError(f"environment variable AIRPLAY_EXECUTOR must be one of {', '.join(EXECUTORS)}, got {name!r}")
+
+
+SLOW_POLL_S = 0.1
+"""Services and QoS event handlers are waited on at least this often (seconds of wall time),
+not on every wake-up: neither is on a control loop's path (parameter requests, incompatible
+QoS, lost messages), and each one in the wait set costs every wake-up Python and rmw time."""
+
+
+class _Entities:
+    """The entities of the executor's nodes, split into those waited on at every wake-up and the
+    slow ones (services, QoS event handlers), with one ``rcl`` wait set sized for all of them."""
+
+    def __init__(self, executor: "LeanExecutor", nodes: list) -> None:
+        self.nodes = tuple(nodes)
+        self.timers, self.subscriptions, self.guards, self.clients, self.services = [], [], [], [], []
+        self.waitables, self.events = [], []
+        for node in nodes:
+            self.timers.extend(node.timers)
+            self.subscriptions.extend(node.subscriptions)
+            self.guards.extend(node.guards)
+            self.clients.extend(node.clients)
+            self.services.extend(node.services)
+            for w in node.waitables:
+                (self.events if isinstance(w, EventHandler) else self.waitables).append(w)
+        counts = [w.get_num_entities() for w in self.waitables + self.events]
+        self.wait_set = _rclpy.WaitSet(
+            len(self.subscriptions) + sum(c.num_subscriptions for c in counts),
+            len(self.guards) + 2 + sum(c.num_guard_conditions for c in counts),  # + the executor's two
+            len(self.timers) + sum(c.num_timers for c in counts),
+            len(self.clients) + sum(c.num_clients for c in counts),
+            len(self.services) + sum(c.num_services for c in counts),
+            sum(c.num_events for c in counts),
+            executor._context.handle)
+        self.fast_handles = [x.handle for group in (self.subscriptions, self.guards, self.timers, self.clients)
+                             for x in group] + list(self.waitables)
+        self.slow_handles = [x.handle for x in self.services] + list(self.events)
+        self.sub_by_ptr = {x.handle.pointer: x for x in self.subscriptions}
+        self.timer_by_ptr = {x.handle.pointer: x for x in self.timers}
+        self.client_by_ptr = {x.handle.pointer: x for x in self.clients}
+        self.service_by_ptr = {x.handle.pointer: x for x in self.services}
+        self.guard_by_ptr = {x.handle.pointer: x for x in self.guards}
+
+
+class LeanExecutor(Executor):
+    """Single-threaded executor: rclpy's callbacks, one persistent wait set (module docstring)."""
+
+    def __init__(self, *, context=None) -> None:
+        super().__init__(context=context)
+        self._entities: _Entities | None = None
+        self._next_slow = 0.0  # time.monotonic() when services and events are due
+
+    def _current(self) -> _Entities:
+        """The entity lists, remade when stale: rclpy wakes the executor (its guard condition)
+        whenever a node creates or destroys an entity, and after that wake-up they are remade."""
+        nodes = self.get_nodes()
+        e = self._entities
+        if e is None or len(e.nodes) != len(nodes) or any(a is not b for a, b in zip(e.nodes, nodes)):
+            self._entities = e = _Entities(self, nodes)
+        return e
+
+    # -- the executor interface ------------------------------------------------------------
+    def spin_once(self, timeout_sec: float | None = None) -> None:
+        self._spin_once(timeout_sec)
+
+    def spin_once_until_future_complete(self, future, timeout_sec: float | None = None) -> None:
+        future.add_done_callback(lambda _: self.wake())
+        self._spin_once(timeout_sec, future.done)
+
+    # -- one wake-up -----------------------------------------------------------------------
+    def _spin_once(self, timeout_sec: float | None, condition: Callable[[], bool] = lambda: False) -> None:
+        if self._is_shutdown or condition():
+            return
+        self._run_tasks()
+        e = self._current()
+        ws = e.wait_set
+        timeout_sec = getattr(timeout_sec, "timeout", timeout_sec)  # rclpy passes a TimeoutObject
+        now = time.monotonic()
+        slow = now >= self._next_slow
+        if slow:
+            self._next_slow = now + SLOW_POLL_S
+        elif e.slow_handles:  # wake up in time to look at them
+            left = self._next_slow - now
+            timeout_sec = left if timeout_sec is None or timeout_sec < 0 else min(timeout_sec, left)
+        timeout_ns = -1 if timeout_sec is None or timeout_sec < 0 else int(timeout_sec * 1e9)
+        wake, sigint = self._guard, self._sigint_gc
+        if wake is None or sigint is None:  # shut down meanwhile
+            return
+        held = []
+        try:
+            # Hold every handle while it is in the wait set, as rclpy does, so that an entity
+            # destroyed from another thread (shutdown() destroys the executor's guards right
+            # after triggering them) is destroyed only after the wait.
+            for handle in (e.fast_handles + e.slow_handles if slow else e.fast_handles):
+                handle.__enter__()
+                held.append(handle)
+            with wake.handle, sigint.handle, self._context.handle:
+                ws.clear_entities()
+                for x in e.subscriptions:
+                    ws.add_subscription(x.handle)
+                for x in e.guards:
+                    ws.add_guard_condition(x.handle)
+                ws.add_guard_condition(wake.handle)
+                ws.add_guard_condition(sigint.handle)
+                for x in e.timers:
+                    ws.add_timer(x.handle)
+                for x in e.clients:
+                    ws.add_client(x.handle)
+                for x in e.waitables:
+                    x.add_to_wait_set(ws)
+                if slow:
+                    for x in e.services:
+                        ws.add_service(x.handle)
+                    for x in e.events:
+                        x.add_to_wait_set(ws)
+                ws.wait(timeout_ns)
+                guards = ws.get_ready_entities("guard_condition")
+                if wake.handle.pointer in guards:  # entities may have changed: remake the lists
+                    self._entities = None
+        except InvalidHandle:  # an entity was destroyed since the lists were made
+            self._entities = None
+            return
+        finally:
+            for handle in held:
+                handle.__exit__(None, None, None)
+        if self._is_shutdown:
+            return
+        if not self._context.ok():
+            raise ExternalShutdownException()
+        timers = ws.get_ready_entities("timer")
+        subs = ws.get_ready_entities("subscription")
+        clients = ws.get_ready_entities("client")
+        services = ws.get_ready_entities("service") if slow else ()
+        ready_waitables = [w for w in (e.waitables + e.events if slow else e.waitables) if w.is_ready(ws)]
+        for ptr in timers:
+            x = e.timer_by_ptr.get(ptr)
+            if x is not None:
+                self._run_timer(x)
+        for ptr in subs:
+            x = e.sub_by_ptr.get(ptr)
+            if x is not None:
+                self._run_subscription(x)
+        for ptr in guards:
+            x = e.guard_by_ptr.get(ptr)
+            if x is not None and x.callback is not None:
+                self._call(x.callback)
+        for ptr in clients:
+            x = e.client_by_ptr.get(ptr)
+            if x is not None:
+                self._run_client(x)
+        for ptr in services:
+            x = e.service_by_ptr.get(ptr)
+            if x is not None:
+                self._run_service(x)
+        for w in ready_waitables:
+            data = w.take_data()
+            for future in w._futures:
+                future._set_executor(self)
+            self._drive(w.execute(data))
+
+    # -- running callbacks -----------------------------------------------------------------
+    def _call(self, fn, *args):
+        result = fn(*args)
+        if inspect.iscoroutine(result):
+            return self._drive(result)
+        return result
+
+    def _drive(self, coro):
+        """Run a coroutine; if it suspends, it continues as a task of this executor."""
+        try:
+            coro.send(None)
+        except StopIteration as done:
+            return done.value
+        self.create_task(coro)  # a Task resumes a started coroutine with send(None)
+        return None
+
+    def _run_tasks(self) -> bool:
+        """Step each pending task once (coroutine callbacks that awaited), as rclpy's executors
+        do before each wait; True if any ran."""
+        with self._tasks_lock:
+            tasks = [t for t, _, _ in self._tasks if not t.done() and not t.executing()]
+        ran = False
+        for task in tasks:
+            task()
+            ran = True
+            if task.exception() is not None:
+                raise task.exception()
+        if ran:
+            with self._tasks_lock:
+                self._tasks = [entry for entry in self._tasks if not entry[0].done()]
+        return ran
+
+    def _run_timer(self, t) -> None:
+        try:
+            if not t.handle.is_timer_ready():  # rclpy's workaround for cancelled timers
+                return
+            t.handle.call_timer()
+        except InvalidHandle:
+            return
+        self._call(t.callback)
+
+    def _run_subscription(self, s: Subscription) -> None:
+        try:
+            msg_info = s.handle.take_message(s.msg_type, s.raw)
+        except InvalidHandle:
+            return
+        if msg_info is None:
+            return
+        if s._callback_type is Subscription.CallbackType.MessageOnly:
+            self._call(s.callback, msg_info[0])
+        else:
+            self._call(s.callback, *msg_info)
+
+    def _run_client(self, c) -> None:
+        try:
+            header, response = c.handle.take_response(c.srv_type.Response)
+        except InvalidHandle:
+            return
+        if header is None:
+            return
+        try:
+            future = c.get_pending_request(header.request_id.sequence_number)
+        except KeyError:  # the request was cancelled
+            return
+        future._set_executor(self)
+        future.set_result(response)
+
+    def _run_service(self, s) -> None:
+        try:
+            request, header = s.handle.service_take_request(s.srv_type.Request)
+        except InvalidHandle:
+            return
+        if header is None:
+            return
+        response = self._call(s.callback, request, s.srv_type.Response())
+        s.send_response(response, header)
+
