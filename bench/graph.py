@@ -18,7 +18,10 @@
 
    Both include each episode's reset and first frame; the graph also includes the hand-over
    between episodes (command -> sim reset -> status), which in-process is a function call.
-   Target: graph >= 0.8 x in-process.
+   Target: graph >= 0.8 x in-process. The nodes spin airplay's executor
+   (:class:`airplay.nodes.executor.LeanExecutor`) unless AIRPLAY_EXECUTOR says otherwise;
+   ``--compare-executor`` runs the graph a second time under rclpy's SingleThreadedExecutor
+   (AIRPLAY_EXECUTOR=rclpy) and reports that rate and ratio in the same run.
 
 2. Latency of a 224x224 RGB image (sensor_msgs/Image rgb8, 150,528 bytes) between two
    processes: a publisher process at 50 Hz stamps each message's header with its wall-clock
@@ -34,6 +37,7 @@ profile and a ROS_DOMAIN_ID of its own (random 1..100 unless set).
     .venv/bin/python bench/graph.py           # table (~3 minutes)
     .venv/bin/python bench/graph.py --json    # one JSON object
     .venv/bin/python bench/graph.py --quick   # under a minute
+    .venv/bin/python bench/graph.py --compare-executor   # + the graph under rclpy's executor
 """
 
 from __future__ import annotations
