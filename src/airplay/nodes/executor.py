@@ -188,26 +188,15 @@ class LeanExecutor(Executor):
         clients = ws.get_ready_entities("client")
         services = ws.get_ready_entities("service") if slow else ()
         ready_waitables = [w for w in (e.waitables + e.events if slow else e.waitables) if w.is_ready(ws)]
-        for ptr in timers:
-            x = e.timer_by_ptr.get(ptr)
-            if x is not None:
-                self._run_timer(x)
-        for ptr in subs:
-            x = e.sub_by_ptr.get(ptr)
-            if x is not None:
-                self._run_subscription(x)
-        for ptr in guards:
-            x = e.guard_by_ptr.get(ptr)
-            if x is not None and x.callback is not None:
-                self._call(x.callback)
-        for ptr in clients:
-            x = e.client_by_ptr.get(ptr)
-            if x is not None:
-                self._run_client(x)
-        for ptr in services:
-            x = e.service_by_ptr.get(ptr)
-            if x is not None:
-                self._run_service(x)
+        for ready, by_ptr, run in ((timers, e.timer_by_ptr, self._run_timer),
+                                   (subs, e.sub_by_ptr, self._run_subscription),
+                                   (guards, e.guard_by_ptr, self._run_guard),
+                                   (clients, e.client_by_ptr, self._run_client),
+                                   (services, e.service_by_ptr, self._run_service)):
+            for ptr in ready:
+                entity = by_ptr.get(ptr)  # None: the executor's own guards, or gone meanwhile
+                if entity is not None:
+                    run(entity)
         for w in ready_waitables:
             data = w.take_data()
             for future in w._futures:
@@ -266,6 +255,10 @@ class LeanExecutor(Executor):
             self._call(s.callback, msg_info[0])
         else:
             self._call(s.callback, *msg_info)
+
+    def _run_guard(self, g) -> None:
+        if g.callback is not None:
+            self._call(g.callback)
 
     def _run_client(self, c) -> None:
         try:
