@@ -6,7 +6,9 @@ gives about 257 k Gaussians). Each row runs :func:`airplay.data.collect.collect`
 process with one numba thread (one core), ``--flights`` PointGoal flights of the expert at
 50 Hz, RGB rendered with the CPU backend at ``--size`` (plus mesh depth with ``--depth``),
 one rosbag2 MCAP bag per flight written atomically, at each ``--lod-px`` (level of detail of
-the images, protocol.yaml ``render: lod_px``; default the shipped protocol's, 0 = exact). The
+the images, protocol.yaml ``render: lod_px``; default the shipped protocol's, 0 = exact), and
+with ``--lod-cell M DEG`` also with the cut made once per pose cell of M metres x DEG degrees
+(``render: lod_cell_m`` / ``lod_cell_deg``; a row each, ``off`` = per-view cut). The
 rate excludes loading the scene and building or reading its LOD hierarchy (once per worker
 in a real run) and counts everything per flight: rendering, flight
 simulation + expert, CDR encoding + MCAP writing + publishing. Flights per second per core
@@ -22,6 +24,7 @@ compression, no periodic flush) writing the same messages.
     PYTHONPATH=src python bench/collect.py --json          # one JSON object
     PYTHONPATH=src python bench/collect.py --density 4 --size 32 --flights 20
     PYTHONPATH=src python bench/collect.py --density 90 --lod-px 0 2      # exact vs LOD
+    PYTHONPATH=src python bench/collect.py --density 90 --lod-cell off 0.5,15   # per-view vs per-cell cut
 """
 
 from __future__ import annotations
@@ -55,20 +58,28 @@ def polygon_area(poly) -> float:
     return float(0.5 * abs(np.dot(x, np.roll(y, 1)) - np.dot(y, np.roll(x, 1))))
 
 
-def protocol_with_lod(tmp: Path, lod_px: float) -> Path:
-    """config/protocol.yaml with ``render: lod_px`` set (everything else as shipped)."""
+def protocol_with_lod(tmp: Path, lod_px: float, cell: tuple[float, float] | None = None) -> Path:
+    """config/protocol.yaml with ``render: lod_px`` (and ``lod_cell_m`` / ``lod_cell_deg``: ``cell``,
+    None = off) set, everything else as shipped."""
     import yaml
 
     from airplay.config import config_dir
 
     data = yaml.safe_load((config_dir() / "protocol.yaml").read_text())
-    data.setdefault("render", {})["lod_px"] = float(lod_px)
-    path = tmp / f"protocol_lod{lod_px:g}.yaml"
+    render = data.setdefault("render", {})
+    render["lod_px"] = float(lod_px)
+    render["lod_cell_m"], render["lod_cell_deg"] = (float(cell[0]), float(cell[1])) if cell else (0.0, 0.0)
+    path = tmp / f"protocol_lod{lod_px:g}_{cell_label(cell)}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
 
 
-def bench_density(tmp: Path, density: float, size: int, flights: int, depth: bool, lod_px: float) -> dict:
+def cell_label(cell: tuple[float, float] | None) -> str:
+    return f"{cell[0]:g}m{cell[1]:g}d" if cell else "off"
+
+
+def bench_density(tmp: Path, density: float, size: int, flights: int, depth: bool, lod_px: float,
+                  cell: tuple[float, float] | None = None) -> dict:
     from airplay.data.collect import CollectConfig, collect, read_ledger
     from airplay.scene.scene import Scene
     from airplay.scene.synthetic import make_scene
@@ -79,10 +90,10 @@ def bench_density(tmp: Path, density: float, size: int, flights: int, depth: boo
         log(f"[{density:g} G/m^2] making the {category} scene (seed {seed}) ...")
         make_scene(category, seed, scene_dir, gaussians_per_m2=density, name=f"{category}_{seed}")
     scene = Scene.load(scene_dir)
-    out = tmp / f"bags_d{density:g}_lod{lod_px:g}"
+    out = tmp / f"bags_d{density:g}_lod{lod_px:g}_{cell_label(cell)}"
     cfg = CollectConfig(scenes=(scene_dir,), per_scene=flights, out=out, seed=0, depth=depth,
-                        image_size=(size, size), threads=1, protocol=protocol_with_lod(tmp, lod_px))
-    log(f"[{density:g} G/m^2, lod_px {lod_px:g}] {flights} flights at {size}x{size} ...")
+                        image_size=(size, size), threads=1, protocol=protocol_with_lod(tmp, lod_px, cell))
+    log(f"[{density:g} G/m^2, lod_px {lod_px:g}, cell {cell_label(cell)}] {flights} flights at {size}x{size} ...")
     summary = collect(cfg, progress=sys.stderr.isatty())
     recs = [r for r in read_ledger(out).values()]
     t = {k: float(sum(r["timings"][k] for r in recs)) for k in ("load", "render", "sim", "write", "wall", "cpu")}
@@ -93,7 +104,7 @@ def bench_density(tmp: Path, density: float, size: int, flights: int, depth: boo
     row = {
         "scene": f"{category}_{seed}", "gaussians_per_m2": density, "gaussians": len(scene.gaussians),
         "area_m2": round(polygon_area(scene.spec.navigable.polygon), 1), "resolution": f"{size}x{size}",
-        "lod_px": lod_px,
+        "lod_px": lod_px, "lod_cell": cell_label(cell),
         "depth": depth, "flights": len(recs), "written": summary["total"]["written"],
         "mean_steps": round(steps / max(len(recs), 1), 1), "frames": frames,
         "load_s": round(t["load"], 3), "flying_s": round(flying, 3),
@@ -169,7 +180,7 @@ def rosbags_reference(records, tmp: Path, repeats: int, raw: int) -> dict:
 def print_tables(result: dict) -> None:
     print(f"Expert flight collection, one core ({result['threads']} numba thread, {result['threading_layer']}); "
           f"target >= {TARGET:g} flight/s/core")
-    head = (f"{'scene':<14}{'G/m2':>6}{'Gaussians':>10}{'area m2':>9}{'image':>8}{'lod px':>7}{'flights':>8}{'steps':>7}"
+    head = (f"{'scene':<14}{'G/m2':>6}{'Gaussians':>10}{'area m2':>9}{'image':>8}{'lod px':>7}{'cell':>9}{'flights':>8}{'steps':>7}"
             f"{'flights/s/core':>15}{'x target':>9}{'CPU ms/step':>12}{'wall fl/s':>10}"
             "  render / sim+expert / encode+write")
     print(head)
@@ -179,7 +190,7 @@ def print_tables(result: dict) -> None:
         total = max(r["flying_s"], 1e-9)
         parts = " / ".join(f"{100 * b[k] / total:.0f} %" for k in ("render", "sim_expert", "encode_write"))
         print(f"{r['scene']:<14}{r['gaussians_per_m2']:>6g}{r['gaussians']:>10}{r['area_m2']:>9.0f}"
-              f"{r['resolution']:>8}{r['lod_px']:>7g}{r['flights']:>8}{r['mean_steps']:>7.0f}{r['flights_per_s_per_core']:>15.3f}"
+              f"{r['resolution']:>8}{r['lod_px']:>7g}{r['lod_cell']:>9}{r['flights']:>8}{r['mean_steps']:>7.0f}{r['flights_per_s_per_core']:>15.3f}"
               f"{r['ratio_to_target']:>9.2f}{r['cpu_ms_per_step']:>12.2f}{r['flights_per_s_wall']:>10.3f}  {parts}  "
               f"{'PASS' if r['pass'] else 'FAIL'}")
         # Stage shares are of wall time; scaled to the CPU time per step.
@@ -206,6 +217,9 @@ def main(argv=None) -> int:
     parser.add_argument("--lod-px", type=float, nargs="+", default=None,
                         help="render level(s) of detail, one row each per density (protocol.yaml render.lod_px; "
                              "0 = exact; default: the shipped protocol's value)")
+    parser.add_argument("--lod-cell", nargs="+", default=None, metavar="M,DEG|off",
+                        help="pose cell(s) of the LOD cut, one row each per level: 'M,DEG' (metres, degrees) or "
+                             "'off' (per-view cut); default: the shipped protocol's")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     args = parser.parse_args(argv)
 
@@ -213,12 +227,18 @@ def main(argv=None) -> int:
 
     from airplay.tasks.protocol import load_protocol
 
-    lods = args.lod_px if args.lod_px is not None else [load_protocol().render_lod_px]
+    shipped = load_protocol()
+    lods = args.lod_px if args.lod_px is not None else [shipped.render_lod_px]
+    if args.lod_cell is None:
+        cells = [(shipped.render_lod_cell_m, shipped.render_lod_cell_deg) if shipped.render_lod_cell_m > 0 else None]
+    else:
+        cells = [None if c == "off" else tuple(float(v) for v in c.split(",")) for c in args.lod_cell]
     rows = []
     with tempfile.TemporaryDirectory(prefix="airplay-bench-collect-") as tmp:
         for density in args.density:
             for lod_px in lods:
-                rows.append(bench_density(Path(tmp), density, args.size, args.flights, args.depth, lod_px))
+                for cell in (cells if lod_px > 0 else [None]):
+                    rows.append(bench_density(Path(tmp), density, args.size, args.flights, args.depth, lod_px, cell))
         source = next((r for r in rows if r["_bag"]), None)
         compression = bench_compression(source["_bag"], Path(tmp)) if source else []
     for r in rows:

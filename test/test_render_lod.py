@@ -221,3 +221,192 @@ def test_protocol_setting(tmp_path):
     path.write_text(text.replace("lod_px: 2.0", "lod_px: -1"))
     with pytest.raises(ProtocolError, match="render.lod_px"):
         load_protocol(path)
+
+
+# -- pose cells: one cut per (position, heading) cell, reused -------------------------------------------
+
+CELL_M, CELL_DEG = 0.5, 15.0
+
+
+def cell_poses(cell, n, rng, cell_m=CELL_M, cell_deg=CELL_DEG):
+    """n poses (x, y, z, yaw) inside ``cell``: its corners (position and heading extremes) and random ones."""
+    i, j, k, y = cell
+    lo = np.array([i, j, k], float) * cell_m
+    b = math.radians(cell_deg)
+    out = []
+    for cx in (0.0, 1.0 - 1e-9):
+        for cy in (0.0, 1.0 - 1e-9):
+            for cz in (0.0, 1.0 - 1e-9):
+                for cyaw in (0.0, 1.0 - 1e-9):
+                    out.append((*(lo + cell_m * np.array([cx, cy, cz])), (y + cyaw) * b))
+    for _ in range(n):
+        out.append((*(lo + cell_m * rng.uniform(0, 1, 3)), (y + rng.uniform()) * b))
+    return np.array(out)
+
+
+def cell_image(splat, tree, pose, mount, cam, lod_px=2.0, cell_m=CELL_M, cell_deg=CELL_DEG, profile=None):
+    rgb, depth, alpha = lod.render_lod_cell_cpu(splat, tree, pose[None, :3], pose[None, 3:4], mount, cam.K, cam.width,
+                                                cam.height, (0.0, 0.0, 0.0), 0.05, 1e4, lod_px, cell_m, cell_deg,
+                                                profile=profile)
+    return rgb[0], depth[0], alpha[0]
+
+
+
+@pytest.fixture()
+def mount():
+    from airplay.render.camera import CameraMount
+
+    lod.clear_cell_cache()
+    yield CameraMount(offset_m=(0.1, 0.0, -0.05), pitch_deg=10.0)
+    lod.clear_cell_cache()
+
+
+def test_cell_image_is_a_function_of_the_pose(splat, tree, mount):
+    cam = PinholeCamera.from_fov(64, 64, 90.0)
+    pose = np.array([0.3, -6.2, 2.1, math.radians(95.0)])  # looking at the cube
+    cell = lod.pose_cell(pose[:3], pose[3], CELL_M, CELL_DEG)
+    cold = cell_image(splat, tree, pose, mount, cam)
+    assert cold[2].max() > 0.5  # something drawn
+    same_cell = cell_poses(cell, 5, np.random.default_rng(0))
+    for p in same_cell:
+        assert lod.pose_cell(p[:3], p[3], CELL_M, CELL_DEG) == cell
+        cell_image(splat, tree, p, mount, cam)
+    warm = cell_image(splat, tree, pose, mount, cam)
+    for a, b in zip(cold, warm):
+        assert np.array_equal(a, b)
+    # other cells (evicting this one), then the pose again; and with another lod_px in between
+    for d in range(lod.CELL_CACHE_SIZE + 2):
+        cell_image(splat, tree, pose + np.array([CELL_M * (d + 1), 0.0, 0.0, 0.0]), mount, cam)
+    cell_image(splat, tree, pose, mount, cam, lod_px=4.0)
+    again = cell_image(splat, tree, pose, mount, cam)
+    for a, b in zip(cold, again):
+        assert np.array_equal(a, b)
+
+
+def test_cell_cut_is_never_coarser_than_any_view_cut(splat, tree, mount):
+    from airplay.render.camera import map_from_base, viewmat_from_pose
+
+    cam = PinholeCamera.from_fov(64, 64, 90.0)
+    rng = np.random.default_rng(1)
+    lod_px = 2.0
+    f = max(cam.fx, cam.fy)
+    for pose in ([0.3, -6.2, 2.1, math.radians(95.0)], [-3.1, -5.0, 1.2, math.radians(50.0)],
+                 [7.9, 1.4, 3.7, math.radians(183.0)]):
+        cell = lod.pose_cell(pose[:3], pose[3], CELL_M, CELL_DEG)
+        vm, grow, chord, box = lod.cell_view(cell, CELL_M, CELL_DEG, mount)
+        m = lod._cut(tree, vm, cam.K, 64, 64, lod_px, 0.05, 1e4, grow, chord, box)
+        cut = lod._cut_workspace().ids[:m].copy()
+        inner = cut[tree.right[cut] >= 0]
+        assert len(inner) > 0  # merged nodes are used
+        # subtree id ranges of the cell cut's nodes (preorder: a subtree is [k, end(k)])
+        end = cut.copy()
+        while np.any(tree.right[end] >= 0):
+            end = np.where(tree.right[end] >= 0, tree.right[end], end)
+        order = np.argsort(cut)
+        starts, ends = cut[order], end[order]
+        for p in cell_poses(cell, 12, rng):
+            view = viewmat_from_pose(map_from_base(*p[:3], p[3]), mount)
+            centre = -view[:3, :3].T @ view[:3, 3]
+            # every merged node of the cell cut projects to <= lod_px px from this camera
+            b = tree.bounds[inner].astype(np.float64)
+            dist = np.linalg.norm(b[:, :3] - centre, axis=1) - b[:, 3]
+            assert np.all(dist > 0) and np.all(f * b[:, 5] <= lod_px * dist)
+            # every node the renderer draws of this view's own cut is in the cell cut or refined there
+            for v in lod.select(tree, view, cam.K, 64, 64, lod_px, 0.05, 1e4, culled=True):
+                s = np.searchsorted(starts, v, side="right") - 1  # the cell node at or before v in preorder
+                if s >= 0 and ends[s] >= v:  # v inside that node's subtree: it must be v itself
+                    assert starts[s] == v
+                else:  # v is refined: some cell node lies inside v's subtree
+                    ve = v
+                    while tree.right[ve] >= 0:
+                        ve = tree.right[ve]
+                    nxt = np.searchsorted(starts, v, side="left")
+                    assert nxt < len(starts) and starts[nxt] <= ve
+            # at a tiny threshold the cell image is the exact image, bit for bit
+            exact = render(splat, view, cam.K, 64, 64, backend="cpu")
+            mine = cell_image(splat, tree, p, mount, cam, lod_px=1e-9)
+            assert np.array_equal(mine[0], exact.rgb[0]) and np.array_equal(mine[1], exact.depth[0])
+
+
+def test_cell_cache_eviction(splat, tree, mount):
+    cam = PinholeCamera.from_fov(64, 64, 90.0)
+    base = np.array([0.3, -6.2, 2.1, math.radians(95.0)])
+    prof = {}
+    poses = [base + np.array([CELL_M * d, 0.0, 0.0, 0.0]) for d in range(lod.CELL_CACHE_SIZE + 1)]
+    for p in poses:
+        cell_image(splat, tree, p, mount, cam, profile=prof)
+    assert prof["cell_misses"] == lod.CELL_CACHE_SIZE + 1 and prof.get("cell_hits", 0) == 0
+    assert len(lod._cell_cache()) == lod.CELL_CACHE_SIZE
+    cell_image(splat, tree, poses[-1], mount, cam, profile=prof)  # most recent: a hit
+    cell_image(splat, tree, poses[1], mount, cam, profile=prof)  # oldest kept: a hit, now the most recent
+    assert prof["cell_hits"] == 2
+    cell_image(splat, tree, poses[0], mount, cam, profile=prof)  # evicted first: a miss, evicts poses[2]
+    assert prof["cell_misses"] == lod.CELL_CACHE_SIZE + 2
+    cell_image(splat, tree, poses[1], mount, cam, profile=prof)
+    assert prof["cell_hits"] == 3
+    cell_image(splat, tree, poses[2], mount, cam, profile=prof)
+    assert prof["cell_misses"] == lod.CELL_CACHE_SIZE + 3
+    # a different lod_px is another cache entry
+    cell_image(splat, tree, poses[2], mount, cam, lod_px=3.0, profile=prof)
+    assert prof["cell_misses"] == lod.CELL_CACHE_SIZE + 4
+
+
+@pytest.mark.parametrize("cell", [(-1.0, 15.0), (0.5, 0.0), (0.0, 15.0), (0.5, 200.0), (float("nan"), 15.0)])
+def test_bad_cell(splat, tree, mount, cell):
+    cam = PinholeCamera.from_fov(64, 64, 90.0)
+    with pytest.raises(ValueError, match="cell"):
+        cell_image(splat, tree, np.array([0.0, -6.0, 2.0, 1.5]), mount, cam, cell_m=cell[0], cell_deg=cell[1])
+
+
+def test_protocol_cell_setting(tmp_path):
+    import yaml
+
+    from airplay.config import config_dir
+    from airplay.tasks.protocol import Protocol, ProtocolError, load_protocol
+
+    data = yaml.safe_load((config_dir() / "protocol.yaml").read_text())
+    path = tmp_path / "protocol.yaml"
+
+    def with_render(**render):
+        d = {**data, "render": {k: v for k, v in {**data.get("render", {}), **render}.items() if v is not None}}
+        path.write_text(yaml.safe_dump(d))
+        return path
+
+    p = load_protocol(with_render(lod_cell_m=0.5, lod_cell_deg=15))
+    assert (p.render_lod_cell_m, p.render_lod_cell_deg) == (0.5, 15.0)
+    p = load_protocol(with_render(lod_cell_m=0, lod_cell_deg=0))
+    assert (p.render_lod_cell_m, p.render_lod_cell_deg) == (0.0, 0.0)  # off
+    p = load_protocol(with_render(lod_cell_m=None, lod_cell_deg=None))
+    assert (p.render_lod_cell_m, p.render_lod_cell_deg) == (Protocol.render_lod_cell_m, Protocol.render_lod_cell_deg)
+    assert (load_protocol().render_lod_cell_m, load_protocol().render_lod_cell_deg) == (0.5, 15.0)  # shipped
+    for bad in ({"lod_cell_m": 0.5, "lod_cell_deg": 0}, {"lod_cell_m": -1, "lod_cell_deg": 15},
+                {"lod_cell_m": 0, "lod_cell_deg": 15}, {"lod_cell_m": 0.5, "lod_cell_deg": 200}):
+        with pytest.raises(ProtocolError, match="lod_cell"):
+            load_protocol(with_render(**bad))
+
+
+def test_world_renders_by_pose_cell_when_the_protocol_says_so(tmp_path):
+    from dataclasses import replace
+
+    from airplay.scene.synthetic import make_scene
+    from airplay.sim.world import World
+
+    make_scene("indoor", 2, tmp_path / "indoor", gaussians_per_m2=4)
+    world = World.load(tmp_path / "indoor", cache_dir=tmp_path / "cache")
+    cells = replace(world, protocol=replace(world.protocol, render_lod_cell_m=0.5, render_lod_cell_deg=15.0))
+    world = replace(world, protocol=replace(world.protocol, render_lod_cell_m=0.0, render_lod_cell_deg=0.0))
+    spec = world.scene.spec
+    cam = spec.camera.intrinsics
+    lo = np.asarray(spec.navigable.polygon).min(axis=0)
+    hi = np.asarray(spec.navigable.polygon).max(axis=0)
+    pose = np.array([*(0.5 * (lo + hi)), 1.5])
+    lod.clear_cell_cache()
+    rgb, _ = cells.camera_images(pose, 0.7, "cpu", depth=False)
+    ref = lod.render_lod_cell_cpu(world.scene.gaussians, world.lod, pose[None], [0.7], spec.camera.mount, cam.K,
+                                  cam.width, cam.height, spec.background_rgb, 0.05, 1e4, world.protocol.render_lod_px,
+                                  0.5, 15.0)[0]
+    assert np.array_equal(rgb, np.clip(np.rint(np.clip(ref[0], 0, 1) * 255), 0, 255).astype(np.uint8))
+    cells.camera_images(pose + np.array([0.2, 0.1, 0.0]), 0.75, "cpu", depth=False)  # same cell, then the pose
+    assert np.array_equal(cells.camera_images(pose, 0.7, "cpu", depth=False)[0], rgb)
+    view, _ = world.camera_images(pose, 0.7, "cpu", depth=False)  # cells off: the per-view cut, close
+    assert psnr(view / 255.0, rgb / 255.0) > 35.0

@@ -402,6 +402,7 @@ def fly_and_record(world, env, policy, task, job: FlightJob) -> dict:
                 "status": status, "success": status == "success", "steps": steps,
                 "fps": round(1.0 / world.vehicle.control_dt_s), "source": SOURCE,
                 "render_lod_px": world.protocol.render_lod_px,
+                "render_lod_cell": [world.protocol.render_lod_cell_m, world.protocol.render_lod_cell_deg],
                 "airplay_version": airplay.__version__}
     encode_s += time.perf_counter() - t
     return {"records": records, "metadata": metadata, "status": status, "steps": steps, "render_s": render_s,

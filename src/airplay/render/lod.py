@@ -37,6 +37,21 @@ Leaves reached are drawn. The selected Gaussians are gathered, leaves in splat o
 (depth ties then break as in the exact renderer), and rendered by the exact CPU pipeline,
 whose own cull drops the few it would drop anyway. With ``lod_px`` tiny the cut is exactly
 the Gaussians the exact renderer keeps and the image is the exact image, bit for bit.
+
+**Pose cells** (:func:`render_lod_cell_cpu`; protocol.yaml ``render: lod_cell_m`` /
+``lod_cell_deg``, 0.5 m x 15 deg as shipped, 0 = off): the vehicle camera is gimbal-stabilised (only position and heading change)
+and moves a few cm per frame, so one cut can serve many frames. The cut is made per cell
+(floor(x / c), floor(y / c), floor(z / c), floor(yaw / b)) and valid for every pose in it: the
+traversal runs from the camera at the cell's centre and central heading, each node's sphere
+grown, for the frustum test, by how far mapping any camera of the cell onto that one can move
+a point (the cell's half-diagonal plus the mount offset's sweep, plus 2 sin(b / 4) x the
+point's horizontal distance, for the heading), and the LOD test measures the distance from
+the nearest point of the box of the cell's camera centres. No node is then coarser than
+``lod_px`` from any pose of the cell (so the image may be finer than the per-view cut's, never
+coarser) and nothing any of them would draw is culled; each frame draws the cell's cut from
+its exact view through the exact pipeline. The cut depends on the cell alone, so the image is
+a function of the pose, whatever was rendered before; each thread keeps the gathered cuts of
+its last :data:`CELL_CACHE_SIZE` cells.
 """
 
 from __future__ import annotations
@@ -451,10 +466,19 @@ def _forget(ident: int) -> None:
 
 @njit(cache=True, nogil=True)
 def _select(right, leaf_index, bounds, means, scales, opacities, viewmat, K, width, height, near, far, eps2d, alpha_min,
-            lod_px, out, stack, stats):
+            lod_px, grow_m, yaw_chord, box, out, stack, stats):
     """Keys of the cut's nodes for one view into ``out`` (a leaf's splat index, N + id for an
     internal node), in preorder; returns their count.
     stats[0], stats[1] += internal nodes, leaves visited.
+
+    ``grow_m``, ``yaw_chord``: 0 for one view. For a pose cell (:func:`cell_cut_arrays`),
+    ``viewmat`` is the cell's reference view and the cut must hold for every camera whose centre
+    is within ``grow_m`` of the reference one and whose heading differs by a rotation about the
+    map z axis of at most h, ``yaw_chord`` = 2 sin(h / 2): mapping such a camera onto the
+    reference one moves a point by at most ``grow_m + yaw_chord * (horizontal distance from the
+    camera)``, so each node's sphere is grown by that for the frustum test; the LOD test uses
+    the distance from ``box`` (lo x, y, z, hi x, y, z: a box holding every camera centre of the
+    cell) to the node's sphere.
 
     A superset of what the renderer draws: the renderer's own cull then drops the selected
     Gaussians it would drop anyway (cheaper there, over a flat array, than here per node).
@@ -509,7 +533,11 @@ def _select(right, leaf_index, bounds, means, scales, opacities, viewmat, K, wid
             c0 = np.float64(bounds[k, 0])
             c1 = np.float64(bounds[k, 1])
             c2 = np.float64(bounds[k, 2])
-            rad = np.float64(bounds[k, 3])
+            rad0 = np.float64(bounds[k, 3])
+            rad = rad0
+            if grow_m > 0.0 or yaw_chord > 0.0:
+                hx, hy = c0 - ccx, c1 - ccy
+                rad = rad0 + grow_m + yaw_chord * (math.sqrt(hx * hx + hy * hy) + rad0 + grow_m)
             e = np.float64(bounds[k, 4]) + 1e-12
             z = r20 * c0 + r21 * c1 + r22 * c2 + t2
             if z + rad * gz < near or z - rad * gz > far:
@@ -522,7 +550,11 @@ def _select(right, leaf_index, bounds, means, scales, opacities, viewmat, K, wid
                 continue
             if lod_px > 0.0:
                 dx, dy, dz = c0 - ccx, c1 - ccy, c2 - ccz
-                dist = math.sqrt(dx * dx + dy * dy + dz * dz) - rad
+                if grow_m > 0.0:  # from the nearest point of the box of camera centres
+                    dx = max(box[0] - c0, 0.0, c0 - box[3])
+                    dy = max(box[1] - c1, 0.0, c1 - box[4])
+                    dz = max(box[2] - c2, 0.0, c2 - box[5])
+                dist = math.sqrt(dx * dx + dy * dy + dz * dz) - rad0
                 if dist > 0.0 and f * np.float64(bounds[k, 5]) <= lod_px * dist:
                     pass  # draw the merged Gaussian (tested below like a leaf)
                 else:
@@ -633,13 +665,18 @@ def _cut_workspace() -> _CutWorkspace:
     return ws
 
 
-def _cut(h: GaussianHierarchy, viewmat, K, width, height, lod_px, near_m, far_m) -> int:
+_NO_BOX = np.zeros(6)
+
+
+def _cut(h: GaussianHierarchy, viewmat, K, width, height, lod_px, near_m, far_m, grow_m=0.0, yaw_chord=0.0,
+         box=_NO_BOX) -> int:
     ws = _cut_workspace()
     ws.ensure(h.n_nodes, h.sh.shape[1])
     m = _select(h.right, h.leaf_index, h.bounds, h.means, h.scales, h.opacities,
                 np.ascontiguousarray(viewmat, dtype=np.float64), np.ascontiguousarray(K, dtype=np.float64),
                 int(width), int(height), float(near_m), float(far_m), EPS2D, ALPHA_MIN, float(lod_px),
-                ws.ids, ws.stack, ws.stats)
+                float(grow_m), float(yaw_chord), np.ascontiguousarray(box, dtype=np.float64), ws.ids, ws.stack,
+                ws.stats)
     # Leaves in splat order first (depth ties then break as in the exact renderer), then merged nodes.
     _sort_keys(ws.ids, m, ws.tmp, ws.hist)
     _keys_to_ids(ws.ids, m, h.leaf_node)
@@ -706,4 +743,159 @@ def render_lod_cpu(gaussians: Gaussians, hierarchy: GaussianHierarchy, viewmats,
             profile["cut_size"] += len(arrays[0])
         _render_one(arrays, viewmats[i], Ks[i], width, height, bg, near_m, far_m, rgb[i], depth[i], alpha[i],
                     profile)
+    return rgb, depth, alpha
+
+
+# -- per-pose-cell cut, reused across frames ---------------------------------------------------------
+
+CELL_CACHE_SIZE = 4
+"""Cells whose gathered cuts each thread keeps (least recently used dropped first)."""
+
+
+def check_cell(cell_m, cell_deg) -> tuple[float, float]:
+    """(cell_m, cell_deg) as floats: both 0 (off) or cell_m > 0 and 0 < cell_deg <= 180; ValueError otherwise."""
+    vals = []
+    for name, v in (("cell_m", cell_m), ("cell_deg", cell_deg)):
+        if v is None:
+            v = 0.0
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+            raise ValueError(f"{name} must be a finite number, got {v!r}")
+        vals.append(float(v))
+    c, b = vals
+    if c == 0.0 and b == 0.0:
+        return 0.0, 0.0
+    if not (c > 0.0 and 0.0 < b <= 180.0):
+        raise ValueError(f"a pose cell needs cell_m > 0 and 0 < cell_deg <= 180 (both 0 = off), got {cell_m!r}, "
+                         f"{cell_deg!r}")
+    return c, b
+
+
+def pose_cell(position, yaw_rad: float, cell_m: float, cell_deg: float) -> tuple[int, int, int, int]:
+    """The cell of a gimbal-stabilised camera pose: (floor(x / c), floor(y / c), floor(z / c),
+    floor(yaw / b)), yaw wrapped to [0, 2 pi)."""
+    b = math.radians(cell_deg)
+    yaw = math.fmod(float(yaw_rad), 2.0 * math.pi)
+    if yaw < 0.0:
+        yaw += 2.0 * math.pi
+    return (math.floor(float(position[0]) / cell_m), math.floor(float(position[1]) / cell_m),
+            math.floor(float(position[2]) / cell_m), math.floor(yaw / b))
+
+
+def cell_view(cell, cell_m: float, cell_deg: float, mount) -> tuple[np.ndarray, float, float, np.ndarray]:
+    """(reference viewmat, grow_m, yaw_chord, box) of a pose cell for :func:`_select`: the camera
+    at the cell's centre and central heading; every camera of the cell has its centre within
+    ``grow_m`` of the reference one (half the cell's diagonal, plus what the mount's horizontal
+    offset sweeps over half a yaw bin) and in ``box`` (the cell shifted by the mount offset at
+    the central heading, grown by that sweep), and a heading within half a bin, ``yaw_chord`` =
+    2 sin(bin / 4)."""
+    from airplay.render.camera import map_from_base, viewmat_from_pose
+
+    b = math.radians(cell_deg)
+    i, j, k, y = cell
+    vm = viewmat_from_pose(map_from_base((i + 0.5) * cell_m, (j + 0.5) * cell_m, (k + 0.5) * cell_m, (y + 0.5) * b),
+                           mount)
+    chord = 2.0 * math.sin(0.25 * b)
+    off = math.hypot(float(mount.offset_m[0]), float(mount.offset_m[1]))
+    sweep = off * chord * (1.0 + 1e-6) + 1e-6 * (1.0 + cell_m)
+    grow = 0.5 * math.sqrt(3.0) * cell_m * (1.0 + 1e-6) + sweep
+    yc = (y + 0.5) * b
+    ox, oy = float(mount.offset_m[0]), float(mount.offset_m[1])
+    shift = np.array([math.cos(yc) * ox - math.sin(yc) * oy, math.sin(yc) * ox + math.cos(yc) * oy,
+                      float(mount.offset_m[2])])
+    lo = np.array([i, j, k], dtype=np.float64) * cell_m + shift - sweep
+    box = np.concatenate([lo, lo + cell_m + 2.0 * sweep])
+    return vm, grow, chord * (1.0 + 1e-6), box
+
+
+def _cell_cache():
+    cache = getattr(_local, "cells", None)
+    if cache is None:
+        from collections import OrderedDict
+
+        cache = _local.cells = OrderedDict()
+    return cache
+
+
+def clear_cell_cache() -> None:
+    """Forget this thread's cached cell cuts."""
+    _cell_cache().clear()
+
+
+def cell_cut_arrays(h: GaussianHierarchy, cell, cell_m, cell_deg, mount, K, width, height, lod_px, near_m, far_m,
+                    sh_rotation, profile: dict | None = None):
+    """(means, scales, quats, opacities, sh, sh_rotation) of the cut of a pose cell (see
+    :func:`cell_view`): valid for every camera pose in the cell - nothing the renderer would draw
+    for one of them is culled, and no node is coarser than ``lod_px`` from any of them. A
+    function of the cell alone; the last :data:`CELL_CACHE_SIZE` cells' arrays are kept per
+    thread (owned copies: read-only for callers). ``profile`` gets ``cell_hits`` / ``cell_misses``."""
+    K = np.ascontiguousarray(K, dtype=np.float64)
+    key = (id(h), h.n_leaves, tuple(int(c) for c in cell), float(cell_m), float(cell_deg),
+           tuple(float(v) for v in mount.offset_m), float(mount.pitch_deg), K.tobytes(), int(width), int(height),
+           float(lod_px), float(near_m), float(far_m))
+    cache = _cell_cache()
+    entry = cache.get(key)
+    if entry is not None and entry[0] is h:
+        cache.move_to_end(key)
+        if profile is not None:
+            profile["cell_hits"] = profile.get("cell_hits", 0) + 1
+        arrays = entry[1]
+    else:
+        vm, grow, chord, box = cell_view(cell, cell_m, cell_deg, mount)
+        m = _cut(h, vm, K, width, height, lod_px, near_m, far_m, grow, chord, box)
+        ws = _cut_workspace()
+        ids = ws.ids[:m]
+        arrays = (h.means[ids], h.scales[ids], h.quats_wxyz[ids], h.opacities[ids], h.sh[ids])
+        cache[key] = (h, arrays)
+        cache.move_to_end(key)
+        while len(cache) > CELL_CACHE_SIZE:
+            cache.popitem(last=False)
+        if profile is not None:
+            profile["cell_misses"] = profile.get("cell_misses", 0) + 1
+    return arrays + (np.ascontiguousarray(sh_rotation, dtype=np.float64),)
+
+
+def render_lod_cell_cpu(gaussians: Gaussians, hierarchy: GaussianHierarchy, positions, yaws, mount, K, width: int,
+                        height: int, background, near_m: float, far_m: float, lod_px: float, cell_m: float,
+                        cell_deg: float, *, profile: dict | None = None):
+    """:func:`render_lod_cpu` for gimbal-stabilised camera poses (base_link ``positions`` (C, 3)
+    in map, headings ``yaws`` (C,) rad, camera on ``mount``, intrinsics ``K``), each camera
+    drawing the cut of its pose cell (:func:`pose_cell`, :func:`cell_cut_arrays`) from its exact
+    view. The image is a function of the pose alone (the cell's cut does not depend on what was
+    rendered before), never coarser than the per-view cut at ``lod_px``."""
+    from airplay.render.camera import map_from_base, viewmat_from_pose
+    from airplay.render.cpu_backend import PROFILE_KEYS, _render_one
+
+    lod_px = check_lod_px(lod_px)
+    cell_m, cell_deg = check_cell(cell_m, cell_deg)
+    if lod_px <= 0.0 or cell_m <= 0.0:
+        raise ValueError(f"render_lod_cell_cpu needs lod_px > 0 and a pose cell, got {lod_px}, {cell_m}, {cell_deg}")
+    positions = np.asarray(positions, dtype=np.float64).reshape(-1, 3)
+    yaws = np.asarray(yaws, dtype=np.float64).reshape(-1)
+    if len(yaws) != len(positions):
+        raise ValueError(f"{len(positions)} positions but {len(yaws)} yaws")
+    if not 0.0 < near_m < far_m:
+        raise ValueError(f"render_lod_cell_cpu needs 0 < near_m < far_m, got near_m={near_m}, far_m={far_m}")
+    if hierarchy.n_leaves != len(gaussians):
+        raise ValueError(f"the LOD hierarchy has {hierarchy.n_leaves} leaves, the splat {len(gaussians)} Gaussians")
+    K = np.ascontiguousarray(K, dtype=np.float64).reshape(3, 3)
+    width, height = int(width), int(height)
+    c = len(positions)
+    bg = np.ascontiguousarray(background, dtype=np.float32).reshape(3)
+    rgb = np.empty((c, height, width, 3), dtype=np.float32)
+    depth = np.empty((c, height, width), dtype=np.float32)
+    alpha = np.empty((c, height, width), dtype=np.float32)
+    if profile is not None:
+        for key in PROFILE_KEYS + ("cut", "cut_size"):
+            profile.setdefault(key, 0.0)
+    for i in range(c):
+        t = time.perf_counter()
+        p, yaw = positions[i], float(yaws[i])
+        cell = pose_cell(p, yaw, cell_m, cell_deg)
+        arrays = cell_cut_arrays(hierarchy, cell, cell_m, cell_deg, mount, K, width, height, lod_px, near_m, far_m,
+                                 gaussians.sh_rotation, profile)
+        vm = viewmat_from_pose(map_from_base(float(p[0]), float(p[1]), float(p[2]), yaw), mount)
+        if profile is not None:
+            profile["cut"] += time.perf_counter() - t
+            profile["cut_size"] += len(arrays[0])
+        _render_one(arrays, vm, K, width, height, bg, near_m, far_m, rgb[i], depth[i], alpha[i], profile)
     return rgb, depth, alpha

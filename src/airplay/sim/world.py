@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from airplay.render.api import render
+from airplay.render.api import FAR_PLANE_M, NEAR_PLANE_M, RenderOutput, render, resolve_backend
 from airplay.render.camera import map_from_base, viewmat_from_pose
-from airplay.render.lod import GaussianHierarchy, hierarchy_for
+from airplay.render.lod import GaussianHierarchy, hierarchy_for, render_lod_cell_cpu
 from airplay.render.mesh_depth import MeshRaycaster
 from airplay.render.mesh_zbuffer import MeshDepthRasterizer
 from airplay.scene.scene import Scene
@@ -55,15 +55,24 @@ class World:
         ``depth``, the collision mesh's z-depth (H, W, 1) float32 in metres, clipped at
         ``max_depth_m`` (also where nothing is hit); None otherwise. RGB is rendered at the
         protocol's level of detail (``render: lod_px`` in protocol.yaml) unless ``lod_px`` is
-        given (0 = exact).
+        given (0 = exact). With ``render: lod_cell_m`` / ``lod_cell_deg`` set and the CPU
+        backend, the cut is the pose cell's (:func:`airplay.render.lod.render_lod_cell_cpu`),
+        reused while the camera stays in the cell.
         """
         spec = self.scene.spec
         cam = spec.camera.intrinsics
         viewmat = viewmat_from_pose(map_from_base(float(position[0]), float(position[1]), float(position[2]),
                                                   float(yaw_rad)), spec.camera.mount)
         lod_px = self.protocol.render_lod_px if lod_px is None else lod_px
-        out = render(self.scene.gaussians, viewmat, cam.K, cam.width, cam.height, backend=backend,
-                     background=spec.background_rgb, lod_px=lod_px, lod=self.lod if lod_px else None)
+        cell_m, cell_deg = self.protocol.render_lod_cell_m, self.protocol.render_lod_cell_deg
+        if lod_px and cell_m > 0.0 and self.lod is not None and resolve_backend(backend) == "cpu":
+            rgb, _, _ = render_lod_cell_cpu(self.scene.gaussians, self.lod, np.asarray(position, dtype=np.float64)[None],
+                                            [float(yaw_rad)], spec.camera.mount, cam.K, cam.width, cam.height,
+                                            spec.background_rgb, NEAR_PLANE_M, FAR_PLANE_M, lod_px, cell_m, cell_deg)
+            out = RenderOutput(rgb=np.clip(rgb, 0.0, 1.0), depth=None, alpha=None, backend="cpu")
+        else:
+            out = render(self.scene.gaussians, viewmat, cam.K, cam.width, cam.height, backend=backend,
+                         background=spec.background_rgb, lod_px=lod_px, lod=self.lod if lod_px else None)
         if not depth:
             return out.rgb_uint8[0], None
         z = np.minimum(self.depth.depth(viewmat, cam.K, cam.width, cam.height), max_depth_m)

@@ -54,6 +54,12 @@ class Protocol:
     render_lod_px: float = 2.0
     """Level of detail of the camera images (``render: lod_px``; :mod:`airplay.render.lod`):
     clusters of Gaussians projecting to at most this many pixels are drawn merged; 0 = exact."""
+    render_lod_cell_m: float = 0.5
+    render_lod_cell_deg: float = 15.0
+    """Pose cell of the LOD cut (``render: lod_cell_m``, ``lod_cell_deg``; both 0 = off): the cut
+    is made once per cell of position (m) x heading (deg), valid for every pose in it, and
+    reused (:func:`airplay.render.lod.render_lod_cell_cpu`); images may then be finer, never
+    coarser, than at ``lod_px`` per view, and stay a function of the pose."""
 
     def time_limit_s(self, astar_length_m: float) -> float:
         """Episode time limit, seconds: base + per-metre factor * A* path length (m)."""
@@ -111,8 +117,17 @@ def load_protocol(path: str | Path | None = None) -> Protocol:
         raise ProtocolError(path, "render: must be a mapping")
     lod_px = (_number(path, render, "lod_px", "render.", positive=False, lo=0.0) if "lod_px" in render
               else Protocol.render_lod_px)
+    cell = {}
+    for key in ("lod_cell_m", "lod_cell_deg"):
+        cell[key] = (_number(path, render, key, "render.", positive=False, lo=0.0) if key in render
+                     else getattr(Protocol, "render_" + key))
+    if (cell["lod_cell_m"] > 0.0) != (cell["lod_cell_deg"] > 0.0) or cell["lod_cell_deg"] > 180.0:
+        raise ProtocolError(path, "render.lod_cell_m and render.lod_cell_deg: both 0 (off) or both positive "
+                                  f"(lod_cell_deg <= 180), got {cell['lod_cell_m']!r}, {cell['lod_cell_deg']!r}")
     return Protocol(
         render_lod_px=lod_px,
+        render_lod_cell_m=cell["lod_cell_m"],
+        render_lod_cell_deg=cell["lod_cell_deg"],
         task=settings,
         success_radius_m=_number(path, data, "success_radius_m", ""),
         time_limit_base_s=_number(path, limit, "base_s", "time_limit.", positive=False, lo=0.0),
