@@ -105,6 +105,14 @@ def tile_size(width: int, height: int, threads: int | None = None) -> int:
     return 32 if n32 >= 8 * threads else 16
 
 
+@njit(inline="always")
+def _tan_limits(fx, fy, cx, cy, width, height):
+    """Clamp of x/z and y/z for the perspective Jacobian (1.3x the image half-extent, as gsplat's
+    ``persp_proj``): (+x, -x, +y, -y) limits, unitless."""
+    return ((width - cx) / fx + 0.3 * (0.5 * width / fx), cx / fx + 0.3 * (0.5 * width / fx),
+            (height - cy) / fy + 0.3 * (0.5 * height / fy), cy / fy + 0.3 * (0.5 * height / fy))
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def _cull(means, scales, opacities, viewmat, K, width, height, near, far, eps2d, alpha_min, valid, depth):
     """valid[i] = 1 for Gaussians that may touch the image (a superset); depth[i] = optical z."""
@@ -113,10 +121,7 @@ def _cull(means, scales, opacities, viewmat, K, width, height, near, far, eps2d,
     r10, r11, r12, t1 = viewmat[1, 0], viewmat[1, 1], viewmat[1, 2], viewmat[1, 3]
     r20, r21, r22, t2 = viewmat[2, 0], viewmat[2, 1], viewmat[2, 2], viewmat[2, 3]
     fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
-    lim_x_pos = (width - cx) / fx + 0.3 * (0.5 * width / fx)
-    lim_x_neg = cx / fx + 0.3 * (0.5 * width / fx)
-    lim_y_pos = (height - cy) / fy + 0.3 * (0.5 * height / fy)
-    lim_y_neg = cy / fy + 0.3 * (0.5 * height / fy)
+    lim_x_pos, lim_x_neg, lim_y_pos, lim_y_neg = _tan_limits(fx, fy, cx, cy, width, height)
     thr2 = 2.0 * (-math.log(alpha_min))  # 2 ln(255) >= 2 ln(255 * opacity)
     for i in prange(n):
         valid[i] = 0
@@ -235,10 +240,7 @@ def _project(valid, rank, means, scales, quats, opacities, sh, viewmat, K, sh_ro
     ccx = -(r00 * t0 + r10 * t1 + r20 * t2)
     ccy = -(r01 * t0 + r11 * t1 + r21 * t2)
     ccz = -(r02 * t0 + r12 * t1 + r22 * t2)
-    lim_x_pos = (width - cx) / fx + 0.3 * (0.5 * width / fx)
-    lim_x_neg = cx / fx + 0.3 * (0.5 * width / fx)
-    lim_y_pos = (height - cy) / fy + 0.3 * (0.5 * height / fy)
-    lim_y_neg = cy / fy + 0.3 * (0.5 * height / fy)
+    lim_x_pos, lim_x_neg, lim_y_pos, lim_y_neg = _tan_limits(fx, fy, cx, cy, width, height)
     log_min = math.log(alpha_min)
     c1 = SH_C1
     for i in prange(n):

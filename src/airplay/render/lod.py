@@ -71,6 +71,7 @@ import numpy as np
 from numba import njit
 
 from airplay.render.api import ALPHA_MIN, EPS2D
+from airplay.render.cpu_backend import _tan_limits
 from airplay.scene.gaussians import Gaussians, quat_wxyz_to_matrix
 
 CACHE_VERSION = 2
@@ -487,10 +488,7 @@ def _select(right, leaf_index, bounds, means, scales, opacities, viewmat, K, wid
     r10, r11, r12, t1 = viewmat[1, 0], viewmat[1, 1], viewmat[1, 2], viewmat[1, 3]
     r20, r21, r22, t2 = viewmat[2, 0], viewmat[2, 1], viewmat[2, 2], viewmat[2, 3]
     fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
-    lim_x_pos = (width - cx) / fx + 0.3 * (0.5 * width / fx)
-    lim_x_neg = cx / fx + 0.3 * (0.5 * width / fx)
-    lim_y_pos = (height - cy) / fy + 0.3 * (0.5 * height / fy)
-    lim_y_neg = cy / fy + 0.3 * (0.5 * height / fy)
+    lim_x_pos, lim_x_neg, lim_y_pos, lim_y_neg = _tan_limits(fx, fy, cx, cy, width, height)
     thr2 = 2.0 * (-math.log(alpha_min))
     sq_thr2 = math.sqrt(thr2)
     # Camera centre -R^T t (world).
@@ -712,28 +710,39 @@ def cut_arrays(h: GaussianHierarchy, viewmat, K, width, height, lod_px, near_m, 
             np.ascontiguousarray(sh_rotation, dtype=np.float64))
 
 
+def _check_leaves(hierarchy: GaussianHierarchy, gaussians: Gaussians) -> None:
+    if hierarchy.n_leaves != len(gaussians):
+        raise ValueError(f"the LOD hierarchy has {hierarchy.n_leaves} leaves, the splat {len(gaussians)} Gaussians")
+
+
+def _outputs(c: int, width: int, height: int, background, profile: dict | None):
+    """(background (3,), rgb (C, H, W, 3), depth (C, H, W), alpha (C, H, W)) float32 for C
+    cameras, and the profile keys (the renderer's stages plus ``cut``, ``cut_size``) at 0."""
+    from airplay.render.cpu_backend import PROFILE_KEYS
+
+    if profile is not None:
+        for key in PROFILE_KEYS + ("cut", "cut_size"):
+            profile.setdefault(key, 0.0)
+    return (np.ascontiguousarray(background, dtype=np.float32).reshape(3),
+            np.empty((c, height, width, 3), dtype=np.float32), np.empty((c, height, width), dtype=np.float32),
+            np.empty((c, height, width), dtype=np.float32))
+
+
 def render_lod_cpu(gaussians: Gaussians, hierarchy: GaussianHierarchy, viewmats, Ks, width: int, height: int,
                    background, near_m: float, far_m: float, lod_px: float, *, profile: dict | None = None):
     """:func:`airplay.render.cpu_backend.render_cpu` of each camera's cut (same arguments and
     outputs, plus the hierarchy and ``lod_px``); ``profile`` also gets ``cut`` seconds and
     ``cut_size`` (Gaussians selected), summed over the cameras."""
-    from airplay.render.cpu_backend import PROFILE_KEYS, _render_one
+    from airplay.render.cpu_backend import _render_one
 
     viewmats = np.ascontiguousarray(viewmats, dtype=np.float64).reshape(-1, 4, 4)
     Ks = np.ascontiguousarray(np.broadcast_to(np.asarray(Ks, dtype=np.float64), (viewmats.shape[0], 3, 3)))
     width, height = int(width), int(height)
     if not 0.0 < near_m < far_m:
         raise ValueError(f"render_lod_cpu needs 0 < near_m < far_m, got near_m={near_m}, far_m={far_m}")
-    if hierarchy.n_leaves != len(gaussians):
-        raise ValueError(f"the LOD hierarchy has {hierarchy.n_leaves} leaves, the splat {len(gaussians)} Gaussians")
+    _check_leaves(hierarchy, gaussians)
     c = viewmats.shape[0]
-    bg = np.ascontiguousarray(background, dtype=np.float32).reshape(3)
-    rgb = np.empty((c, height, width, 3), dtype=np.float32)
-    depth = np.empty((c, height, width), dtype=np.float32)
-    alpha = np.empty((c, height, width), dtype=np.float32)
-    if profile is not None:
-        for key in PROFILE_KEYS + ("cut", "cut_size"):
-            profile.setdefault(key, 0.0)
+    bg, rgb, depth, alpha = _outputs(c, width, height, background, profile)
     for i in range(c):
         t = time.perf_counter()
         arrays = cut_arrays(hierarchy, viewmats[i], Ks[i], width, height, lod_px, near_m, far_m,
@@ -863,7 +872,7 @@ def render_lod_cell_cpu(gaussians: Gaussians, hierarchy: GaussianHierarchy, posi
     view. The image is a function of the pose alone (the cell's cut does not depend on what was
     rendered before), never coarser than the per-view cut at ``lod_px``."""
     from airplay.render.camera import map_from_base, viewmat_from_pose
-    from airplay.render.cpu_backend import PROFILE_KEYS, _render_one
+    from airplay.render.cpu_backend import _render_one
 
     lod_px = check_lod_px(lod_px)
     cell_m, cell_deg = check_cell(cell_m, cell_deg)
@@ -875,18 +884,11 @@ def render_lod_cell_cpu(gaussians: Gaussians, hierarchy: GaussianHierarchy, posi
         raise ValueError(f"{len(positions)} positions but {len(yaws)} yaws")
     if not 0.0 < near_m < far_m:
         raise ValueError(f"render_lod_cell_cpu needs 0 < near_m < far_m, got near_m={near_m}, far_m={far_m}")
-    if hierarchy.n_leaves != len(gaussians):
-        raise ValueError(f"the LOD hierarchy has {hierarchy.n_leaves} leaves, the splat {len(gaussians)} Gaussians")
+    _check_leaves(hierarchy, gaussians)
     K = np.ascontiguousarray(K, dtype=np.float64).reshape(3, 3)
     width, height = int(width), int(height)
     c = len(positions)
-    bg = np.ascontiguousarray(background, dtype=np.float32).reshape(3)
-    rgb = np.empty((c, height, width, 3), dtype=np.float32)
-    depth = np.empty((c, height, width), dtype=np.float32)
-    alpha = np.empty((c, height, width), dtype=np.float32)
-    if profile is not None:
-        for key in PROFILE_KEYS + ("cut", "cut_size"):
-            profile.setdefault(key, 0.0)
+    bg, rgb, depth, alpha = _outputs(c, width, height, background, profile)
     for i in range(c):
         t = time.perf_counter()
         p, yaw = positions[i], float(yaws[i])
