@@ -104,22 +104,49 @@ def _quat_xyzw_from_matrix(r: np.ndarray) -> np.ndarray:
     Shepperd's method: each row is computed from its largest of w, x, y, z, so rotations
     near 180 degrees (heading west, yaw = +-pi) are as exact as any other.
     """
-    m00, m11, m22 = r[:, 0, 0], r[:, 1, 1], r[:, 2, 2]
-    d21, d02, d10 = r[:, 2, 1] - r[:, 1, 2], r[:, 0, 2] - r[:, 2, 0], r[:, 1, 0] - r[:, 0, 1]
-    s01, s02, s12 = r[:, 0, 1] + r[:, 1, 0], r[:, 0, 2] + r[:, 2, 0], r[:, 1, 2] + r[:, 2, 1]
-    case = np.argmax(np.stack([m00 + m11 + m22, m00, m11, m22], axis=1), axis=1)
-    t = np.choose(case, [1.0 + m00 + m11 + m22, 1.0 + m00 - m11 - m22, 1.0 - m00 + m11 - m22,
-                         1.0 - m00 - m11 + m22])
-    s = 0.5 / np.sqrt(np.maximum(t, 1e-300))  # 1 / (4 * largest component)
-    big = 0.5 * np.sqrt(np.maximum(t, 0.0))
-    q = np.choose(case[:, None], [
-        np.stack([d21 * s, d02 * s, d10 * s, big], axis=1),
-        np.stack([big, s01 * s, s02 * s, d21 * s], axis=1),
-        np.stack([s01 * s, big, s12 * s, d02 * s], axis=1),
-        np.stack([s02 * s, s12 * s, big, d10 * s], axis=1),
-    ])
-    q = np.where(q[:, 3:4] < 0.0, -q, q)
-    return q / np.linalg.norm(q, axis=1, keepdims=True)
+    r = np.ascontiguousarray(r, dtype=np.float64).reshape(-1, 3, 3)
+    out = np.empty((r.shape[0], 4))
+    _shepperd(r, out)
+    return out
+
+
+@njit(cache=True)
+def _shepperd(r, out):
+    """:func:`_quat_xyzw_from_matrix` into ``out`` (compiled: it runs on every control step)."""
+    for i in range(r.shape[0]):
+        m00, m11, m22 = r[i, 0, 0], r[i, 1, 1], r[i, 2, 2]
+        d21, d02, d10 = r[i, 2, 1] - r[i, 1, 2], r[i, 0, 2] - r[i, 2, 0], r[i, 1, 0] - r[i, 0, 1]
+        s01, s02, s12 = r[i, 0, 1] + r[i, 1, 0], r[i, 0, 2] + r[i, 2, 0], r[i, 1, 2] + r[i, 2, 1]
+        trace = m00 + m11 + m22
+        case, best = 0, trace  # the first of the largest, as np.argmax
+        if m00 > best:
+            case, best = 1, m00
+        if m11 > best:
+            case, best = 2, m11
+        if m22 > best:
+            case = 3
+        if case == 0:
+            t = 1.0 + m00 + m11 + m22
+        elif case == 1:
+            t = 1.0 + m00 - m11 - m22
+        elif case == 2:
+            t = 1.0 - m00 + m11 - m22
+        else:
+            t = 1.0 - m00 - m11 + m22
+        s = 0.5 / math.sqrt(max(t, 1e-300))  # 1 / (4 * largest component)
+        big = 0.5 * math.sqrt(max(t, 0.0))
+        if case == 0:
+            x, y, z, w = d21 * s, d02 * s, d10 * s, big
+        elif case == 1:
+            x, y, z, w = big, s01 * s, s02 * s, d21 * s
+        elif case == 2:
+            x, y, z, w = s01 * s, big, s12 * s, d02 * s
+        else:
+            x, y, z, w = s02 * s, s12 * s, big, d10 * s
+        if w < 0.0:
+            x, y, z, w = -x, -y, -z, -w
+        n = math.sqrt(x * x + y * y + z * z + w * w)
+        out[i, 0], out[i, 1], out[i, 2], out[i, 3] = x / n, y / n, z / n, w / n
 
 
 # Columns of the packed state array (one row per vehicle).
