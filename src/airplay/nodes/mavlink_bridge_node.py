@@ -186,8 +186,7 @@ class MavlinkBridgeNode(Node):
                 self._last_position_update = telemetry.updates
                 self.odom_pub.publish(odometry_from_state(state, now_ns))
         while self._pending_interventions:
-            intervention = self._pending_interventions.pop(0)
-            self.get_logger().warning(f"supervisor: {intervention}")
+            intervention = self._pending_interventions.pop(0)  # logged by airplay.supervisor (once)
             self.interventions_pub.publish(String(data=json.dumps(intervention.to_dict())))
         self.publish_status(now_ns)
         if fc.phase == "flying" and self.p["scene_dir"] and now_ns * 1e-9 - self._last_episode_s >= 1.0:
