@@ -38,6 +38,11 @@ ECHO = textwrap.dedent("""
     rclpy.init()
     node = Node("echo")
     node.declare_parameter("answer", 42)
+    from rcl_interfaces.srv import ListParameters
+    def listing(request, response):  # a node's own service: waited on at every wake-up
+        response.result.names = ["own"]
+        return response
+    node.create_service(ListParameters, "listing", listing)
     pong = node.create_publisher(Int64, "pong", RELIABLE)
     ticks = node.create_publisher(Int64, "ticks", RELIABLE)
     node.create_subscription(Int64, "ping", lambda m: pong.publish(Int64(data=m.data * 10)), RELIABLE)
@@ -69,7 +74,7 @@ def spin_until(executor, done, timeout_s: float = 20.0) -> None:
 
 
 def test_two_processes_messages_timer_and_a_service_call(context):
-    from rcl_interfaces.srv import GetParameters
+    from rcl_interfaces.srv import GetParameters, ListParameters
 
     echo = subprocess.Popen([sys.executable, "-c", ECHO], env=os.environ.copy())
     try:
@@ -89,6 +94,11 @@ def test_two_processes_messages_timer_and_a_service_call(context):
         future = client.call_async(GetParameters.Request(names=["answer"]))
         executor.spin_until_future_complete(future, timeout_sec=20.0)
         assert future.done() and future.result().values[0].integer_value == 42
+        own = node.create_client(ListParameters, "/listing")
+        assert own.wait_for_service(timeout_sec=20.0)
+        future = own.call_async(ListParameters.Request())
+        executor.spin_until_future_complete(future, timeout_sec=20.0)
+        assert future.done() and list(future.result().result.names) == ["own"]
 
         # Lockstep-style ping-pong: each ping waits for its pong, in order, none lost.
         for k in range(200):
@@ -172,3 +182,19 @@ def test_a_node_with_an_unknown_executor_exits_2_naming_it(tmp_path):
                            f"scenes:={tmp_path}"], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "AIRPLAY_EXECUTOR" in proc.stderr and "bogus" in proc.stderr
+
+
+def test_own_services_are_waited_on_at_every_wake_up_rclpys_at_10_hz(context):
+    from rcl_interfaces.srv import ListParameters
+
+    from airplay.nodes.executor import _Entities
+
+    node = Node("services", context=context)
+    node.create_service(ListParameters, "estop", lambda request, response: response)
+    executor = LeanExecutor(context=context)
+    executor.add_node(node)
+    e = _Entities(executor, executor.get_nodes())
+    assert [s.srv_name.lstrip("/") for s in e.services] == ["estop"]
+    assert sorted(s.srv_name.rsplit("/", 1)[-1] for s in e.builtin_services) == sorted(
+        ("describe_parameters", "get_parameters", "get_parameter_types", "list_parameters", "set_parameters",
+         "set_parameters_atomically", "get_type_description"))

@@ -12,8 +12,9 @@ waitables such as the QoS event handlers, coroutine callbacks) but:
 
 * keeps one ``rcl`` wait set and the entity lists, remade only after a node added or
   removed an entity (rclpy then wakes the executor through its guard condition);
-* waits on services (the parameter services) and QoS event handlers at least every
-  :data:`SLOW_POLL_S` (0.1 s) rather than on every wake-up;
+* waits on rclpy's own services of each node (parameters, type description) and the QoS
+  event handlers at least every :data:`SLOW_POLL_S` (0.1 s) rather than on every wake-up
+  (a node's own services, such as the bridge's ``estop``, at every wake-up);
 * takes and calls ready subscriptions and timers directly, without a ``Task``;
 * runs everything in the spinning thread, one ready entity after another in the order
   rclpy uses (timers, subscriptions, guard conditions, clients, services, waitables per node).
@@ -58,9 +59,19 @@ def executor_from_environment(context=None) -> Executor:
 
 
 SLOW_POLL_S = 0.1
-"""Services and QoS event handlers are waited on at least this often (seconds of wall time),
-not on every wake-up: neither is on a control loop's path (parameter requests, incompatible
-QoS, lost messages), and each one in the wait set costs every wake-up Python and rmw time."""
+"""rclpy's own services of every node (parameters, type descriptions) and the QoS event
+handlers are waited on at least this often (seconds of wall time), not on every wake-up:
+none of them is on a control loop's path (parameter requests, incompatible QoS, lost
+messages), and each one in the wait set costs every wake-up Python and rmw time. Services
+a node makes itself (the bridge's ``estop``) are waited on at every wake-up."""
+
+BUILTIN_SERVICES = ("describe_parameters", "get_parameters", "get_parameter_types", "list_parameters",
+                    "set_parameters", "set_parameters_atomically", "get_type_description")
+"""Last name component of the services rclpy gives every node."""
+
+
+def _builtin_service(service) -> bool:
+    return service.srv_name.rsplit("/", 1)[-1] in BUILTIN_SERVICES
 
 
 class _Entities:
@@ -70,13 +81,14 @@ class _Entities:
     def __init__(self, executor: "LeanExecutor", nodes: list) -> None:
         self.nodes = tuple(nodes)
         self.timers, self.subscriptions, self.guards, self.clients, self.services = [], [], [], [], []
-        self.waitables, self.events = [], []
+        self.waitables, self.events, self.builtin_services = [], [], []
         for node in nodes:
             self.timers.extend(node.timers)
             self.subscriptions.extend(node.subscriptions)
             self.guards.extend(node.guards)
             self.clients.extend(node.clients)
-            self.services.extend(node.services)
+            for s in node.services:
+                (self.builtin_services if _builtin_service(s) else self.services).append(s)
             for w in node.waitables:
                 (self.events if isinstance(w, EventHandler) else self.waitables).append(w)
         counts = [w.get_num_entities() for w in self.waitables + self.events]
@@ -85,16 +97,16 @@ class _Entities:
             len(self.guards) + 2 + sum(c.num_guard_conditions for c in counts),  # + the executor's two
             len(self.timers) + sum(c.num_timers for c in counts),
             len(self.clients) + sum(c.num_clients for c in counts),
-            len(self.services) + sum(c.num_services for c in counts),
+            len(self.services) + len(self.builtin_services) + sum(c.num_services for c in counts),
             sum(c.num_events for c in counts),
             executor._context.handle)
-        self.fast_handles = [x.handle for group in (self.subscriptions, self.guards, self.timers, self.clients)
-                             for x in group] + list(self.waitables)
-        self.slow_handles = [x.handle for x in self.services] + list(self.events)
+        self.fast_handles = [x.handle for group in (self.subscriptions, self.guards, self.timers, self.clients,
+                                                    self.services) for x in group] + list(self.waitables)
+        self.slow_handles = [x.handle for x in self.builtin_services] + list(self.events)
         self.sub_by_ptr = {x.handle.pointer: x for x in self.subscriptions}
         self.timer_by_ptr = {x.handle.pointer: x for x in self.timers}
         self.client_by_ptr = {x.handle.pointer: x for x in self.clients}
-        self.service_by_ptr = {x.handle.pointer: x for x in self.services}
+        self.service_by_ptr = {x.handle.pointer: x for x in self.services + self.builtin_services}
         self.guard_by_ptr = {x.handle.pointer: x for x in self.guards}
 
 
@@ -162,10 +174,12 @@ class LeanExecutor(Executor):
                     ws.add_timer(x.handle)
                 for x in e.clients:
                     ws.add_client(x.handle)
+                for x in e.services:
+                    ws.add_service(x.handle)
                 for x in e.waitables:
                     x.add_to_wait_set(ws)
                 if slow:
-                    for x in e.services:
+                    for x in e.builtin_services:
                         ws.add_service(x.handle)
                     for x in e.events:
                         x.add_to_wait_set(ws)
@@ -186,7 +200,7 @@ class LeanExecutor(Executor):
         timers = ws.get_ready_entities("timer")
         subs = ws.get_ready_entities("subscription")
         clients = ws.get_ready_entities("client")
-        services = ws.get_ready_entities("service") if slow else ()
+        services = ws.get_ready_entities("service")
         ready_waitables = [w for w in (e.waitables + e.events if slow else e.waitables) if w.is_ready(ws)]
         for ready, by_ptr, run in ((timers, e.timer_by_ptr, self._run_timer),
                                    (subs, e.sub_by_ptr, self._run_subscription),
