@@ -70,36 +70,33 @@ def _parsed(completion):
     return list(r.actions) if r.ok else None
 
 
+def _scored(completions, score) -> list[float]:
+    """``score(i, actions)`` for each completion i whose actions parse; 0.0 for one that does not."""
+    return [0.0 if (pred := _parsed(c)) is None else score(i, pred) for i, c in enumerate(completions)]
+
+
 def subgoal_alignment_reward(completions, lambda1: float = 1.0, lambda2: float = 0.5,
                              distance_scale_m: float | None = None, **kwargs) -> list[float]:
     """lambda1 * distance term + lambda2 * heading term (module docstring), per completion."""
-    out = []
-    for i, c in enumerate(completions):
-        pred = _parsed(c)
-        if pred is None:
-            out.append(0.0)
-            continue
+    def score(i, pred):
         space, gt = _space(kwargs, i), _gt(kwargs, i)
         p = rollout([a for a in pred if a != "STOP"], space)
         g = rollout([a for a in gt if a != "STOP"], space)
         d = math.dist(p[:3], g[:3])
         d0 = distance_scale_m or max(space.forward_m, math.dist(g[:3], (0.0, 0.0, 0.0)))
         dyaw = abs((p[3] - g[3] + math.pi) % (2 * math.pi) - math.pi)
-        out.append(lambda1 * max(0.0, 1.0 - d / d0) + lambda2 * max(0.0, 1.0 - dyaw / math.pi))
-    return out
+        return lambda1 * max(0.0, 1.0 - d / d0) + lambda2 * max(0.0, 1.0 - dyaw / math.pi)
+
+    return _scored(completions, score)
 
 
 def stop_consistency_reward(completions, alpha: float = 1.0, beta: float = 0.5, **kwargs) -> list[float]:
     """alpha if prediction and expert both STOP, beta if neither does, else 0."""
-    out = []
-    for i, c in enumerate(completions):
-        pred = _parsed(c)
-        if pred is None:
-            out.append(0.0)
-            continue
+    def score(i, pred):
         ps, gs = "STOP" in pred, "STOP" in _gt(kwargs, i)
-        out.append(alpha if (ps and gs) else (beta if (not ps and not gs) else 0.0))
-    return out
+        return alpha if (ps and gs) else (beta if (not ps and not gs) else 0.0)
+
+    return _scored(completions, score)
 
 
 def format_reward(completions, gamma: float = 0.5, max_actions: int = 8, **kwargs) -> list[float]:
