@@ -1,6 +1,8 @@
 """Test-wide settings: DDS confined to loopback for every rclpy process the tests start."""
 
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,39 @@ def descendants(pid: int) -> list[int]:
             out.append(child)
             todo.append(child)
     return out
+
+
+def sparse_indoor_scene(folder: Path) -> Path:
+    """The synthetic indoor scene of seed 1 at 4 Gaussians/m^2 in ``folder`` (named indoor_1),
+    with its disk-cached SDF built, so that the processes a test starts do not all build it."""
+    from airplay.scene.synthetic import make_scene
+    from airplay.sim.world import World
+
+    make_scene("indoor", 1, folder, gaussians_per_m2=4, name="indoor_1")
+    World.load(folder)
+    return folder
+
+
+def stop_process_trees(procs, nodes: set[int], sig: int = signal.SIGINT, wait_s: float = 10.0) -> None:
+    """Stop a graph: send ``sig`` to each running process of ``procs`` (None entries are
+    skipped) after adding its descendants to ``nodes``, kill any that has not exited within
+    ``wait_s``, then SIGKILL every id in ``nodes`` still alive (nodes a launcher left behind)."""
+    procs = [p for p in procs if p is not None]
+    for proc in procs:
+        if proc.poll() is None:
+            nodes.update(descendants(proc.pid))
+            proc.send_signal(sig)
+    for proc in procs:
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    for pid in nodes:  # anything left of the graph, by id
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import socket
 import subprocess
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import descendants
+from conftest import descendants, sparse_indoor_scene, stop_process_trees
 
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("pymavlink")
@@ -257,13 +256,7 @@ def test_fly_launch_file_reads_the_shared_graph(tmp_path):
 
 @pytest.fixture(scope="module")
 def fly_scene(tmp_path_factory) -> Path:
-    from airplay.scene.synthetic import make_scene
-    from airplay.sim.world import World
-
-    path = tmp_path_factory.mktemp("fly") / "indoor_1"
-    make_scene("indoor", 1, path, gaussians_per_m2=4, name="indoor_1")
-    World.load(path)  # the disk-cached SDF, once, before three processes want it
-    return path
+    return sparse_indoor_scene(tmp_path_factory.mktemp("fly") / "indoor_1")
 
 
 def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, tmp_path):
@@ -370,22 +363,7 @@ def test_rehearsal_flies_airvln_r1_stops_and_lands(fly_scene, tiny_vl_model, tmp
             timeline, reports = list(operator.timeline), list(operator.reports)
             interventions = list(operator.interventions)
     finally:
-        for proc in (launch, vehicle):
-            if proc is not None and proc.poll() is None:
-                nodes.update(descendants(proc.pid))
-                proc.send_signal(signal.SIGINT)
-        for proc in (launch, vehicle):
-            if proc is not None:
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=5)
-        for pid in nodes:  # anything left of the graph, by id
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        stop_process_trees((launch, vehicle), nodes, signal.SIGINT, wait_s=10)
         operator.close()
     print(f"the rehearsal took {elapsed:.1f} s")
     log = (tmp_path / "launch.log").read_text()

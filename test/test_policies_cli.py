@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import sparse_indoor_scene
 import torch
 from policy_data import tiny_episodes
 
@@ -56,13 +57,7 @@ def checkpoints(dataset, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def scene_dir(tmp_path_factory) -> Path:
-    from airplay.scene.synthetic import make_scene
-    from airplay.sim.world import World
-
-    path = tmp_path_factory.mktemp("scenes") / "indoor_1"
-    make_scene("indoor", 1, path, gaussians_per_m2=4, name="indoor_1")
-    World.load(path)  # the SDF cache, before other processes want it
-    return path
+    return sparse_indoor_scene(tmp_path_factory.mktemp("scenes") / "indoor_1")
 
 
 def test_train_writes_a_checkpoint_and_resumes(checkpoints, capsys):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import sparse_indoor_scene
 
 rclpy = pytest.importorskip("rclpy")
 
@@ -40,14 +41,7 @@ pytestmark = pytest.mark.usefixtures("own_ros_domain")  # test/conftest.py
 
 @pytest.fixture(scope="module")
 def scene_dir(tmp_path_factory) -> Path:
-    from airplay.scene.synthetic import make_scene
-
-    path = tmp_path_factory.mktemp("scenes") / "indoor_1"
-    make_scene("indoor", 1, path, gaussians_per_m2=4, name="indoor_1")
-    from airplay.sim.world import World
-
-    World.load(path)  # build the disk-cached SDF once, before four processes want it
-    return path
+    return sparse_indoor_scene(tmp_path_factory.mktemp("scenes") / "indoor_1")
 
 
 def _ros_value(value) -> str:

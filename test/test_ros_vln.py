@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import descendants
+from conftest import descendants, sparse_indoor_scene, stop_process_trees
 
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("transformers")
@@ -42,13 +42,7 @@ pytestmark = pytest.mark.usefixtures("own_ros_domain")  # test/conftest.py
 
 @pytest.fixture(scope="module")
 def scene_dir(tmp_path_factory) -> Path:
-    from airplay.scene.synthetic import make_scene
-    from airplay.sim.world import World
-
-    path = tmp_path_factory.mktemp("vlnscenes") / "indoor_1"
-    make_scene("indoor", 1, path, gaussians_per_m2=4, name="indoor_1")
-    World.load(path)  # the disk-cached SDF, once, before four processes want it
-    return path
+    return sparse_indoor_scene(tmp_path_factory.mktemp("vlnscenes") / "indoor_1")
 
 
 CONFIGS = {
@@ -80,19 +74,7 @@ def run_airplay(args: list[str], log: Path, deadline_s: float) -> int:
             pytest.fail(f"airplay {' '.join(args[:3])} did not finish within {deadline_s} s\n{log.read_text()[-6000:]}")
         return proc.returncode
     finally:
-        if proc.poll() is None:
-            nodes.update(descendants(proc.pid))
-            proc.send_signal(signal.SIGTERM)  # the launcher stops its nodes
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-        for pid in nodes:  # anything left of the graph, by id
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        stop_process_trees([proc], nodes, signal.SIGTERM, wait_s=20)  # the launcher stops its nodes
 
 
 @pytest.fixture(scope="module")
