@@ -402,7 +402,7 @@ def test_world_renders_by_pose_cell_when_the_protocol_says_so(tmp_path):
     pose = np.array([*(0.5 * (lo + hi)), 1.5])
     lod.clear_cell_cache()
     rgb, _ = cells.camera_images(pose, 0.7, "cpu", depth=False)
-    ref = lod.render_lod_cell_cpu(world.scene.gaussians, world.lod, pose[None], [0.7], spec.camera.mount, cam.K,
+    ref = lod.render_lod_cell_cpu(world.scene.gaussians, world.lod_hierarchy(), pose[None], [0.7], spec.camera.mount, cam.K,
                                   cam.width, cam.height, spec.background_rgb, 0.05, 1e4, world.protocol.render_lod_px,
                                   0.5, 15.0)[0]
     assert np.array_equal(rgb, np.clip(np.rint(np.clip(ref[0], 0, 1) * 255), 0, 255).astype(np.uint8))

@@ -280,6 +280,8 @@ def _scene_state(job: FlightJob):
 
     protocol = load_protocol(job.protocol) if job.protocol else None
     world = world_with_camera(World.load(job.scene_dir, protocol=protocol), job.image_size)
+    if world.protocol.render_lod_px > 0:
+        world.lod_hierarchy()  # with the scene load, once per worker: every flight renders
     tasks = sample_tasks(world.scene, world.grid, job.per_scene, job.seed, job.setting, world.protocol)
     env = AirPlayEnv(world, job.setting, tasks=tasks, render_backend=job.render_backend, render_images=False)
     state = (world, tasks, env, make_policy("expert", world))

@@ -28,8 +28,8 @@ class World:
     grid: the planning grid of the protocol; checker: sphere-vs-SDF collision and bounds;
     caster: Embree ray caster; depth: compiled z-buffer for mesh depth images (the same
     image as ray casting through pixel centres, several times faster); vehicle and
-    protocol: the settings used; lod: the splat's level-of-detail hierarchy (cached on
-    disk), used when ``protocol.render_lod_px`` > 0.
+    protocol: the settings used; cache_dir: where the per-scene caches (SDF, level-of-detail
+    hierarchy) live (None: :func:`airplay.sim.sdf.default_cache_dir`).
     """
 
     scene: Scene
@@ -40,11 +40,17 @@ class World:
     depth: MeshDepthRasterizer
     vehicle: VehicleParams
     protocol: Protocol
-    lod: GaussianHierarchy | None = None
+    cache_dir: Path | None = None
 
     @property
     def name(self) -> str:
         return self.scene.name
+
+    def lod_hierarchy(self) -> GaussianHierarchy:
+        """The splat's level-of-detail hierarchy, read from the disk cache (or built) on first
+        use and memoised per process: only processes that render RGB load it (tens of MB for
+        a 2.6e5-Gaussian splat), not the sim, policy or evaluator nodes."""
+        return hierarchy_for(self.scene.gaussians, cache_dir=self.cache_dir)
 
     def camera_images(self, position: np.ndarray, yaw_rad: float, backend: str = "auto", depth: bool = True,
                       max_depth_m: float = 100.0, lod_px: float | None = None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -65,14 +71,14 @@ class World:
                                                   float(yaw_rad)), spec.camera.mount)
         lod_px = self.protocol.render_lod_px if lod_px is None else lod_px
         cell_m, cell_deg = self.protocol.render_lod_cell_m, self.protocol.render_lod_cell_deg
-        if lod_px and cell_m > 0.0 and self.lod is not None and resolve_backend(backend) == "cpu":
-            rgb, _, _ = render_lod_cell_cpu(self.scene.gaussians, self.lod, np.asarray(position, dtype=np.float64)[None],
+        if lod_px and cell_m > 0.0 and self.protocol.render_lod_px > 0 and resolve_backend(backend) == "cpu":
+            rgb, _, _ = render_lod_cell_cpu(self.scene.gaussians, self.lod_hierarchy(), np.asarray(position, dtype=np.float64)[None],
                                             [float(yaw_rad)], spec.camera.mount, cam.K, cam.width, cam.height,
                                             spec.background_rgb, NEAR_PLANE_M, FAR_PLANE_M, lod_px, cell_m, cell_deg)
             out = RenderOutput(rgb=np.clip(rgb, 0.0, 1.0), depth=None, alpha=None, backend="cpu")
         else:
             out = render(self.scene.gaussians, viewmat, cam.K, cam.width, cam.height, backend=backend,
-                         background=spec.background_rgb, lod_px=lod_px, lod=self.lod if lod_px else None)
+                         background=spec.background_rgb, lod_px=lod_px, lod=self.lod_hierarchy() if lod_px else None)
         if not depth:
             return out.rgb_uint8[0], None
         z = np.minimum(self.depth.depth(viewmat, cam.K, cam.width, cam.height), max_depth_m)
@@ -88,6 +94,5 @@ class World:
         sdf = SignedDistanceField.for_scene(scene, resolution_m=protocol.task.grid_resolution_m, cache_dir=cache_dir)
         grid = NavigableGrid.for_scene(scene, sdf, protocol.task, vehicle.radius_m)
         checker = CollisionChecker(sdf, scene.spec.navigable, vehicle.radius_m)
-        lod = hierarchy_for(scene.gaussians, cache_dir=cache_dir) if protocol.render_lod_px > 0 else None
         return cls(scene, sdf, grid, checker, MeshRaycaster(scene.mesh), MeshDepthRasterizer(scene.mesh),
-                   vehicle, protocol, lod)
+                   vehicle, protocol, None if cache_dir is None else Path(cache_dir))
