@@ -43,7 +43,7 @@ class RendererNode(Node):
         self.world = None
         self.start_ns = None   # first stamp of the live episode; None between episodes
         self.held = None       # an odom that arrived while no episode was live
-        preload_first_scene(self, p["scenes"], self.tasks.load)
+        preload_first_scene(self, p["scenes"], self._load_for_rendering)
         qos = LOCKSTEP_IMAGES if self.lockstep else SENSOR_DATA
         self.rgb_pub = self.create_publisher(Image, "camera/image_raw", qos)
         self.depth_pub = self.create_publisher(Image, "camera/depth/image_raw", qos)
@@ -52,6 +52,12 @@ class RendererNode(Node):
         self.create_subscription(Odometry, "odom", self.on_odom, RELIABLE)
         self.create_subscription(String, "episode/command", self.on_episode_command, RELIABLE)
         self.create_subscription(String, "episode/status", self.on_episode_status, RELIABLE)
+
+    def _load_for_rendering(self, scene_dir: str) -> None:
+        """The scene, and its level-of-detail hierarchy where RGB is rendered with one."""
+        world, _ = self.tasks.load(scene_dir)
+        if self.render_images and world.protocol.render_lod_px > 0:
+            world.lod_hierarchy()
 
     def on_episode_command(self, msg: String) -> None:
         try:
