@@ -288,6 +288,20 @@ def test_command_shape_and_vehicle_count():
         quad.step(np.zeros((3, 4)))
 
 
+def test_odometry_is_the_concatenated_state_rows():
+    q = QuadrotorBatch(VehicleParams(), 3)
+    q.reset(np.array([[0.0, 0, 1], [1, 2, 3], [-1, 0, 2]]), np.array([0.3, -3.0, np.pi]))
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        q.step(rng.uniform(-2, 2, (3, 4)))
+    for i in range(3):
+        expected = np.concatenate([q.position[i], q.quat_xyzw[i], q.velocity[i], q.angular_velocity_body[i]])
+        assert q.odometry(i).dtype == np.float64 and q.odometry(i).tobytes() == expected.tobytes()
+    assert q.odometry(-1).tobytes() == q.odometry(2).tobytes()
+    with pytest.raises(IndexError):
+        q.odometry(3)
+
+
 def test_default_config_loads():
     params = load_vehicle_params()
     assert params.substeps == 5 and params.control_rate_hz == 50.0

@@ -174,3 +174,81 @@ def test_expert_success_on_synthetic_scenes(category, tmp_path_factory, sdf_cach
           f"scene+SDF+grid {t1 - t0:.1f} s, sampling {t2 - t1:.1f} s, planning+flight {t3 - t2:.1f} s")
     assert sr >= 0.95, dict(zip(*np.unique(status, return_counts=True)))
     assert cr <= 0.02
+
+
+class _PythonTracker:
+    """The tracker as it was written in numpy / Python before it was compiled: the reference
+    the compiled :meth:`ExpertPolicy.act` must equal bit for bit."""
+
+    def __init__(self, expert: ExpertPolicy, task) -> None:
+        self.e, self.ref = expert, expert.reference
+        self.tau, self.rate, self.yaw_target = 0.0, None, float(task.start_yaw)
+
+    def sample(self, tau):
+        ref = self.ref
+        if tau >= ref.t[-1]:
+            return ref.p[-1], np.zeros(3), np.zeros(3), float(ref.heading[-1])
+        i = int(np.searchsorted(ref.t, tau, side="right")) - 1
+        i = min(max(i, 0), len(ref.t) - 2)
+        w = (tau - ref.t[i]) / max(ref.t[i + 1] - ref.t[i], 1e-12)
+        return (ref.p[i] + w * (ref.p[i + 1] - ref.p[i]), ref.v[i] + w * (ref.v[i + 1] - ref.v[i]),
+                ref.a[i] + w * (ref.a[i + 1] - ref.a[i]), float(ref.heading[i]))
+
+    def act(self, position, yaw):
+        st, veh, dt = self.e.settings, self.e.vehicle, self.e.dt
+        p_ref, v_ref, a_ref, heading = self.sample(self.tau)
+        err = p_ref - np.asarray(position, dtype=np.float64)
+        if not math.isnan(heading):
+            self.yaw_target = heading
+        yaw_err = float(wrap_angle(self.yaw_target - yaw))
+        e0, e1 = st.governor_error_m
+        g_err = float(np.clip((e1 - np.linalg.norm(err)) / (e1 - e0), 0.0, 1.0))
+        y0, y1 = np.radians(st.governor_yaw_deg)
+        g_yaw = float(np.clip((y1 - abs(yaw_err)) / (y1 - y0), 0.0, 1.0))
+        target = min(g_err, g_yaw)
+        slew = st.governor_slew_per_s * dt
+        if self.rate is None:
+            self.rate = target
+        self.rate = float(np.clip(target, self.rate - slew, self.rate + slew))
+        cmd_map = self.rate * (v_ref + veh.velocity_time_constant_s * a_ref) + st.position_gain * err
+        vmax = 0.95 * veh.max_speed_xy_m_s
+        sxy = math.hypot(cmd_map[0], cmd_map[1])
+        if sxy > vmax:
+            cmd_map[:2] *= vmax / sxy
+        cmd_map[2] = np.clip(cmd_map[2], -0.95 * veh.max_speed_down_m_s, 0.95 * veh.max_speed_up_m_s)
+        yaw_rate = float(np.clip(st.yaw_gain * yaw_err, -0.95 * veh.max_yaw_rate_rad_s,
+                                 0.95 * veh.max_yaw_rate_rad_s))
+        psi = yaw + 0.5 * dt * yaw_rate
+        c, s = math.cos(psi), math.sin(psi)
+        cmd = np.array([c * cmd_map[0] + s * cmd_map[1], -s * cmd_map[0] + c * cmd_map[1], cmd_map[2], yaw_rate],
+                       dtype=np.float32)
+        self.tau = min(self.tau + self.rate * dt, float(self.ref.t[-1]))
+        return cmd
+
+
+def test_compiled_tracker_equals_the_python_one_bit_for_bit(room):
+    """Near the reference, far off it (the horizontal limit, which math.hypot decides), facing
+    any way (yaw wrap), and past the reference's end."""
+    grid, sdf = room
+    rng = np.random.default_rng(5)
+    for task in sample_tasks("room", grid, 3, seed=2, settings=PROTOCOL):
+        expert = ExpertPolicy(grid, sdf, VEHICLE)
+        expert.reset(task)
+        python = _PythonTracker(expert, task)
+        ref = expert.reference
+        for k in range(int(ref.duration_s / expert.dt) + 200):
+            j = min(k, len(ref.p) - 1)
+            scale = (0.0, 0.02, 0.3, 1.5, 6.0)[k % 5]
+            pos = (ref.p[j] + rng.normal(size=3) * scale).astype(np.float32).astype(np.float64)
+            yaw = (float(ref.heading[j]) + rng.normal() * 0.4, np.pi, -np.pi, rng.uniform(-6, 6))[k % 4]
+            expected = python.act(pos, yaw)
+            got = expert.act(pos, np.zeros(3), yaw)
+            assert got.dtype == np.float32 and got.tobytes() == expected.tobytes(), (k, got, expected)
+            state = np.zeros(13, np.float32)
+            state[0:3] = pos
+            state[3:7] = [0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2)]
+            x, y, z, w = (float(v) for v in state[3:7])
+            yaw32 = math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+            expected = python.act(state[0:3], yaw32)
+            got = expert.act_on_state(state)
+            assert got.shape == (1, 4) and got.tobytes() == expected.tobytes(), (k, got, expected)

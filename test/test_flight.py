@@ -57,3 +57,40 @@ def test_reset_reports_a_start_inside_an_obstacle(checker):
     sim = FlightSim(VehicleParams(), checker, 2)
     codes = sim.reset(np.array([[3.0, 0.0, 2.0], [0.0, 0.0, 2.0]]), np.zeros(2))
     assert [CODE_STATUS[int(c)] for c in codes] == [EpisodeStatus.COLLISION, EpisodeStatus.RUNNING]
+
+
+def test_step_observe_equals_step_and_the_numpy_it_replaces(checker):
+    """The fused one-vehicle step (AirPlayEnv.step) is bit-identical to FlightSim.step followed by
+    the environment's former numpy: np.linalg.norm of the motion and of goal - position, the
+    float32 state vector (concatenate + astype) and the yaw."""
+    params = VehicleParams()
+    rng = np.random.default_rng(3)
+    fused, plain = FlightSim(params, checker, 1), FlightSim(params, checker, 1)
+    goal = np.array([-3.0, 2.5, 2.0])
+    for start in ([0.0, 0.0, 2.0], [-2.0, 3.0, 1.0]):
+        yaw0 = rng.uniform(-np.pi, np.pi)
+        fused.reset(np.array([start]), np.array([yaw0]))
+        plain.reset(np.array([start]), np.array([yaw0]))
+        out = np.empty(6)
+        for _ in range(200):
+            cmd = rng.uniform([-1, -2, -1, -1.6], [3, 2, 1.5, 1.6], (1, 4)).astype(np.float32).astype(np.float64)
+            state = np.empty(13, np.float32)
+            before = plain.vehicles.position[0].copy()
+            code = fused.step_observe(cmd, goal, state, out)
+            expected_code = int(plain.step(cmd)[0])
+            v = plain.vehicles
+            np.testing.assert_array_equal(fused.vehicles.state, v.state)
+            np.testing.assert_array_equal(fused.vehicles.rotation, v.rotation)
+            assert fused.vehicles.time_s == v.time_s
+            assert code == expected_code
+            expected_state = np.concatenate([v.position[0], v.quat_xyzw[0], v.velocity[0],
+                                             v.angular_velocity_body[0]]).astype(np.float32)
+            assert state.tobytes() == expected_state.tobytes()
+            moved, distance, gx, gy, gz, yaw = out.tolist()
+            assert moved == float(np.linalg.norm(v.position[0] - before))
+            assert distance == float(np.linalg.norm(goal - v.position[0]))
+            assert [gx, gy, gz] == (goal - v.position[0]).tolist() and yaw == float(v.yaw[0])
+            if code:
+                break
+    with pytest.raises(ValueError, match="non-finite"):
+        fused.step_observe(np.array([[np.nan, 0.0, 0.0, 0.0]]), goal, np.empty(13, np.float32), out)

@@ -149,6 +149,17 @@ def _shepperd(r, out):
         out[i, 0], out[i, 1], out[i, 2], out[i, 3] = x / n, y / n, z / n, w / n
 
 
+@njit(cache=True)
+def _odometry(state, rot, omega, i, out):
+    """out (13,) = vehicle i's position, quaternion xyzw (:func:`_shepperd`), map velocity, body rates."""
+    quat = np.empty((1, 4))
+    _shepperd(rot[i:i + 1], quat)
+    out[0], out[1], out[2] = state[i, 0], state[i, 1], state[i, 2]
+    out[3], out[4], out[5], out[6] = quat[0, 0], quat[0, 1], quat[0, 2], quat[0, 3]
+    out[7], out[8], out[9] = state[i, 3], state[i, 4], state[i, 5]
+    out[10], out[11], out[12] = omega[i, 0], omega[i, 1], omega[i, 2]
+
+
 # Columns of the packed state array (one row per vehicle).
 POS, VEL, ACC, YAW, YAW_RATE = slice(0, 3), slice(3, 6), slice(6, 9), 9, 10
 STATE_WIDTH = 11
@@ -276,6 +287,16 @@ class QuadrotorBatch:
     def quat_xyzw(self) -> np.ndarray:
         """(N, 4) orientation of base_link in map, (x, y, z, w)."""
         return _quat_xyzw_from_matrix(self.rotation)
+
+    def odometry(self, i: int = 0) -> np.ndarray:
+        """(13,) float64 state of vehicle ``i``: position (m), orientation quaternion (x, y, z, w),
+        map velocity (m/s), body angular velocity (rad/s); the concatenation of the properties'
+        rows (one compiled call)."""
+        if not -self.n <= i < self.n:
+            raise IndexError(f"vehicle {i} out of range for {self.n} vehicles")
+        out = np.empty(13)
+        _odometry(self.state, self.rotation, self.angular_velocity_body, i % self.n, out)
+        return out
 
     def reset(self, positions: np.ndarray, yaws: np.ndarray) -> None:
         """Hover at ``positions`` (N, 3) map m with headings ``yaws`` (N,) rad, at rest."""

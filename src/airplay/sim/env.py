@@ -117,6 +117,9 @@ class AirPlayEnv(gym.Env):
         self._goal_image: np.ndarray | None = None
         self._last_rgb: np.ndarray | None = None
         self.trajectory: list[np.ndarray] = []
+        self._step_out = np.empty(6)  # filled by FlightSim.step_observe on every step
+        self._dt = self.world.vehicle.control_dt_s
+        self._success_radius_m = self.world.protocol.success_radius_m
 
     # -- episode ---------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -141,6 +144,7 @@ class AirPlayEnv(gym.Env):
         self.steps = 0
         self.path_length_m = 0.0
         self.trajectory = [self.position.copy()]
+        self._goal64 = np.ascontiguousarray(task.goal_position, dtype=np.float64).reshape(3)
         self._distance = self.distance_to_goal_m
         self.min_distance_m = self._distance
         self._goal_image = self._render_rgb_at(task.goal_position, task.goal_yaw) \
@@ -156,32 +160,57 @@ class AirPlayEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         if self.status is not EpisodeStatus.RUNNING:
             raise RuntimeError(f"episode already ended ({self.status.value}); call reset()")
-        cmd = np.asarray(action, dtype=np.float64).reshape(4)
-        if not np.isfinite(cmd).all():
-            raise ValueError(f"action must be finite, got {cmd.tolist()}")
-        before = self.position.copy()
-        code = int(self.flight.step(cmd[None, :])[0])
+        cmd = np.ascontiguousarray(action, dtype=np.float64).reshape(4)
+        # One compiled call steps the vehicle, checks it and computes what follows
+        # (distances, the float32 state); the arithmetic is the same as the numpy it replaces.
+        state = np.empty(13, np.float32)
+        out = self._step_out
+        try:
+            code = self.flight.step_observe(cmd.reshape(1, 4), self._goal64, state, out)
+        except ValueError:
+            raise ValueError(f"action must be finite, got {cmd.tolist()}") from None
         self.steps += 1
-        pos = self.position
-        self.path_length_m += float(np.linalg.norm(pos - before))
-        self.trajectory.append(pos.copy())
-        distance = self.distance_to_goal_m
-        self.min_distance_m = min(self.min_distance_m, distance)
+        moved, distance, gx, gy, gz, yaw = out.tolist()
+        self.path_length_m += moved
+        self.trajectory.append(self.vehicle.state[0, 0:3].copy())
+        if distance < self.min_distance_m:
+            self.min_distance_m = distance
         reward = self._distance - distance
         self._distance = distance
         status = CODE_STATUS[code]
-        if status is EpisodeStatus.RUNNING and distance <= self.world.protocol.success_radius_m:
+        if status is EpisodeStatus.RUNNING and distance <= self._success_radius_m:
             status = EpisodeStatus.SUCCESS
-        if status is EpisodeStatus.RUNNING and self.time_s >= self.task.time_limit_s - 1e-9:
+        if status is EpisodeStatus.RUNNING and self.steps * self._dt >= self.task.time_limit_s - 1e-9:
             status = EpisodeStatus.TIMEOUT
         self.status = status
         if status is EpisodeStatus.SUCCESS:
             reward += SUCCESS_REWARD
-        elif status in (EpisodeStatus.COLLISION, EpisodeStatus.OUT_OF_BOUNDS):
+        elif status is EpisodeStatus.COLLISION or status is EpisodeStatus.OUT_OF_BOUNDS:
             reward += FAILURE_REWARD
-        terminated = status in (EpisodeStatus.SUCCESS, EpisodeStatus.COLLISION, EpisodeStatus.OUT_OF_BOUNDS)
+        terminated = status is EpisodeStatus.SUCCESS or status is EpisodeStatus.COLLISION \
+            or status is EpisodeStatus.OUT_OF_BOUNDS
         truncated = status is EpisodeStatus.TIMEOUT
-        return self._observation(), float(reward), terminated, truncated, self._info()
+        if self.render_images:
+            obs = self._observation()
+        else:
+            h, w = self.camera.height, self.camera.width
+            obs = {"rgb": np.zeros((h, w, 3), np.uint8), "depth": np.zeros((h, w, 1), np.float32), "state": state}
+            self._last_rgb = obs["rgb"]
+            if self.setting == "pointgoal":
+                # goal_in_heading_frame, on the kernel's goal - position (numpy's cos and sin, as there)
+                c, s = float(np.cos(yaw)), float(np.sin(yaw))
+                obs["goal"] = np.array([c * gx + s * gy, -s * gx + c * gy, gz], np.float32)
+            elif self.setting == "imagegoal":
+                obs["goal_image"] = self._goal_image.copy()
+        return obs, float(reward), terminated, truncated, {
+            "status": status.value,
+            "task_id": self.task.task_id,
+            "steps": self.steps,
+            "time_s": self.time_s,
+            "distance_to_goal_m": distance,
+            "min_distance_m": self.min_distance_m,
+            "path_length_m": self.path_length_m,
+        }
 
     def render(self):
         """The last camera image (rgb_array mode)."""
@@ -198,7 +227,7 @@ class AirPlayEnv(gym.Env):
 
     @property
     def time_s(self) -> float:
-        return self.steps * self.world.vehicle.control_dt_s
+        return self.steps * self._dt
 
     @property
     def distance_to_goal_m(self) -> float:

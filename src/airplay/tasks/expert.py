@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from airplay.tasks.astar import astar
 from airplay.tasks.navigable import NavigableGrid
@@ -252,6 +253,97 @@ def _headings(points: np.ndarray, s: np.ndarray, settings: ExpertSettings) -> np
 
 
 # ---------------------------------------------------------------------------------------
+# tracking kernel
+
+
+@njit(cache=True, inline="always")
+def _np_clip(x, lo, hi):
+    """np.clip of a float64 scalar, bit for bit: min(max(x, lo), hi), NaN passed through."""
+    m = x if (x != x or x > lo) else lo
+    return m if (m != m or m < hi) else hi
+
+
+@njit(cache=True)
+def _track(t, p, v, a, heading, prm, trk, px, py, pz, yaw, buf, out):
+    """One period of :meth:`ExpertPolicy.act` (its docstring has the maths), compiled.
+
+    Same floating-point operations in the same order as the numpy / Python version it
+    replaces (np.clip, Python's min and max, numpy's float modulo and the 3-vector norm
+    sqrt((x*x + y*y) + z*z) have their exact semantics here). ``prm``: the settings
+    (:meth:`ExpertPolicy._track_params`); ``trk``: [reference clock tau (s), governor rate,
+    yaw target (rad), rate set (0/1)], updated. The map command before the horizontal limit
+    and the yaw rate go to ``buf``; when the command is clearly within the limit the heading-
+    frame command goes to ``out`` (1, 4) and True is returned, else False: the caller applies
+    the limit with Python's ``math.hypot`` (whose rounding differs from libm's) and rotates.
+    """
+    e0, e1, y0, y1 = prm[0], prm[1], prm[2], prm[3]
+    slew, tau_v, kp, yaw_gain = prm[4], prm[5], prm[6], prm[7]
+    vz_lo, vz_hi, r_lo, r_hi = prm[8], prm[9], prm[10], prm[11]
+    vmax, half_dt, dt = prm[12], prm[13], prm[14]
+    tau = trk[0]
+    n = t.shape[0]
+    t_end = t[n - 1]
+    if tau >= t_end:
+        rx, ry, rz = p[n - 1, 0], p[n - 1, 1], p[n - 1, 2]
+        vx = vy = vz = 0.0
+        ax = ay = az = 0.0
+        hd = heading[n - 1]
+    else:
+        lo, hi = 0, n  # np.searchsorted(t, tau, side="right")
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if tau < t[mid]:
+                hi = mid
+            else:
+                lo = mid + 1
+        i = min(max(lo - 1, 0), n - 2)
+        den = t[i + 1] - t[i]
+        if 1e-12 > den:
+            den = 1e-12
+        w = (tau - t[i]) / den
+        rx = p[i, 0] + w * (p[i + 1, 0] - p[i, 0])
+        ry = p[i, 1] + w * (p[i + 1, 1] - p[i, 1])
+        rz = p[i, 2] + w * (p[i + 1, 2] - p[i, 2])
+        vx = v[i, 0] + w * (v[i + 1, 0] - v[i, 0])
+        vy = v[i, 1] + w * (v[i + 1, 1] - v[i, 1])
+        vz = v[i, 2] + w * (v[i + 1, 2] - v[i, 2])
+        ax = a[i, 0] + w * (a[i + 1, 0] - a[i, 0])
+        ay = a[i, 1] + w * (a[i + 1, 1] - a[i, 1])
+        az = a[i, 2] + w * (a[i + 1, 2] - a[i, 2])
+        hd = heading[i]
+    ex, ey, ez = rx - px, ry - py, rz - pz
+    if not math.isnan(hd):
+        trk[2] = hd
+    yaw_err = ((trk[2] - yaw) + np.pi) % (2.0 * np.pi) - np.pi
+    g_err = _np_clip((e1 - math.sqrt(ex * ex + ey * ey + ez * ez)) / (e1 - e0), 0.0, 1.0)
+    g_yaw = _np_clip((y1 - abs(yaw_err)) / (y1 - y0), 0.0, 1.0)
+    target = g_yaw if g_yaw < g_err else g_err
+    if trk[3] == 0.0:  # first period: start at the rate the heading allows
+        rate = target
+        trk[3] = 1.0
+    else:
+        rate = trk[1]
+    rate = _np_clip(target, rate - slew, rate + slew)
+    trk[1] = rate
+    cx = rate * (vx + tau_v * ax) + kp * ex
+    cy = rate * (vy + tau_v * ay) + kp * ey
+    cz = _np_clip(rate * (vz + tau_v * az) + kp * ez, vz_lo, vz_hi)
+    yaw_rate = _np_clip(yaw_gain * yaw_err, r_lo, r_hi)
+    tau_next = tau + rate * dt
+    trk[0] = t_end if t_end < tau_next else tau_next
+    buf[0], buf[1], buf[2], buf[3] = cx, cy, cz, yaw_rate
+    if math.sqrt(cx * cx + cy * cy) >= vmax * (1.0 - 1e-9):
+        return False  # at or near the limit: math.hypot decides (see above)
+    psi = yaw + half_dt * yaw_rate
+    c, s = math.cos(psi), math.sin(psi)
+    out[0, 0] = c * cx + s * cy
+    out[0, 1] = -s * cx + c * cy
+    out[0, 2] = cz
+    out[0, 3] = yaw_rate
+    return True
+
+
+# ---------------------------------------------------------------------------------------
 # the policy
 
 
@@ -271,6 +363,11 @@ class ExpertPolicy:
         self._penalty: np.ndarray | None = None
         self.reference: Reference | None = None
         self.waypoints: np.ndarray | None = None
+        self._prm = self._track_params()
+        self._buf = np.empty(4)
+        self._arrays_of: Reference | None = None
+        self._ref_arrays: tuple = ()
+        self._trk = np.zeros(4)
 
     # -- planning ----------------------------------------------------------------------
     @property
@@ -318,22 +415,49 @@ class ExpertPolicy:
     def reset(self, task) -> None:
         """Plan for ``task`` (:class:`~airplay.tasks.sampler.Task`) and restart the clock."""
         self.reference = self.plan(task.start_position, task.goal_position, getattr(task, "path_m", None))
-        self._tau = 0.0
-        self._rate: float | None = None
-        self._yaw_target = float(task.start_yaw)
+        # reference clock tau (s), governor rate, yaw target (rad), rate set (0: first period)
+        self._trk = np.array([0.0, 0.0, float(task.start_yaw), 0.0])
 
     # -- tracking ----------------------------------------------------------------------
-    def _sample(self, tau: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    def _track_params(self) -> np.ndarray:
+        """The settings :func:`_track` reads, computed as the Python tracker computed them."""
+        st, veh = self.settings, self.vehicle
+        e0, e1 = st.governor_error_m
+        y0, y1 = np.radians(st.governor_yaw_deg)
+        return np.array([e0, e1, y0, y1, st.governor_slew_per_s * self.dt, veh.velocity_time_constant_s,
+                         st.position_gain, st.yaw_gain, -0.95 * veh.max_speed_down_m_s, 0.95 * veh.max_speed_up_m_s,
+                         -0.95 * veh.max_yaw_rate_rad_s, 0.95 * veh.max_yaw_rate_rad_s, 0.95 * veh.max_speed_xy_m_s,
+                         0.5 * self.dt, self.dt], dtype=np.float64)
+
+    def _arrays(self) -> tuple:
+        """The reference's arrays, contiguous float64, for :func:`_track` (memoised per reference)."""
         ref = self.reference
-        if tau >= ref.t[-1]:
-            return ref.p[-1], np.zeros(3), np.zeros(3), float(ref.heading[-1])
-        i = int(np.searchsorted(ref.t, tau, side="right")) - 1
-        i = min(max(i, 0), len(ref.t) - 2)
-        w = (tau - ref.t[i]) / max(ref.t[i + 1] - ref.t[i], 1e-12)
-        p = ref.p[i] + w * (ref.p[i + 1] - ref.p[i])
-        v = ref.v[i] + w * (ref.v[i + 1] - ref.v[i])
-        a = ref.a[i] + w * (ref.a[i + 1] - ref.a[i])
-        return p, v, a, float(ref.heading[i])
+        if self._arrays_of is not ref:
+            c = np.ascontiguousarray
+            self._ref_arrays = (c(ref.t, np.float64), c(ref.p, np.float64), c(ref.v, np.float64),
+                                c(ref.a, np.float64), c(ref.heading, np.float64))
+            self._arrays_of = ref
+        return self._ref_arrays
+
+    def _command(self, px: float, py: float, pz: float, yaw: float) -> np.ndarray:
+        """(1, 4) float32 command from the map position (m) and yaw (rad); see :meth:`act`."""
+        if self.reference is None:
+            raise RuntimeError("ExpertPolicy.act called before reset(task)")
+        t, p, v, a, heading = self._arrays()
+        out = np.empty((1, 4), np.float32)
+        buf = self._buf
+        if not _track(t, p, v, a, heading, self._prm, self._trk, px, py, pz, yaw, buf, out):
+            cx, cy, cz, yaw_rate = buf.tolist()
+            vmax = 0.95 * self.vehicle.max_speed_xy_m_s
+            sxy = math.hypot(cx, cy)
+            if sxy > vmax:
+                f = vmax / sxy
+                cx *= f
+                cy *= f
+            psi = yaw + 0.5 * self.dt * yaw_rate
+            c, s = math.cos(psi), math.sin(psi)
+            out[0] = (c * cx + s * cy, -s * cx + c * cy, cz, yaw_rate)
+        return out
 
     def act(self, position: np.ndarray, velocity: np.ndarray, yaw: float) -> np.ndarray:
         """Command (4,) float32 ``[vx, vy, vz, yaw_rate]`` for one control period, from the
@@ -343,38 +467,12 @@ class ExpertPolicy:
         call. ``velocity`` is part of the common policy signature; the tracker does not
         need it (the feed-forward carries the motion, the lag model is in the gains).
         """
-        if self.reference is None:
-            raise RuntimeError("ExpertPolicy.act called before reset(task)")
-        st, veh = self.settings, self.vehicle
-        position = np.asarray(position, dtype=np.float64)
-        p_ref, v_ref, a_ref, heading = self._sample(self._tau)
-        err = p_ref - position
-        if not math.isnan(heading):
-            self._yaw_target = heading
-        yaw_err = float(wrap_angle(self._yaw_target - yaw))
-        # time governor: the reference clock runs slower when off track or facing away
-        e0, e1 = st.governor_error_m
-        g_err = float(np.clip((e1 - np.linalg.norm(err)) / (e1 - e0), 0.0, 1.0))
-        y0, y1 = np.radians(st.governor_yaw_deg)
-        g_yaw = float(np.clip((y1 - abs(yaw_err)) / (y1 - y0), 0.0, 1.0))
-        target = min(g_err, g_yaw)
-        slew = st.governor_slew_per_s * self.dt
-        if self._rate is None:  # first period: start at the rate the heading allows
-            self._rate = target
-        self._rate = float(np.clip(target, self._rate - slew, self._rate + slew))
-        cmd_map = self._rate * (v_ref + veh.velocity_time_constant_s * a_ref) + st.position_gain * err
-        # limits: horizontal speed, climb and descent
-        vmax = 0.95 * veh.max_speed_xy_m_s
-        sxy = math.hypot(cmd_map[0], cmd_map[1])
-        if sxy > vmax:
-            cmd_map[:2] *= vmax / sxy
-        cmd_map[2] = np.clip(cmd_map[2], -0.95 * veh.max_speed_down_m_s, 0.95 * veh.max_speed_up_m_s)
-        yaw_rate = float(np.clip(st.yaw_gain * yaw_err, -0.95 * veh.max_yaw_rate_rad_s,
-                                 0.95 * veh.max_yaw_rate_rad_s))
-        # rotate into the heading frame at the yaw expected mid-period
-        psi = yaw + 0.5 * self.dt * yaw_rate
-        c, s = math.cos(psi), math.sin(psi)
-        cmd = np.array([c * cmd_map[0] + s * cmd_map[1], -s * cmd_map[0] + c * cmd_map[1], cmd_map[2], yaw_rate],
-                       dtype=np.float32)
-        self._tau = min(self._tau + self._rate * self.dt, float(self.reference.t[-1]))
-        return cmd
+        x, y, z = np.asarray(position, dtype=np.float64).reshape(3).tolist()
+        return self._command(x, y, z, float(yaw))[0]
+
+    def act_on_state(self, state: np.ndarray) -> np.ndarray:
+        """(1, 4) float32: :meth:`act` from a 13-vector state (position, quaternion x, y, z, w,
+        map velocity, body rates; :class:`airplay.sim.env.AirPlayEnv`'s ``obs["state"]``), the
+        yaw being ``atan2(2 (w z + x y), 1 - 2 (y^2 + z^2))`` of its quaternion."""
+        px, py, pz, x, y, z, w = np.asarray(state)[0:7].tolist()
+        return self._command(px, py, pz, math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z)))
