@@ -15,10 +15,11 @@ simulation + expert, CDR encoding + MCAP writing + publishing. Flights per secon
 = flights / CPU time of the process (one thread), so that other load on a shared machine
 does not count; the wall-clock rate is printed too. Target: >= 1 flight/s/core.
 
-A second table rewrites one recorded flight with each MCAP chunk compression (zstd, the
-bag writer's default; lz4; none): write time and size, each as a ratio to the reference
+A second table rewrites one recorded flight with each MCAP chunk compression (zstd at the
+bag writer's default level, ``bag_writer.ZSTD_LEVEL``, and at zstd's own default 3; lz4;
+none): write time (per flight and per step) and size, the time as a ratio to the reference
 measured in the same run, rosbags' own rosbag2 Writer in MCAP storage (no chunk
-compression, no periodic flush) writing the same messages.
+compression, no periodic flush, no fsync) writing the same messages.
 
     PYTHONPATH=src python bench/collect.py                 # table
     PYTHONPATH=src python bench/collect.py --json          # one JSON object
@@ -96,7 +97,8 @@ def bench_density(tmp: Path, density: float, size: int, flights: int, depth: boo
     log(f"[{density:g} G/m^2, lod_px {lod_px:g}, cell {cell_label(cell)}] {flights} flights at {size}x{size} ...")
     summary = collect(cfg, progress=sys.stderr.isatty())
     recs = [r for r in read_ledger(out).values()]
-    t = {k: float(sum(r["timings"][k] for r in recs)) for k in ("load", "render", "sim", "write", "wall", "cpu")}
+    t = {k: float(sum(r["timings"].get(k, 0.0) for r in recs))
+         for k in ("load", "render", "sim", "write", "encode", "wall", "cpu")}
     flying = t["wall"] - t["load"]
     steps = sum(r["steps"] for r in recs)
     frames = sum(r["frames"] for r in recs)
@@ -114,7 +116,7 @@ def bench_density(tmp: Path, density: float, size: int, flights: int, depth: boo
         "ratio_to_target": round(len(recs) / t["cpu"] / TARGET, 3),
         "cpu_ms_per_step": round(1e3 * t["cpu"] / max(steps, 1), 3),
         "breakdown_s": {"render": round(t["render"], 3), "sim_expert": round(t["sim"], 3),
-                        "encode_write": round(t["write"], 3),
+                        "encode_write": round(t["write"], 3), "encode": round(t["encode"], 3),
                         "other": round(flying - t["render"] - t["sim"] - t["write"], 3)},
         "mb_per_flight": round(bag_bytes / 1e6 / max(summary["total"]["written"], 1), 2),
     }
@@ -126,26 +128,31 @@ def bench_density(tmp: Path, density: float, size: int, flights: int, depth: boo
 def bench_compression(bag_dir: str, tmp: Path, repeats: int = 3) -> list[dict]:
     """Rewrite one recorded flight with each chunk compression: best-of write time and size."""
     from airplay.data.bag import BagWriter, iter_bag_messages
+    from airplay.data.bag_writer import ZSTD_LEVEL
 
     records = [(topic, stamp, cdr) for topic, _, stamp, cdr in iter_bag_messages(bag_dir)
                if topic != "/episode/metadata"]
     raw = sum(len(c) for _, _, c in records)
+    steps = max(1, sum(1 for topic, _, _ in records if topic == "/odom"))
     rows = []
-    for compression in ("zstd", "lz4", ""):
+    levels = [ZSTD_LEVEL] + ([3] if ZSTD_LEVEL != 3 else [])
+    for compression, level in [("zstd", lv) for lv in levels] + [("lz4", None), ("", None)]:
+        label = f"zstd {level}" + (" (default)" if level == ZSTD_LEVEL else "") if compression == "zstd" \
+            else compression or "none"
         best = float("inf")
         for _ in range(repeats):
-            path = tmp / f"rewrite_{compression or 'none'}"
+            path = tmp / f"rewrite_{compression or 'none'}{level or ''}"
             shutil.rmtree(path, ignore_errors=True)
             t = time.perf_counter()
-            with BagWriter(path, compression=compression) as writer:
+            with BagWriter(path, compression=compression, zstd_level=level) as writer:
                 for record in records:
                     writer.write(*record)
             best = min(best, time.perf_counter() - t)
         size = sum(f.stat().st_size for f in path.glob("*.mcap"))
-        rows.append({"writer": "airplay BagWriter", "compression": compression or "none",
-                     "write_ms": round(1e3 * best, 2), "mb": round(size / 1e6, 3), "ratio": round(raw / size, 2),
-                     "messages": len(records)})
-    rows.append(rosbags_reference(records, tmp, repeats, raw))
+        rows.append({"writer": "airplay BagWriter", "compression": label,
+                     "write_ms": round(1e3 * best, 2), "ms_per_step": round(1e3 * best / steps, 4),
+                     "mb": round(size / 1e6, 3), "ratio": round(raw / size, 2), "messages": len(records)})
+    rows.append(rosbags_reference(records, tmp, repeats, raw, steps))
     ours = next(r for r in rows if r["writer"] == "airplay BagWriter" and r["compression"] == "none")
     for r in rows:
         r["time_vs_rosbags"] = round(r["write_ms"] / rows[-1]["write_ms"], 2)
@@ -153,9 +160,9 @@ def bench_compression(bag_dir: str, tmp: Path, repeats: int = 3) -> list[dict]:
     return rows
 
 
-def rosbags_reference(records, tmp: Path, repeats: int, raw: int) -> dict:
+def rosbags_reference(records, tmp: Path, repeats: int, raw: int, steps: int) -> dict:
     """The reference in the same run: rosbags' own rosbag2 Writer (MCAP storage, no chunk
-    compression, no periodic flush) writing the same messages, best of ``repeats``."""
+    compression, no periodic flush, no fsync) writing the same messages, best of ``repeats``."""
     from rosbags.rosbag2 import StoragePlugin, Writer
 
     from airplay.data.messages import TOPICS, typestore
@@ -174,7 +181,8 @@ def rosbags_reference(records, tmp: Path, repeats: int, raw: int) -> dict:
         best = min(best, time.perf_counter() - t)
     size = sum(f.stat().st_size for f in path.glob("*.mcap"))
     return {"writer": "rosbags Writer (reference)", "compression": "none", "write_ms": round(1e3 * best, 2),
-            "mb": round(size / 1e6, 3), "ratio": round(raw / size, 2), "messages": len(records)}
+            "ms_per_step": round(1e3 * best / steps, 4), "mb": round(size / 1e6, 3), "ratio": round(raw / size, 2),
+            "messages": len(records)}
 
 
 def print_tables(result: dict) -> None:
@@ -195,16 +203,19 @@ def print_tables(result: dict) -> None:
               f"{'PASS' if r['pass'] else 'FAIL'}")
         # Stage shares are of wall time; scaled to the CPU time per step.
         per_step = {k: r["cpu_ms_per_step"] * b[k] / total for k in b}
+        per_step["mcap"] = per_step["encode_write"] - per_step["encode"]
         print(f"{'':<14}CPU per step: render {per_step['render']:.2f} ms, sim+expert {per_step['sim_expert']:.2f} ms, "
-              f"encode+write {per_step['encode_write']:.2f} ms; {r['mb_per_flight']:.2f} MB per bag; "
+              f"encode+write {per_step['encode_write']:.3f} ms (CDR {per_step['encode']:.3f}, "
+              f"MCAP {per_step['mcap']:.3f}); {r['mb_per_flight']:.2f} MB per bag; "
               f"scene load {r['load_s']:.1f} s (once per worker)")
     if result.get("compression"):
         print(f"\nWriting one recorded flight again ({result['compression_source']}), per MCAP chunk compression, "
               "against rosbags' own rosbag2 MCAP Writer in the same run:")
-        print(f"{'writer':<28}{'compression':<12}{'write ms':>9}{'MB':>8}{'ratio':>7}{'time / rosbags':>16}")
+        print(f"{'writer':<28}{'compression':<18}{'write ms':>9}{'ms/step':>9}{'MB':>8}{'ratio':>7}"
+              f"{'time / rosbags':>16}")
         for c in result["compression"]:
-            print(f"{c['writer']:<28}{c['compression']:<12}{c['write_ms']:>9.1f}{c['mb']:>8.2f}{c['ratio']:>7.2f}"
-                  f"{c['time_vs_rosbags']:>16.2f}")
+            print(f"{c['writer']:<28}{c['compression']:<18}{c['write_ms']:>9.1f}{c['ms_per_step']:>9.4f}"
+                  f"{c['mb']:>8.2f}{c['ratio']:>7.2f}{c['time_vs_rosbags']:>16.2f}")
 
 
 def main(argv=None) -> int:

@@ -344,3 +344,62 @@ def test_same_layout_as_rosbags_own_mcap_writer(written, tmp_path):
                     if c.topic != "/episode/metadata"]
 
     assert messages(path) == messages(ref)
+
+
+@pytest.mark.parametrize("compression", ["", "lz4", "zstd"])
+def test_mcap_writer_byte_identical_to_the_mcap_library(compression):
+    """airplay.data.mcap_writer.McapWriter writes, for the same calls (metadata, schemas, channels,
+    messages of every size, flushes, chunks split by size), the very bytes of the mcap library's
+    Writer with its default options (zstd at its level 3)."""
+    import io
+    import random
+
+    from mcap.writer import CompressionType, Writer
+
+    from airplay.data.mcap_writer import McapWriter
+
+    def calls(w, seed):
+        rng = random.Random(seed)
+        w.start(profile="ros2", library="test")
+        w.add_metadata("rosbag2", {"ROS_DISTRO": "jazzy"})
+        schemas = [w.register_schema(n, "ros2msg", d) for n, d in (("a/msg/A", b"int32 x"), ("b/msg/B", b""))]
+        channels = [w.register_channel(f"/t{i}", "cdr", schemas[i % 2], {"k": "v" * i, "é": "ü"}) for i in range(4)]
+        t = 10**9
+        for k in range(1500):
+            t = max(0, t + rng.randint(-3, 50_000_000))  # not always increasing
+            data = rng.randbytes(rng.randint(0, 3000)) if k % 3 else bytes(rng.randint(0, 6000))
+            w.add_message(channels[rng.randrange(1, 4) if k > 3 else 2], t, data, t + 1, k)
+            if k % 400 == 7:
+                w.flush()
+        w.add_metadata("rosbag2", {"serialized_metadata": "version: 9\n"})
+        w.finish()
+
+    kind = {"": CompressionType.NONE, "lz4": CompressionType.LZ4, "zstd": CompressionType.ZSTD}[compression]
+    for chunk_size in (1 << 20, 40_000):
+        theirs, ours = io.BytesIO(), io.BytesIO()
+        calls(Writer(theirs, chunk_size=chunk_size, compression=kind), 5)
+        calls(McapWriter(ours, chunk_size=chunk_size, compression=compression, zstd_level=3), 5)
+        assert ours.getvalue() == theirs.getvalue()
+    empty_theirs, empty_ours = io.BytesIO(), io.BytesIO()
+    for w in (Writer(empty_theirs, compression=kind), McapWriter(empty_ours, compression=compression)):
+        w.start(profile="ros2", library="test")
+        w.register_channel("/a", "cdr", w.register_schema("a/msg/A", "ros2msg", b"int32 x"), {})
+        w.flush()
+        w.finish()
+    assert empty_ours.getvalue() == empty_theirs.getvalue()
+
+
+@pytest.mark.parametrize("compression,level", [("zstd", 1), ("zstd", 3), ("lz4", 0), ("", 0)])
+def test_every_compression_reads_back(tmp_path, compression, level):
+    from mcap.reader import make_reader
+
+    _, records = synthetic_episode(12, seed=4)
+    with BagWriter(tmp_path / "b", compression=compression, zstd_level=level, chunk_size=30_000) as w:
+        for record in records:
+            w.write(*record)
+    with open(tmp_path / "b" / "b_0.mcap", "rb") as f:
+        summary = make_reader(f).get_summary()
+        assert len(summary.chunk_indexes) > 3
+        assert {c.compression for c in summary.chunk_indexes} == {compression}
+    got = [(t, s, c) for t, _, s, c in read_bag_messages(tmp_path / "b").messages]
+    assert got == [(t, int(s), c) for t, s, c in records]
