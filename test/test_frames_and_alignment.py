@@ -50,6 +50,27 @@ def test_look_at_agrees_with_pose():
     np.testing.assert_allclose(a, b, atol=1e-12)
 
 
+def test_viewmat_is_the_inverse_of_the_camera_pose():
+    """viewmat_from_pose inverts map_T_cam as a rigid transform; map_from_base's yaw-only case is
+    the general product's numbers; base_from_camera hands out a fresh array (its memo is safe)."""
+    rng = np.random.default_rng(4)
+    mount = CameraMount(offset_m=(0.12, -0.03, 0.05), pitch_deg=17.0)
+    for _ in range(20):
+        x, y, z = rng.uniform(-50, 50, 3)
+        yaw, pitch, roll = rng.uniform(-np.pi, np.pi), rng.uniform(-1.0, 1.0), rng.uniform(-0.5, 0.5)
+        for angles in ((yaw, 0.0, 0.0), (yaw, pitch, roll)):
+            base = map_from_base(x, y, z, *angles)
+            vm = viewmat_from_pose(base, mount)
+            np.testing.assert_allclose(vm, np.linalg.inv(base @ mount.base_from_camera()), atol=1e-12)
+            np.testing.assert_allclose(vm[:3, :3] @ vm[:3, :3].T, np.eye(3), atol=1e-12)
+        cy, sy = np.cos(yaw), np.sin(yaw)
+        general = np.array([[cy, -sy, 0.0], [sy, cy, 0.0], [0.0, 0.0, 1.0]]) @ np.eye(3) @ np.eye(3)
+        assert np.array_equal(map_from_base(x, y, z, yaw)[:3, :3], general)
+    m = mount.base_from_camera()
+    m[:] = 0.0  # a caller's copy: the memoised transform is untouched
+    assert np.array_equal(mount.base_from_camera()[3], [0.0, 0.0, 0.0, 1.0])
+
+
 def test_conventions_are_proper_rotations():
     for name, c in CONVENTIONS.items():
         np.testing.assert_allclose(c @ c.T, np.eye(3), atol=1e-12, err_msg=name)

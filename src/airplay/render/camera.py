@@ -7,6 +7,7 @@ frame ``camera_optical`` is OpenCV: z forward, x right, y down. A renderer takes
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -69,14 +70,21 @@ class CameraMount:
     pitch_deg: float = 0.0
 
     def base_from_camera(self) -> np.ndarray:
-        """4x4 transform camera_optical -> base_link."""
-        p = math.radians(self.pitch_deg)
-        # Rotation about base_link y (left) by +pitch points the x axis down.
-        r_pitch = np.array([[math.cos(p), 0.0, math.sin(p)], [0.0, 1.0, 0.0], [-math.sin(p), 0.0, math.cos(p)]])
-        t = np.eye(4)
-        t[:3, :3] = r_pitch @ R_BASE_FROM_OPTICAL
-        t[:3, 3] = self.offset_m
-        return t
+        """4x4 transform camera_optical -> base_link (a new array)."""
+        return _base_from_camera(tuple(float(v) for v in self.offset_m), float(self.pitch_deg)).copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _base_from_camera(offset_m: tuple[float, float, float], pitch_deg: float) -> np.ndarray:
+    """:meth:`CameraMount.base_from_camera`, memoised (read-only: every frame of a flight needs it)."""
+    p = math.radians(pitch_deg)
+    # Rotation about base_link y (left) by +pitch points the x axis down.
+    r_pitch = np.array([[math.cos(p), 0.0, math.sin(p)], [0.0, 1.0, 0.0], [-math.sin(p), 0.0, math.cos(p)]])
+    t = np.eye(4)
+    t[:3, :3] = r_pitch @ R_BASE_FROM_OPTICAL
+    t[:3, 3] = offset_m
+    t.setflags(write=False)
+    return t
 
 
 def map_from_base(x: float, y: float, z: float, yaw_rad: float, pitch_rad: float = 0.0, roll_rad: float = 0.0) -> np.ndarray:
@@ -86,21 +94,30 @@ def map_from_base(x: float, y: float, z: float, yaw_rad: float, pitch_rad: float
     axis (positive = nose down in FLU), roll about body x.
     """
     cy, sy = math.cos(yaw_rad), math.sin(yaw_rad)
+    t = np.eye(4)
+    t[:3, 3] = (x, y, z)
+    if pitch_rad == 0.0 and roll_rad == 0.0:  # a gimbal-stabilised camera's pose: yaw alone (the same numbers)
+        t[0, 0], t[0, 1], t[1, 0], t[1, 1] = cy, -sy, sy, cy
+        return t
     cp, sp = math.cos(pitch_rad), math.sin(pitch_rad)
     cr, sr = math.cos(roll_rad), math.sin(roll_rad)
     rz = np.array([[cy, -sy, 0.0], [sy, cy, 0.0], [0.0, 0.0, 1.0]])
     ry = np.array([[cp, 0.0, sp], [0.0, 1.0, 0.0], [-sp, 0.0, cp]])
     rx = np.array([[1.0, 0.0, 0.0], [0.0, cr, -sr], [0.0, sr, cr]])
-    t = np.eye(4)
     t[:3, :3] = rz @ ry @ rx
-    t[:3, 3] = (x, y, z)
     return t
 
 
 def viewmat_from_pose(map_T_base: np.ndarray, mount: CameraMount = CameraMount()) -> np.ndarray:
-    """World-to-camera 4x4 (map -> camera_optical) for a base_link pose in map."""
-    map_T_cam = np.asarray(map_T_base, dtype=np.float64) @ mount.base_from_camera()
-    return np.linalg.inv(map_T_cam)
+    """World-to-camera 4x4 (map -> camera_optical) for a base_link pose in map (a rigid
+    transform: the inverse is [R^T, -R^T t])."""
+    map_T_cam = np.asarray(map_T_base, dtype=np.float64) @ _base_from_camera(
+        tuple(float(v) for v in mount.offset_m), float(mount.pitch_deg))
+    out = np.eye(4)
+    r_t = map_T_cam[:3, :3].T
+    out[:3, :3] = r_t
+    out[:3, 3] = -(r_t @ map_T_cam[:3, 3])
+    return out
 
 
 def look_at_viewmat(eye: np.ndarray, target: np.ndarray, up: np.ndarray = (0.0, 0.0, 1.0)) -> np.ndarray:

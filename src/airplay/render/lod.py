@@ -852,8 +852,9 @@ def cell_cut_arrays(h: GaussianHierarchy, cell, cell_m, cell_deg, mount, K, widt
         vm, grow, chord, box = cell_view(cell, cell_m, cell_deg, mount)
         m = _cut(h, vm, K, width, height, lod_px, near_m, far_m, grow, chord, box)
         ws = _cut_workspace()
-        ids = ws.ids[:m]
-        arrays = (h.means[ids], h.scales[ids], h.quats_wxyz[ids], h.opacities[ids], h.sh[ids])
+        arrays = (np.empty((m, 3), np.float32), np.empty((m, 3), np.float32), np.empty((m, 4), np.float32),
+                  np.empty(m, np.float32), np.empty((m,) + h.sh.shape[1:], np.float32))
+        _gather(ws.ids, m, h.means, h.scales, h.quats_wxyz, h.opacities, h.sh, *arrays)
         cache[key] = (h, arrays)
         cache.move_to_end(key)
         while len(cache) > CELL_CACHE_SIZE:

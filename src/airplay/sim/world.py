@@ -67,22 +67,28 @@ class World:
         """
         spec = self.scene.spec
         cam = spec.camera.intrinsics
-        viewmat = viewmat_from_pose(map_from_base(float(position[0]), float(position[1]), float(position[2]),
-                                                  float(yaw_rad)), spec.camera.mount)
         lod_px = self.protocol.render_lod_px if lod_px is None else lod_px
         cell_m, cell_deg = self.protocol.render_lod_cell_m, self.protocol.render_lod_cell_deg
+        viewmat = None  # made only where needed: the cell path makes its own
         if lod_px and cell_m > 0.0 and self.protocol.render_lod_px > 0 and resolve_backend(backend) == "cpu":
             rgb, _, _ = render_lod_cell_cpu(self.scene.gaussians, self.lod_hierarchy(), np.asarray(position, dtype=np.float64)[None],
                                             [float(yaw_rad)], spec.camera.mount, cam.K, cam.width, cam.height,
                                             spec.background_rgb, NEAR_PLANE_M, FAR_PLANE_M, lod_px, cell_m, cell_deg)
             out = RenderOutput(rgb=np.clip(rgb, 0.0, 1.0), depth=None, alpha=None, backend="cpu")
         else:
+            viewmat = self._viewmat(position, yaw_rad)
             out = render(self.scene.gaussians, viewmat, cam.K, cam.width, cam.height, backend=backend,
                          background=spec.background_rgb, lod_px=lod_px, lod=self.lod_hierarchy() if lod_px else None)
         if not depth:
             return out.rgb_uint8[0], None
+        viewmat = self._viewmat(position, yaw_rad) if viewmat is None else viewmat
         z = np.minimum(self.depth.depth(viewmat, cam.K, cam.width, cam.height), max_depth_m)
         return out.rgb_uint8[0], z[..., None].astype(np.float32)
+
+    def _viewmat(self, position: np.ndarray, yaw_rad: float) -> np.ndarray:
+        """map -> camera_optical of the scene's camera on a vehicle at ``position`` (map, m), heading ``yaw_rad``."""
+        return viewmat_from_pose(map_from_base(float(position[0]), float(position[1]), float(position[2]),
+                                               float(yaw_rad)), self.scene.spec.camera.mount)
 
     @classmethod
     def load(cls, scene: Scene | str | Path, vehicle: VehicleParams | None = None,
