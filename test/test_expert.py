@@ -252,3 +252,43 @@ def test_compiled_tracker_equals_the_python_one_bit_for_bit(room):
             expected = python.act(state[0:3], yaw32)
             got = expert.act_on_state(state)
             assert got.shape == (1, 4) and got.tobytes() == expected.tobytes(), (k, got, expected)
+
+
+class _NumpyCheck(ClearanceCheck):
+    """A ClearanceCheck that is not exactly one: shortcut and the check take the numpy path."""
+
+    def __call__(self, points, required_m):
+        return self.check_numpy(points, required_m)
+
+
+@pytest.mark.parametrize("margin", [0.05, 0.0])
+def test_compiled_clearance_check_and_shortcut_equal_numpy(room, margin):
+    """Including numpy's float32 comparison of the SDF with a Python float (NEP 50) and its
+    float64 one with a numpy float64, at required values on the float32 rounding edge."""
+    from dataclasses import replace
+
+    grid, sdf = room
+    grid = replace(grid, boundary_margin_m=margin)
+    check, reference = ClearanceCheck(sdf, grid), _NumpyCheck(sdf, grid)
+    rng = np.random.default_rng(11)
+    lo = np.r_[grid.region.polygon.min(0) - 0.5, grid.region.z_min - 0.3]
+    hi = np.r_[grid.region.polygon.max(0) + 0.5, grid.region.z_max + 0.3]
+    agree = {True: 0, False: 0}
+    for _ in range(400):
+        pts = rng.uniform(lo, hi, (int(rng.integers(1, 40)), 3))
+        if rng.random() < 0.7:  # mostly inside the region, where the SDF decides
+            pts = rng.uniform([0.1, 0.1, 0.6], [9.9, 7.9, 2.4], pts.shape)
+        d = float(np.min(sdf.query(pts)))
+        for required in (d, d + 1e-9, d - 1e-9, np.float64(d + 1e-9), np.float64(d), np.float32(d), 0.0,
+                         float(np.float32(d)) + 2e-8):
+            got, expected = check(pts, required), reference(pts, required)
+            assert got == expected, (pts, required)
+            agree[got] += 1
+    assert agree[True] > 100 and agree[False] > 100
+    # shortcut over a random walk through the room, with float and float64 caps
+    for trial in range(20):
+        steps = rng.normal(scale=0.4, size=(40, 3)) * [1, 1, 0.2]
+        pts = np.clip(np.array([1.0, 1.0, 1.5]) + np.cumsum(steps, axis=0), [0.2, 0.2, 0.7], [9.8, 7.8, 2.3])
+        clearance = np.asarray(sdf.query(pts), dtype=np.float64)
+        for cap in (0.75, np.float64(0.6), 5.0):
+            assert shortcut(pts, clearance, check, cap) == shortcut(pts, clearance, reference, cap)

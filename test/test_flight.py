@@ -71,13 +71,15 @@ def test_step_observe_equals_step_and_the_numpy_it_replaces(checker):
         yaw0 = rng.uniform(-np.pi, np.pi)
         fused.reset(np.array([start]), np.array([yaw0]))
         plain.reset(np.array([start]), np.array([yaw0]))
-        out = np.empty(6)
-        for _ in range(200):
-            cmd = rng.uniform([-1, -2, -1, -1.6], [3, 2, 1.5, 1.6], (1, 4)).astype(np.float32).astype(np.float64)
+        for k in range(200):
+            cmd = rng.uniform([-1, -2, -1, -1.6], [3, 2, 1.5, 1.6], 4).astype(np.float32)
+            if k % 2:
+                cmd = cmd.astype(np.float64)
             state = np.empty(13, np.float32)
             before = plain.vehicles.position[0].copy()
-            code = fused.step_observe(cmd, goal, state, out)
-            expected_code = int(plain.step(cmd)[0])
+            code, moved, distance, gx, gy, gz, yaw = fused.step_observe(cmd, goal, state)
+            expected_code = int(plain.step(cmd[None])[0])
+            assert int(fused.codes[0]) == expected_code
             v = plain.vehicles
             np.testing.assert_array_equal(fused.vehicles.state, v.state)
             np.testing.assert_array_equal(fused.vehicles.rotation, v.rotation)
@@ -86,11 +88,10 @@ def test_step_observe_equals_step_and_the_numpy_it_replaces(checker):
             expected_state = np.concatenate([v.position[0], v.quat_xyzw[0], v.velocity[0],
                                              v.angular_velocity_body[0]]).astype(np.float32)
             assert state.tobytes() == expected_state.tobytes()
-            moved, distance, gx, gy, gz, yaw = out.tolist()
             assert moved == float(np.linalg.norm(v.position[0] - before))
             assert distance == float(np.linalg.norm(goal - v.position[0]))
             assert [gx, gy, gz] == (goal - v.position[0]).tolist() and yaw == float(v.yaw[0])
             if code:
                 break
     with pytest.raises(ValueError, match="non-finite"):
-        fused.step_observe(np.array([[np.nan, 0.0, 0.0, 0.0]]), goal, np.empty(13, np.float32), out)
+        fused.step_observe(np.array([np.nan, 0.0, 0.0, 0.0]), goal, np.empty(13, np.float32))

@@ -223,6 +223,24 @@ def test_astar_penalty_keeps_valid_paths_no_shorter_than_optimal():
             assert weighted.length_m >= plain.length_m - 1e-9
 
 
+def test_column_distance_buckets_equal_the_heap_dijkstra_bit_for_bit():
+    from airplay.tasks.astar import _any_free_in_column, _column_distance, _column_distance_heap
+
+    rng = np.random.default_rng(4)
+    for trial in range(300):
+        nx, ny = (int(v) for v in rng.integers(1, 70, 2))
+        columns = rng.random((nx, ny)) < rng.uniform(0.2, 1.0)
+        if trial % 3 == 0:  # walls with gaps: long detours
+            for x in range(2, nx - 1, 6):
+                columns[x, :] = False
+                columns[x, rng.integers(ny)] = True
+        goal = (int(rng.integers(nx)), int(rng.integers(ny)))
+        got, expected = _column_distance(columns, *goal), _column_distance_heap(columns, *goal)
+        assert got.dtype == np.float64 and got.tobytes() == expected.tobytes(), trial
+    free = rng.random((7, 5, 4)) < 0.2
+    assert np.array_equal(_any_free_in_column(free), free.any(axis=2))
+
+
 def test_astar_rejects_blocked_or_outside_ends():
     free = np.ones((5, 5, 5), bool)
     free[2, 2, 2] = False

@@ -44,6 +44,11 @@ MAX_DEPTH_M = 100.0
 SUCCESS_REWARD = 10.0
 FAILURE_REWARD = -10.0
 
+# step() runs 50 times per simulated second: the statuses without enum attribute lookups
+_RUNNING, _SUCCESS, _TIMEOUT = EpisodeStatus.RUNNING, EpisodeStatus.SUCCESS, EpisodeStatus.TIMEOUT
+_COLLISION, _OUT_OF_BOUNDS = EpisodeStatus.COLLISION, EpisodeStatus.OUT_OF_BOUNDS
+_STATUS_VALUE = {s: s.value for s in EpisodeStatus}
+
 
 def goal_in_heading_frame(position: np.ndarray, yaw: float, goal: np.ndarray) -> np.ndarray:
     """Goal minus position, rotated from map into the heading frame (x fwd, y left, z up)."""
@@ -61,8 +66,9 @@ class AirPlayEnv(gym.Env):
         tasks: the tasks to fly, in order (``reset`` cycles through them); default: sample
             ``num_tasks`` with the protocol's sampler from the seed given to ``reset``.
         render_backend: renderer backend ("auto", "cpu", "gsplat").
-        render_images: False skips RGB and depth (zeros) for state-only uses such as
-            collecting the expert's commands fast.
+        render_images: False skips RGB and depth for state-only uses such as collecting the
+            expert's commands fast: ``rgb`` and ``depth`` are then zeros, one read-only pair
+            of arrays shared by all observations (nothing is allocated per step).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
@@ -117,8 +123,8 @@ class AirPlayEnv(gym.Env):
         self._goal_image: np.ndarray | None = None
         self._last_rgb: np.ndarray | None = None
         self.trajectory: list[np.ndarray] = []
-        self._step_out = np.empty(6)  # filled by FlightSim.step_observe on every step
         self._dt = self.world.vehicle.control_dt_s
+        self._blank: tuple[np.ndarray, np.ndarray] | None = None
         self._success_radius_m = self.world.protocol.success_radius_m
 
     # -- episode ---------------------------------------------------------------------------
@@ -150,7 +156,7 @@ class AirPlayEnv(gym.Env):
         self._goal_image = self._render_rgb_at(task.goal_position, task.goal_yaw) \
             if self.setting == "imagegoal" and self.render_images else None
         if self.setting == "imagegoal" and self._goal_image is None:
-            self._goal_image = np.zeros((self.camera.height, self.camera.width, 3), np.uint8)
+            self._goal_image = self._blank_images()[0]  # read-only zeros: observations share it
         if self._distance <= self.world.protocol.success_radius_m:
             self.status = EpisodeStatus.SUCCESS
         return self._observation(), self._info()
@@ -158,19 +164,20 @@ class AirPlayEnv(gym.Env):
     def step(self, action):
         if self.task is None:
             raise RuntimeError("call reset() before step()")
-        if self.status is not EpisodeStatus.RUNNING:
+        if self.status is not _RUNNING:
             raise RuntimeError(f"episode already ended ({self.status.value}); call reset()")
-        cmd = np.ascontiguousarray(action, dtype=np.float64).reshape(4)
+        if type(action) is np.ndarray and action.shape == (4,) and action.dtype.char in "fd":
+            cmd = action  # the kernel reads float32 and float64 commands as float64
+        else:
+            cmd = np.ascontiguousarray(action, dtype=np.float64).reshape(4)
         # One compiled call steps the vehicle, checks it and computes what follows
         # (distances, the float32 state); the arithmetic is the same as the numpy it replaces.
         state = np.empty(13, np.float32)
-        out = self._step_out
         try:
-            code = self.flight.step_observe(cmd.reshape(1, 4), self._goal64, state, out)
+            code, moved, distance, gx, gy, gz, yaw = self.flight.step_observe(cmd, self._goal64, state)
         except ValueError:
-            raise ValueError(f"action must be finite, got {cmd.tolist()}") from None
+            raise ValueError(f"action must be finite, got {np.asarray(cmd, dtype=np.float64).tolist()}") from None
         self.steps += 1
-        moved, distance, gx, gy, gz, yaw = out.tolist()
         self.path_length_m += moved
         self.trajectory.append(self.vehicle.state[0, 0:3].copy())
         if distance < self.min_distance_m:
@@ -178,35 +185,34 @@ class AirPlayEnv(gym.Env):
         reward = self._distance - distance
         self._distance = distance
         status = CODE_STATUS[code]
-        if status is EpisodeStatus.RUNNING and distance <= self._success_radius_m:
-            status = EpisodeStatus.SUCCESS
-        if status is EpisodeStatus.RUNNING and self.steps * self._dt >= self.task.time_limit_s - 1e-9:
-            status = EpisodeStatus.TIMEOUT
+        if status is _RUNNING and distance <= self._success_radius_m:
+            status = _SUCCESS
+        if status is _RUNNING and self.steps * self._dt >= self.task.time_limit_s - 1e-9:
+            status = _TIMEOUT
         self.status = status
-        if status is EpisodeStatus.SUCCESS:
+        if status is _SUCCESS:
             reward += SUCCESS_REWARD
-        elif status is EpisodeStatus.COLLISION or status is EpisodeStatus.OUT_OF_BOUNDS:
+        elif status is _COLLISION or status is _OUT_OF_BOUNDS:
             reward += FAILURE_REWARD
-        terminated = status is EpisodeStatus.SUCCESS or status is EpisodeStatus.COLLISION \
-            or status is EpisodeStatus.OUT_OF_BOUNDS
-        truncated = status is EpisodeStatus.TIMEOUT
+        terminated = status is _SUCCESS or status is _COLLISION or status is _OUT_OF_BOUNDS
+        truncated = status is _TIMEOUT
         if self.render_images:
             obs = self._observation()
         else:
-            h, w = self.camera.height, self.camera.width
-            obs = {"rgb": np.zeros((h, w, 3), np.uint8), "depth": np.zeros((h, w, 1), np.float32), "state": state}
-            self._last_rgb = obs["rgb"]
+            rgb, depth = self._blank_images()
+            obs = {"rgb": rgb, "depth": depth, "state": state}
+            self._last_rgb = rgb
             if self.setting == "pointgoal":
                 # goal_in_heading_frame, on the kernel's goal - position (numpy's cos and sin, as there)
                 c, s = float(np.cos(yaw)), float(np.sin(yaw))
                 obs["goal"] = np.array([c * gx + s * gy, -s * gx + c * gy, gz], np.float32)
             elif self.setting == "imagegoal":
-                obs["goal_image"] = self._goal_image.copy()
+                obs["goal_image"] = self._goal_image_obs()
         return obs, float(reward), terminated, truncated, {
-            "status": status.value,
+            "status": _STATUS_VALUE[status],
             "task_id": self.task.task_id,
             "steps": self.steps,
-            "time_s": self.time_s,
+            "time_s": self.steps * self._dt,
             "distance_to_goal_m": distance,
             "min_distance_m": self.min_distance_m,
             "path_length_m": self.path_length_m,
@@ -241,19 +247,33 @@ class AirPlayEnv(gym.Env):
     def _render_rgb_at(self, position: np.ndarray, yaw: float) -> np.ndarray:
         return self.world.camera_images(position, yaw, self.render_backend, depth=False, max_depth_m=MAX_DEPTH_M)[0]
 
+    def _blank_images(self) -> tuple[np.ndarray, np.ndarray]:
+        """The zero RGB (H, W, 3) uint8 and depth (H, W, 1) float32 of ``render_images=False``:
+        made once, read-only, shared by every observation."""
+        if self._blank is None:
+            h, w = self.camera.height, self.camera.width
+            rgb, depth = np.zeros((h, w, 3), np.uint8), np.zeros((h, w, 1), np.float32)
+            rgb.flags.writeable = depth.flags.writeable = False
+            self._blank = (rgb, depth)
+        return self._blank
+
+    def _goal_image_obs(self) -> np.ndarray:
+        """The goal image for an observation: a copy of the rendered one, or the shared zeros."""
+        image = self._goal_image
+        return image if self._blank is not None and image is self._blank[0] else image.copy()
+
     def _observation(self) -> dict:
-        h, w = self.camera.height, self.camera.width
         if self.render_images:
             rgb, depth = self.world.camera_images(self.position, self.yaw, self.render_backend, max_depth_m=MAX_DEPTH_M)
         else:
-            rgb = np.zeros((h, w, 3), np.uint8)
-            depth = np.zeros((h, w, 1), np.float32)
+            rgb, depth = self._blank_images()
         self._last_rgb = rgb
-        obs = {"rgb": rgb, "depth": depth.astype(np.float32), "state": self.state_vector()}
+        obs = {"rgb": rgb, "depth": depth.astype(np.float32) if self.render_images else depth,
+               "state": self.state_vector()}
         if self.setting == "pointgoal":
             obs["goal"] = goal_in_heading_frame(self.position, self.yaw, self.task.goal_position).astype(np.float32)
         elif self.setting == "imagegoal":
-            obs["goal_image"] = self._goal_image.copy()
+            obs["goal_image"] = self._goal_image_obs()
         return obs
 
     def _info(self) -> dict:

@@ -63,33 +63,35 @@ def _step_check_parallel(state, rot, omega, cmd, prm, values, origin, inv_res, r
 
 
 @njit(cache=True)
-def _step_check_observe(state, rot, omega, cmd, prm, values, origin, inv_res, radius, poly, z_min, z_max, codes,
-                        goal, obs_state, out):
-    """One vehicle (row 0): :func:`_step_check_serial`, then what an environment step reads.
+def _step_check_observe(state, rot, omega, cmd4, prm, values, origin, poly, scalars, codes, goal, obs_state):
+    """One vehicle (row 0): :func:`_step_check_serial` under ``cmd4`` (4,) (float32 or float64,
+    taken as float64), then what an environment step reads.
 
-    out (float64): [distance moved, distance to ``goal``, goal - position (3), yaw];
-    obs_state (float32, 13): position, quaternion xyzw, map velocity, body rates. The
-    norms are sqrt((x*x + y*y) + z*z), the order np.linalg.norm sums a 3-vector in.
-    Returns the status code, or -1 (nothing stepped) when ``cmd`` is not finite.
+    scalars: [1 / SDF resolution, radius, z_min, z_max]. Fills codes[0] and obs_state (float32, 13):
+    position, quaternion xyzw, map velocity, body rates. Returns (status code, distance moved,
+    distance to ``goal``, goal - position (3), yaw); the norms are sqrt((x*x + y*y) + z*z), the
+    order np.linalg.norm sums a 3-vector in. The code is -1 (nothing stepped) when the command
+    is not finite.
     """
+    cmd = np.empty((1, 4))
+    for j in range(4):
+        cmd[0, j] = cmd4[j]
     if not _commands_finite(cmd):
-        return -1
+        return -1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     bx, by, bz = state[0, 0], state[0, 1], state[0, 2]
     _step_one(0, state, rot, omega, cmd, prm)
-    _check_one(0, state, values, origin, inv_res, radius, poly, z_min, z_max, codes)
+    _check_one(0, state, values, origin, scalars[0], scalars[1], poly, scalars[2], scalars[3], codes)
     px, py, pz = state[0, 0], state[0, 1], state[0, 2]
     dx, dy, dz = px - bx, py - by, pz - bz
-    out[0] = math.sqrt(dx * dx + dy * dy + dz * dz)
     gx, gy, gz = goal[0] - px, goal[1] - py, goal[2] - pz
-    out[1] = math.sqrt(gx * gx + gy * gy + gz * gz)
-    out[2], out[3], out[4], out[5] = gx, gy, gz, state[0, 9]
     quat = np.empty((1, 4))
     _shepperd(rot[0:1], quat)
     obs_state[0], obs_state[1], obs_state[2] = px, py, pz
     obs_state[3], obs_state[4], obs_state[5], obs_state[6] = quat[0, 0], quat[0, 1], quat[0, 2], quat[0, 3]
     obs_state[7], obs_state[8], obs_state[9] = state[0, 3], state[0, 4], state[0, 5]
     obs_state[10], obs_state[11], obs_state[12] = omega[0, 0], omega[0, 1], omega[0, 2]
-    return codes[0]
+    return (np.int64(codes[0]), math.sqrt(dx * dx + dy * dy + dz * dz), math.sqrt(gx * gx + gy * gy + gz * gz),
+            gx, gy, gz, state[0, 9])
 
 
 class FlightSim:
@@ -114,6 +116,7 @@ class FlightSim:
         self.codes = np.zeros(n, dtype=np.int8)
         self._kernel = _step_check_parallel if n >= PARALLEL_MIN_VEHICLES else _step_check_serial
         self._dt = params.control_dt_s
+        self._scalars = np.array([self._inv_res, self._radius, self._band[0], self._band[1]])
 
     def reset(self, positions: np.ndarray, yaws: np.ndarray) -> np.ndarray:
         """Place the vehicles at rest; returns the status codes at those positions."""
@@ -133,23 +136,22 @@ class FlightSim:
         v.time_s += v.params.control_dt_s
         return self.codes
 
-    def step_observe(self, cmd: np.ndarray, goal: np.ndarray, obs_state: np.ndarray, out: np.ndarray) -> int:
-        """One vehicle (n = 1): :meth:`step` under ``cmd`` (1, 4) float64, fused with what the
-        environment reads afterwards (one compiled call instead of a dozen numpy ones).
+    def step_observe(self, cmd: np.ndarray, goal: np.ndarray, obs_state: np.ndarray) -> tuple:
+        """One vehicle (n = 1): :meth:`step` under ``cmd`` (4,) float32 or float64 array, fused
+        with what the environment reads afterwards (one compiled call instead of a dozen numpy ones).
 
         Fills ``obs_state`` (13,) float32 (position m, quaternion xyzw, map velocity m/s, body
-        rates rad/s, as :meth:`airplay.sim.env.AirPlayEnv.state_vector`) and ``out`` (6,)
-        float64: [distance moved (m), distance to ``goal`` (3,) float64 map m, goal - position
-        (3, map m), yaw (rad)]. Returns the status code; raises ValueError (nothing stepped)
-        for a non-finite command.
+        rates rad/s, as :meth:`airplay.sim.env.AirPlayEnv.state_vector`) and returns (status
+        code, distance moved (m), distance to ``goal`` ((3,) float64 map m), goal - position
+        (3 floats, map m), yaw (rad)). Raises ValueError (nothing stepped) for a non-finite
+        command.
         """
         v = self.vehicles
         if v.n != 1:
             raise ValueError(f"step_observe steps one vehicle, this FlightSim has {v.n}")
-        code = _step_check_observe(v.state, v.rotation, v.angular_velocity_body, cmd, v._prm, self._values,
-                                   self._origin, self._inv_res, self._radius, self._poly, self._band[0],
-                                   self._band[1], self.codes, goal, obs_state, out)
-        if code < 0:
+        out = _step_check_observe(v.state, v.rotation, v.angular_velocity_body, cmd, v._prm, self._values,
+                                  self._origin, self._poly, self._scalars, self.codes, goal, obs_state)
+        if out[0] < 0:
             raise ValueError("non-finite velocity command; the safety layer must refuse it before the vehicle")
         v.time_s += self._dt
-        return code
+        return out

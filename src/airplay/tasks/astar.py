@@ -232,10 +232,8 @@ def _search(free, penalty, use_penalty, h2d, use_h2d, start, goal, offsets, step
 
 
 @numba.njit(cache=True)
-def _column_distance(columns, gx, gy):
-    """8-connected Dijkstra over the 2D mask ``columns`` (nx, ny) from (gx, gy): distance in
-    cells (inf where unreachable). A lower bound of the 3D distance when ``columns`` marks
-    the (x, y) columns holding any free cell."""
+def _column_distance_heap(columns, gx, gy):
+    """:func:`_column_distance` by Dijkstra with a binary heap (the reference it is tested against)."""
     nx, ny = columns.shape
     dist = np.full((nx, ny), np.inf)
     done = np.zeros((nx, ny), dtype=np.bool_)
@@ -263,6 +261,96 @@ def _column_distance(columns, gx, gy):
                     # tie 0 for every row: the order is plain "smaller distance first"
                     heap, size = _heap_push(heap, size, nd, 0.0, x * ny + y)
     return dist
+
+
+@numba.njit(cache=True)
+def _column_distance(columns, gx, gy):
+    """8-connected Dijkstra over the 2D mask ``columns`` (nx, ny) from (gx, gy): distance in
+    cells (inf where unreachable). A lower bound of the 3D distance when ``columns`` marks
+    the (x, y) columns holding any free cell.
+
+    Dial's buckets instead of a heap: a cell at distance d (floating point, as summed along
+    its path) is in bucket floor(d). Steps cost 1 or sqrt(2), so a cell of bucket k relaxes
+    cells into buckets k + 1 and k + 2 only (rounding is monotone and k + 1 is exact): the
+    buckets, taken in order, finalise their cells, three of them suffice (cyclically), and no
+    heap is needed. The result is the same array as the heap's, bit for bit: both are the
+    unique solution of d[x] = min over neighbours n of fl(d[n] + step(n, x)) with d = 0 at
+    the goal (see test_astar). Should a bucket outgrow its n + 64 entries (a cell can be
+    queued up to 8 times), the heap version answers instead.
+    """
+    dist, ok = _column_distance_dial(columns, gx, gy)
+    return dist if ok else _column_distance_heap(columns, gx, gy)
+
+
+@numba.njit(cache=True)
+def _column_distance_dial(columns, gx, gy):
+    """(distance, True) by :func:`_column_distance`'s buckets, or (partial, False) when a bucket is full."""
+    nx, ny = columns.shape
+    n = nx * ny
+    cols = columns.reshape(n) if columns.flags.c_contiguous else columns.copy().reshape(n)
+    dist = np.full(n, np.inf)
+    done = np.zeros(n, dtype=np.bool_)
+    ddx = np.array([-1, -1, -1, 0, 0, 1, 1, 1])
+    ddy = np.array([-1, 0, 1, -1, 1, -1, 0, 1])
+    step = np.empty(8)
+    flat = np.empty(8, dtype=np.int64)
+    for d in range(8):
+        step[d] = 1.4142135623730951 if ddx[d] != 0 and ddy[d] != 0 else 1.0
+        flat[d] = ddx[d] * ny + ddy[d]
+    cap = n + 64  # fixed: an array re-bound in the loop would cost reference counting on every access
+    buckets = np.empty((3, cap), dtype=np.int64)  # stacks of cells x * ny + y
+    sizes = np.zeros(3, dtype=np.int64)
+    dist[gx * ny + gy] = 0.0
+    buckets[0, 0] = gx * ny + gy
+    sizes[0] = 1
+    k = 0
+    while sizes[0] + sizes[1] + sizes[2] > 0:
+        b = k % 3
+        while sizes[b] > 0:
+            sizes[b] -= 1
+            cell = buckets[b, sizes[b]]
+            if done[cell]:
+                continue  # a stale or repeated entry
+            done[cell] = True
+            d0 = dist[cell]
+            cx = cell // ny
+            cy = cell - cx * ny
+            interior = 0 < cx < nx - 1 and 0 < cy < ny - 1
+            for d in range(8):
+                if interior:
+                    nb = cell + flat[d]
+                else:
+                    x, y = cx + ddx[d], cy + ddy[d]
+                    if x < 0 or y < 0 or x >= nx or y >= ny:
+                        continue
+                    nb = x * ny + y
+                # (a finished neighbour is not improved: its distance is <= d0 < nd)
+                if not cols[nb]:
+                    continue
+                nd = d0 + step[d]
+                if nd < dist[nb]:
+                    dist[nb] = nd
+                    q = np.int64(nd) % 3
+                    if sizes[q] == cap:
+                        return dist.reshape(nx, ny), False
+                    buckets[q, sizes[q]] = nb
+                    sizes[q] += 1
+        k += 1
+    return dist.reshape(nx, ny), True
+
+
+@numba.njit(cache=True)
+def _any_free_in_column(free):
+    """free.any(axis=2) for a C-contiguous (nx, ny, nz) bool grid."""
+    nx, ny, nz = free.shape
+    out = np.zeros((nx, ny), dtype=np.bool_)
+    for i in range(nx):
+        for j in range(ny):
+            for k in range(nz):
+                if free[i, j, k]:
+                    out[i, j] = True
+                    break
+    return out
 
 
 def path_length_cells(cells: np.ndarray) -> float:
@@ -299,7 +387,7 @@ def astar(free: np.ndarray, start, goal, resolution_m: float = 1.0,
     if status == OVER_BUDGET:
         # a long detour: bound the remaining distance by the 2D distance over the grid's
         # columns, which keeps the search from flooding the volume around obstacles
-        h2d = _column_distance(free.any(axis=2), t[0], t[1])
+        h2d = _column_distance(_any_free_in_column(free), t[0], t[1])
         cells, cost, more, status = _search(free, pen, use, h2d, True, s, t, OFFSETS, STEP_COSTS, free.size)
         expanded += more
     if status != FOUND:

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from airplay.sim.sdf import _trilinear_at
 from airplay.tasks.astar import astar
-from airplay.tasks.navigable import NavigableGrid
+from airplay.tasks.navigable import NavigableGrid, _signed_edge_distance_at
 
 _SAMPLE_M = 0.05  # spacing of clearance checks and of the reference's arc-length samples
 _TOL_M = 0.02  # shortcuts may come this much closer to walls than the path they replace
@@ -96,23 +97,153 @@ def _segment_points(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a + np.linspace(0.0, 1.0, n)[:, None] * (b - a)
 
 
+@njit(cache=True, inline="always")
+def _point_clear(values, origin, inv_res, poly, z_lo, z_hi, margin, x, y, z, required, in_f32):
+    """One point of :class:`ClearanceCheck`: SDF.query's float32 value >= required (compared in
+    float32 when ``in_f32``, as numpy compares a float32 with a Python float, else in float64),
+    inside the height band and the polygon by ``margin`` (NavigableGrid.inside_region)."""
+    d = np.float32(_trilinear_at(values, origin, inv_res, x, y, z))
+    if in_f32:
+        if not d >= np.float32(required):
+            return False
+    elif not np.float64(d) >= required:
+        return False
+    if not (z >= z_lo and z <= z_hi):
+        return False
+    if margin <= 0:  # NavigableRegion.contains_xy: even-odd rule
+        m = poly.shape[0]
+        inside = False
+        for j in range(m):
+            x0, y0 = poly[j, 0], poly[j, 1]
+            x1, y1 = poly[(j + 1) % m, 0], poly[(j + 1) % m, 1]
+            if (y0 > y) != (y1 > y) and x < x0 + (y - y0) * (x1 - x0) / (y1 - y0):
+                inside = not inside
+        return inside
+    return _signed_edge_distance_at(poly, x, y) >= margin
+
+
+@njit(cache=True)
+def _points_clear(values, origin, inv_res, poly, z_lo, z_hi, margin, points, required, in_f32):
+    for k in range(points.shape[0]):
+        if not _point_clear(values, origin, inv_res, poly, z_lo, z_hi, margin, points[k, 0], points[k, 1],
+                            points[k, 2], required, in_f32):
+            return False
+    return True
+
+
+@njit(cache=True)
+def _segment_clear(values, origin, inv_res, poly, z_lo, z_hi, margin, a, b, required, in_f32, sample_m):
+    """:class:`ClearanceCheck` of ``_segment_points(a, b)``, the points made as np.linspace makes them."""
+    dx, dy, dz = b[0] - a[0], b[1] - a[1], b[2] - a[2]
+    n = max(2, int(math.ceil(math.sqrt(dx * dx + dy * dy + dz * dz) / sample_m)) + 1)
+    step = 1.0 / (n - 1)
+    for k in range(n):
+        t = 1.0 if k == n - 1 else k * step
+        if not _point_clear(values, origin, inv_res, poly, z_lo, z_hi, margin, a[0] + t * dx, a[1] + t * dy,
+                            a[2] + t * dz, required, in_f32):
+            return False
+    return True
+
+
+@njit(cache=True)
+def _shortcut(points, clearance, cap, cap_f32, tol, values, origin, inv_res, poly, z_lo, z_hi, margin, sample_m):
+    """:func:`shortcut` with a :class:`ClearanceCheck`, compiled (Python's min and the float32 /
+    float64 comparison of the required clearance kept)."""
+    k = points.shape[0]
+    keep = np.empty(max(k, 1), dtype=np.int64)
+    keep[0] = 0
+    count = 1
+    i = 0
+    while i < k - 1:
+        best = i + 1
+        lo = clearance[i]
+        if clearance[i + 1] < lo:
+            lo = clearance[i + 1]
+        for j in range(i + 2, k):
+            if clearance[j] < lo:
+                lo = clearance[j]
+            if lo < cap:  # min(cap_m, lo) is lo, a numpy float64
+                required, in_f32 = lo - tol, False
+            else:
+                required, in_f32 = cap - tol, cap_f32
+            if _segment_clear(values, origin, inv_res, poly, z_lo, z_hi, margin, points[i], points[j], required,
+                              in_f32, sample_m):
+                best = j
+            else:
+                break
+        keep[count] = best
+        count += 1
+        i = best
+    return keep[:count]
+
+
+def _compares_in_float32(value) -> bool | None:
+    """How numpy compares a float32 array's minimum with ``value``: True (in float32: a Python
+    float, NEP 50, or a float32), False (in float64: a float64), None (anything else)."""
+    if type(value) is float or isinstance(value, (np.float32, np.float16)):
+        return True
+    if isinstance(value, np.float64):
+        return False
+    return None
+
+
 class ClearanceCheck:
     """Is a sampled curve clear: signed distance >= a required value and inside the
-    navigable region (polygon and height band) by the grid's boundary margin?"""
+    navigable region (polygon and height band) by the grid's boundary margin?
+
+    Compiled for a :class:`~airplay.sim.sdf.SignedDistanceField` and a
+    :class:`~airplay.tasks.navigable.NavigableGrid` (the answers of the numpy version,
+    :meth:`check_numpy`, bit for bit); other kinds of ``sdf`` / ``grid`` use that version.
+    """
 
     def __init__(self, sdf, grid: NavigableGrid):
         self.sdf, self.grid = sdf, grid
 
-    def __call__(self, points: np.ndarray, required_m: float) -> bool:
+    def _compiled_args(self) -> tuple | None:
+        """Arguments of the compiled checks (None: not the expected sdf / grid types)."""
+        from airplay.sim.sdf import SignedDistanceField
+
+        sdf, grid = self.sdf, self.grid
+        if type(sdf) is not SignedDistanceField or type(grid) is not NavigableGrid \
+                or np.asarray(grid.region.polygon).dtype != np.float64:
+            return None  # (contains_xy computes in the polygon's own dtype)
+        m = grid.boundary_margin_m
+        return (sdf.values, sdf.origin_m.astype(np.float64), 1.0 / sdf.resolution_m,
+                np.ascontiguousarray(grid.region.polygon, dtype=np.float64), float(grid.region.z_min + m),
+                float(grid.region.z_max - m), float(m))
+
+    def check_numpy(self, points: np.ndarray, required_m: float) -> bool:
+        """The check in numpy (the reference of the compiled one)."""
         if not bool(np.min(self.sdf.query(points)) >= required_m):
             return False
         return bool(self.grid.inside_region(points).all())
+
+    def __call__(self, points: np.ndarray, required_m: float) -> bool:
+        pts = np.ascontiguousarray(np.atleast_2d(points), dtype=np.float64)
+        in_f32 = _compares_in_float32(required_m)
+        args = self._compiled_args() if in_f32 is not None and len(pts) and pts.shape[1] == 3 else None
+        if args is None:
+            return self.check_numpy(points, required_m)
+        return bool(_points_clear(*args, pts, float(required_m), in_f32))
 
 
 def shortcut(points: np.ndarray, clearance: np.ndarray, check: ClearanceCheck, cap_m: float) -> list[int]:
     """Indices of the waypoints kept by greedy line-of-sight shortcutting of ``points`` (K, 3),
     given the clearance (K,) at each point: a segment i->j must keep
-    ``min(cap_m, min(clearance[i..j])) - tol``."""
+    ``min(cap_m, min(clearance[i..j])) - tol``.
+
+    Compiled for a :class:`ClearanceCheck` on float64 ``points`` and ``clearance``, with the
+    same answer as the Python loop, which any other ``check`` gets."""
+    cap_f32 = _compares_in_float32(cap_m)
+    if (type(check) is ClearanceCheck and cap_f32 is not None and isinstance(points, np.ndarray)
+            and points.dtype == np.float64 and points.ndim == 2 and points.shape[1] == 3
+            and isinstance(clearance, np.ndarray) and clearance.dtype == np.float64
+            and clearance.shape == (len(points),)):
+        args = check._compiled_args()
+        if args is not None:
+            keep = _shortcut(np.ascontiguousarray(points), np.ascontiguousarray(clearance), float(cap_m), cap_f32,
+                             _TOL_M, *args, _SAMPLE_M)
+            return keep.tolist()
     keep = [0]
     i, k = 0, len(points)
     while i < k - 1:
@@ -263,13 +394,14 @@ def _np_clip(x, lo, hi):
     return m if (m != m or m < hi) else hi
 
 
-@njit(cache=True)
-def _track(t, p, v, a, heading, prm, trk, px, py, pz, yaw, buf, out):
+@njit(cache=True, inline="always")
+def _track(ref, prm, trk, px, py, pz, yaw, buf, out):
     """One period of :meth:`ExpertPolicy.act` (its docstring has the maths), compiled.
 
     Same floating-point operations in the same order as the numpy / Python version it
     replaces (np.clip, Python's min and max, numpy's float modulo and the 3-vector norm
-    sqrt((x*x + y*y) + z*z) have their exact semantics here). ``prm``: the settings
+    sqrt((x*x + y*y) + z*z) have their exact semantics here). ``ref``: the reference packed
+    as rows [t, p (3), v (3), a (3), heading] (:meth:`ExpertPolicy._packed`); ``prm``: the settings
     (:meth:`ExpertPolicy._track_params`); ``trk``: [reference clock tau (s), governor rate,
     yaw target (rad), rate set (0/1)], updated. The map command before the horizontal limit
     and the yaw rate go to ``buf``; when the command is clearly within the limit the heading-
@@ -281,36 +413,37 @@ def _track(t, p, v, a, heading, prm, trk, px, py, pz, yaw, buf, out):
     vz_lo, vz_hi, r_lo, r_hi = prm[8], prm[9], prm[10], prm[11]
     vmax, half_dt, dt = prm[12], prm[13], prm[14]
     tau = trk[0]
-    n = t.shape[0]
-    t_end = t[n - 1]
+    n = ref.shape[0]
+    t_end = ref[n - 1, 0]
     if tau >= t_end:
-        rx, ry, rz = p[n - 1, 0], p[n - 1, 1], p[n - 1, 2]
+        rx, ry, rz = ref[n - 1, 1], ref[n - 1, 2], ref[n - 1, 3]
         vx = vy = vz = 0.0
         ax = ay = az = 0.0
-        hd = heading[n - 1]
+        hd = ref[n - 1, 10]
     else:
         lo, hi = 0, n  # np.searchsorted(t, tau, side="right")
         while lo < hi:
             mid = (lo + hi) // 2
-            if tau < t[mid]:
+            if tau < ref[mid, 0]:
                 hi = mid
             else:
                 lo = mid + 1
         i = min(max(lo - 1, 0), n - 2)
-        den = t[i + 1] - t[i]
+        r0, r1 = ref[i], ref[i + 1]
+        den = r1[0] - r0[0]
         if 1e-12 > den:
             den = 1e-12
-        w = (tau - t[i]) / den
-        rx = p[i, 0] + w * (p[i + 1, 0] - p[i, 0])
-        ry = p[i, 1] + w * (p[i + 1, 1] - p[i, 1])
-        rz = p[i, 2] + w * (p[i + 1, 2] - p[i, 2])
-        vx = v[i, 0] + w * (v[i + 1, 0] - v[i, 0])
-        vy = v[i, 1] + w * (v[i + 1, 1] - v[i, 1])
-        vz = v[i, 2] + w * (v[i + 1, 2] - v[i, 2])
-        ax = a[i, 0] + w * (a[i + 1, 0] - a[i, 0])
-        ay = a[i, 1] + w * (a[i + 1, 1] - a[i, 1])
-        az = a[i, 2] + w * (a[i + 1, 2] - a[i, 2])
-        hd = heading[i]
+        w = (tau - r0[0]) / den
+        rx = r0[1] + w * (r1[1] - r0[1])
+        ry = r0[2] + w * (r1[2] - r0[2])
+        rz = r0[3] + w * (r1[3] - r0[3])
+        vx = r0[4] + w * (r1[4] - r0[4])
+        vy = r0[5] + w * (r1[5] - r0[5])
+        vz = r0[6] + w * (r1[6] - r0[6])
+        ax = r0[7] + w * (r1[7] - r0[7])
+        ay = r0[8] + w * (r1[8] - r0[8])
+        az = r0[9] + w * (r1[9] - r0[9])
+        hd = r0[10]
     ex, ey, ez = rx - px, ry - py, rz - pz
     if not math.isnan(hd):
         trk[2] = hd
@@ -343,6 +476,23 @@ def _track(t, p, v, a, heading, prm, trk, px, py, pz, yaw, buf, out):
     return True
 
 
+@njit(cache=True)
+def _track_position(ref, prm, trk, px, py, pz, yaw, buf, out):
+    """:func:`_track` (compiled entry point)."""
+    return _track(ref, prm, trk, px, py, pz, yaw, buf, out)
+
+
+@njit(cache=True)
+def _track_state(ref, prm, trk, state, buf, out):
+    """:func:`_track` from a 13-vector state: position and the yaw of the quaternion (x, y, z, w),
+    atan2(2 (w z + x y), 1 - 2 (y^2 + z^2)) in float64 (:func:`~airplay.policies.expert.yaw_from_quat_xyzw`),
+    which goes to buf[4]."""
+    x, y, z, w = np.float64(state[3]), np.float64(state[4]), np.float64(state[5]), np.float64(state[6])
+    yaw = math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+    buf[4] = yaw
+    return _track(ref, prm, trk, np.float64(state[0]), np.float64(state[1]), np.float64(state[2]), yaw, buf, out)
+
+
 # ---------------------------------------------------------------------------------------
 # the policy
 
@@ -364,9 +514,9 @@ class ExpertPolicy:
         self.reference: Reference | None = None
         self.waypoints: np.ndarray | None = None
         self._prm = self._track_params()
-        self._buf = np.empty(4)
-        self._arrays_of: Reference | None = None
-        self._ref_arrays: tuple = ()
+        self._buf = np.empty(5)  # the map command and yaw rate before the limit; the yaw (rad)
+        self._packed_of: Reference | None = None
+        self._ref_packed = np.empty((0, 11))
         self._trk = np.zeros(4)
 
     # -- planning ----------------------------------------------------------------------
@@ -429,34 +579,38 @@ class ExpertPolicy:
                          -0.95 * veh.max_yaw_rate_rad_s, 0.95 * veh.max_yaw_rate_rad_s, 0.95 * veh.max_speed_xy_m_s,
                          0.5 * self.dt, self.dt], dtype=np.float64)
 
-    def _arrays(self) -> tuple:
-        """The reference's arrays, contiguous float64, for :func:`_track` (memoised per reference)."""
+    def _packed(self) -> np.ndarray:
+        """The reference as rows [t, p (3), v (3), a (3), heading] (N, 11) float64, for
+        :func:`_track` (memoised per reference)."""
         ref = self.reference
-        if self._arrays_of is not ref:
-            c = np.ascontiguousarray
-            self._ref_arrays = (c(ref.t, np.float64), c(ref.p, np.float64), c(ref.v, np.float64),
-                                c(ref.a, np.float64), c(ref.heading, np.float64))
-            self._arrays_of = ref
-        return self._ref_arrays
+        if self._packed_of is not ref:
+            self._ref_packed = np.ascontiguousarray(np.column_stack([ref.t, ref.p, ref.v, ref.a, ref.heading]),
+                                                    dtype=np.float64)
+            self._packed_of = ref
+        return self._ref_packed
+
+    def _limit(self, yaw: float, out: np.ndarray) -> np.ndarray:
+        """The end of :meth:`act` where :func:`_track` left it (near the horizontal limit):
+        the limit by ``math.hypot``, the rotation into the heading frame, into ``out``."""
+        cx, cy, cz, yaw_rate = self._buf[:4].tolist()
+        vmax = 0.95 * self.vehicle.max_speed_xy_m_s
+        sxy = math.hypot(cx, cy)
+        if sxy > vmax:
+            f = vmax / sxy
+            cx *= f
+            cy *= f
+        psi = yaw + 0.5 * self.dt * yaw_rate
+        c, s = math.cos(psi), math.sin(psi)
+        out[0] = (c * cx + s * cy, -s * cx + c * cy, cz, yaw_rate)
+        return out
 
     def _command(self, px: float, py: float, pz: float, yaw: float) -> np.ndarray:
         """(1, 4) float32 command from the map position (m) and yaw (rad); see :meth:`act`."""
         if self.reference is None:
             raise RuntimeError("ExpertPolicy.act called before reset(task)")
-        t, p, v, a, heading = self._arrays()
         out = np.empty((1, 4), np.float32)
-        buf = self._buf
-        if not _track(t, p, v, a, heading, self._prm, self._trk, px, py, pz, yaw, buf, out):
-            cx, cy, cz, yaw_rate = buf.tolist()
-            vmax = 0.95 * self.vehicle.max_speed_xy_m_s
-            sxy = math.hypot(cx, cy)
-            if sxy > vmax:
-                f = vmax / sxy
-                cx *= f
-                cy *= f
-            psi = yaw + 0.5 * self.dt * yaw_rate
-            c, s = math.cos(psi), math.sin(psi)
-            out[0] = (c * cx + s * cy, -s * cx + c * cy, cz, yaw_rate)
+        if not _track_position(self._packed(), self._prm, self._trk, px, py, pz, yaw, self._buf, out):
+            self._limit(yaw, out)
         return out
 
     def act(self, position: np.ndarray, velocity: np.ndarray, yaw: float) -> np.ndarray:
@@ -474,5 +628,13 @@ class ExpertPolicy:
         """(1, 4) float32: :meth:`act` from a 13-vector state (position, quaternion x, y, z, w,
         map velocity, body rates; :class:`airplay.sim.env.AirPlayEnv`'s ``obs["state"]``), the
         yaw being ``atan2(2 (w z + x y), 1 - 2 (y^2 + z^2))`` of its quaternion."""
-        px, py, pz, x, y, z, w = np.asarray(state)[0:7].tolist()
-        return self._command(px, py, pz, math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z)))
+        if type(state) is not np.ndarray or state.ndim != 1 or len(state) < 7 or state.dtype.char not in "fd":
+            px, py, pz, x, y, z, w = np.asarray(state, dtype=np.float64).reshape(-1)[0:7].tolist()
+            return self._command(px, py, pz, math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z)))
+        if self.reference is None:
+            raise RuntimeError("ExpertPolicy.act called before reset(task)")
+        out = np.empty((1, 4), np.float32)
+        buf = self._buf
+        if not _track_state(self._packed(), self._prm, self._trk, state, buf, out):
+            self._limit(float(buf[4]), out)
+        return out

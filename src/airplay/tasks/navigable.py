@@ -172,27 +172,32 @@ class NavigableGrid:
         return self.free[:, :, k].copy(), self.origin_m[:2].copy(), self.resolution_m
 
 
+@numba.njit(cache=True, inline="always")
+def _signed_edge_distance_at(polygon, px, py):
+    """Distance from (px, py) to the polygon's boundary, positive inside (even-odd)."""
+    m = polygon.shape[0]
+    best = np.inf
+    inside = False
+    for i in range(m):
+        x0, y0 = polygon[i, 0], polygon[i, 1]
+        x1, y1 = polygon[(i + 1) % m, 0], polygon[(i + 1) % m, 1]
+        if (y0 > py) != (y1 > py):
+            if px < x0 + (py - y0) * (x1 - x0) / (y1 - y0):
+                inside = not inside
+        ex, ey = x1 - x0, y1 - y0
+        ee = ex * ex + ey * ey
+        t = ((px - x0) * ex + (py - y0) * ey) / ee if ee > 0 else 0.0
+        t = min(max(t, 0.0), 1.0)
+        dx, dy = px - (x0 + t * ex), py - (y0 + t * ey)
+        best = min(best, dx * dx + dy * dy)
+    return np.sqrt(best) if inside else -np.sqrt(best)
+
+
 @numba.njit(cache=True)
 def _signed_edge_distance(polygon, xy, out):
     """out[k] = distance from xy[k] to the polygon's boundary, positive inside (even-odd)."""
-    m = polygon.shape[0]
     for k in range(xy.shape[0]):
-        px, py = xy[k, 0], xy[k, 1]
-        best = np.inf
-        inside = False
-        for i in range(m):
-            x0, y0 = polygon[i, 0], polygon[i, 1]
-            x1, y1 = polygon[(i + 1) % m, 0], polygon[(i + 1) % m, 1]
-            if (y0 > py) != (y1 > py):
-                if px < x0 + (py - y0) * (x1 - x0) / (y1 - y0):
-                    inside = not inside
-            ex, ey = x1 - x0, y1 - y0
-            ee = ex * ex + ey * ey
-            t = ((px - x0) * ex + (py - y0) * ey) / ee if ee > 0 else 0.0
-            t = min(max(t, 0.0), 1.0)
-            dx, dy = px - (x0 + t * ex), py - (y0 + t * ey)
-            best = min(best, dx * dx + dy * dy)
-        out[k] = np.sqrt(best) if inside else -np.sqrt(best)
+        out[k] = _signed_edge_distance_at(polygon, xy[k, 0], xy[k, 1])
 
 
 def polygon_signed_distance(polygon: np.ndarray, xy: np.ndarray) -> np.ndarray:
