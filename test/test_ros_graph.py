@@ -84,7 +84,9 @@ class StatusListener:
         self.messages: list[dict] = []
         self.clock_ns: list[int] = []
         self.background.node.create_subscription(String, "episode/status", self._on, RELIABLE)
-        self.background.node.create_subscription(Clock, "/clock", self._on_clock, 10)
+        # Every /clock message is checked: keep them all when this process falls behind for a moment
+        # (a faster graph publishes more of them per wall second than a history of 10 covers).
+        self.background.node.create_subscription(Clock, "/clock", self._on_clock, 10_000)
         self.background.start()
 
     def _on(self, msg) -> None:
