@@ -66,9 +66,8 @@ class AirPlayEnv(gym.Env):
         tasks: the tasks to fly, in order (``reset`` cycles through them); default: sample
             ``num_tasks`` with the protocol's sampler from the seed given to ``reset``.
         render_backend: renderer backend ("auto", "cpu", "gsplat").
-        render_images: False skips RGB and depth for state-only uses such as collecting the
-            expert's commands fast: ``rgb`` and ``depth`` are then zeros, one read-only pair
-            of arrays shared by all observations (nothing is allocated per step).
+        render_images: False skips RGB and depth (zeros) for state-only uses such as
+            collecting the expert's commands fast.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
@@ -124,7 +123,6 @@ class AirPlayEnv(gym.Env):
         self._last_rgb: np.ndarray | None = None
         self.trajectory: list[np.ndarray] = []
         self._dt = self.world.vehicle.control_dt_s
-        self._blank: tuple[np.ndarray, np.ndarray] | None = None
         self._success_radius_m = self.world.protocol.success_radius_m
 
     # -- episode ---------------------------------------------------------------------------
@@ -156,7 +154,7 @@ class AirPlayEnv(gym.Env):
         self._goal_image = self._render_rgb_at(task.goal_position, task.goal_yaw) \
             if self.setting == "imagegoal" and self.render_images else None
         if self.setting == "imagegoal" and self._goal_image is None:
-            self._goal_image = self._blank_images()[0]  # read-only zeros: observations share it
+            self._goal_image = self._blank_images()[0]
         if self._distance <= self.world.protocol.success_radius_m:
             self.status = EpisodeStatus.SUCCESS
         return self._observation(), self._info()
@@ -248,19 +246,14 @@ class AirPlayEnv(gym.Env):
         return self.world.camera_images(position, yaw, self.render_backend, depth=False, max_depth_m=MAX_DEPTH_M)[0]
 
     def _blank_images(self) -> tuple[np.ndarray, np.ndarray]:
-        """The zero RGB (H, W, 3) uint8 and depth (H, W, 1) float32 of ``render_images=False``:
-        made once, read-only, shared by every observation."""
-        if self._blank is None:
-            h, w = self.camera.height, self.camera.width
-            rgb, depth = np.zeros((h, w, 3), np.uint8), np.zeros((h, w, 1), np.float32)
-            rgb.flags.writeable = depth.flags.writeable = False
-            self._blank = (rgb, depth)
-        return self._blank
+        """Fresh zero RGB (H, W, 3) uint8 and depth (H, W, 1) float32 for ``render_images=False``
+        (writable: a policy may normalise its observation in place)."""
+        h, w = self.camera.height, self.camera.width
+        return np.zeros((h, w, 3), np.uint8), np.zeros((h, w, 1), np.float32)
 
     def _goal_image_obs(self) -> np.ndarray:
-        """The goal image for an observation: a copy of the rendered one, or the shared zeros."""
-        image = self._goal_image
-        return image if self._blank is not None and image is self._blank[0] else image.copy()
+        """A copy of the goal image for an observation."""
+        return self._goal_image.copy()
 
     def _observation(self) -> dict:
         if self.render_images:
