@@ -119,23 +119,28 @@ def test_batch_equals_one_by_one():
             np.testing.assert_array_equal(a[c], b[0])
 
 
-def test_image_does_not_depend_on_the_thread_count():
-    """Collection renders on one numba thread, the evaluation nodes on more: the same image, bit
-    for bit. (Tile-local pixel coordinates round differently per tile size, so tile_size must
-    give one thread and a few the same tiles at the camera sizes in use.)"""
+def test_image_does_not_depend_on_threads_or_tiles():
+    """Collection renders on one numba thread (64 px tiles), the evaluation nodes on more (16 or
+    32 px tiles): the same image, bit for bit, because pixel offsets are taken in image, not
+    tile, coordinates."""
     import numba
 
+    from airplay.render.cpu_backend import tile_size
+
     g = random_scene(8, n=400, sh_degree=3)
+    g.means[:40] += np.float32(7.0)  # some far off-screen centres whose footprints reach in
     bg = np.array([0.3, 0.2, 0.1], np.float32)
     old = numba.get_num_threads()
     try:
-        for width, height in ((64, 64), (224, 224)):
+        for width, height in ((64, 64), (100, 70), (224, 224)):
             vms = np.stack([look_at_viewmat(e, t, u) for e, t, u in CAMERAS])
             K = PinholeCamera.from_fov(width, height, 80.0).K
-            outs = []
+            outs, tiles = [], []
             for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
                 numba.set_num_threads(threads)
+                tiles.append(tile_size(width, height))
                 outs.append(render_cpu(g, vms, K, width, height, bg, 0.05, 1e4))
+            assert tiles[0] == 64
             for a, b in zip(outs[0], outs[-1]):
                 np.testing.assert_array_equal(a, b)
     finally:

@@ -99,8 +99,12 @@ _NARROW = 8
 
 
 def tile_size(width: int, height: int, threads: int | None = None) -> int:
-    """Tile edge for an image: 32 px when that still gives >= 8 tiles per thread, else 16."""
+    """Tile edge for an image: one thread takes 64 px tiles (fewer (tile, Gaussian) pairs to bin;
+    a 64x64 image is one tile); more threads 32 px when that still gives >= 8 tiles per thread,
+    else 16. The image does not depend on it, bit for bit."""
     threads = get_num_threads() if threads is None else threads
+    if threads == 1:
+        return 64
     n32 = ((width + 31) // 32) * ((height + 31) // 32)
     return 32 if n32 >= 8 * threads else 16
 
@@ -489,8 +493,10 @@ def _rasterize(rec, offsets, width, height, ntx, nty, tile, background,
             gx1 = min(int(rec[r, _R_PX1]), x1) - x0
             if gx0 > gx1:
                 continue
-            mx = rec[r, _F_MX] - np.float32(x0)  # tile-local pixel coordinates
-            my = rec[r, _F_MY] - np.float32(y0)
+            # Offsets from the mean in image pixel coordinates (not tile-local ones, which would
+            # round differently per tile size): the image does not depend on the tiling.
+            mx = rec[r, _F_MX]
+            my = rec[r, _F_MY]
             ca = rec[r, _F_A]
             cb = rec[r, _F_B]
             cc = rec[r, _F_C]
@@ -514,7 +520,7 @@ def _rasterize(rec, offsets, width, height, ntx, nty, tile, background,
             if wide:
                 a64 = np.float64(ca)
                 b64 = np.float64(cb)
-                mx64 = np.float64(mx)
+                mx64 = np.float64(mx) - x0  # tile-local, exact in float64: only bounds the span
                 thr2 = 2.0 * np.float64(thr)
                 inv_a = 1.0 / a64
                 qdet = a64 * np.float64(cc) - b64 * b64
@@ -524,7 +530,7 @@ def _rasterize(rec, offsets, width, height, ntx, nty, tile, background,
                 sx1 = min(gx1, rowhi[ly])
                 if sx0 > sx1:
                     continue
-                dy = np.float32(ly) + half - my
+                dy = np.float32(y0 + ly) + half - my
                 if wide:
                     # a dx^2 + 2 b dy dx + c dy^2 <= 2 thr on this row.
                     dy64 = np.float64(dy)
@@ -543,7 +549,7 @@ def _rasterize(rec, offsets, width, height, ntx, nty, tile, background,
                     p = np.uintp(row + lx)  # unsigned index: no negative-index wraparound code
                     if done[p]:
                         continue
-                    dx = np.float32(lx) + half - mx
+                    dx = np.float32(x0 + lx) + half - mx
                     power = dx * (hca * dx + bdy) + hcdy2
                     if power > thr or power < zero:
                         continue
