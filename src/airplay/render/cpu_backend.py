@@ -672,10 +672,14 @@ def _render_one(arrays, viewmat, K, width, height, background, near_m, far_m, rg
                  EPS2D, ALPHA_MIN, ws.grec)
         t3 = time.perf_counter()
         set_parallel_chunksize(1)
-        shift = tile.bit_length() - 1
-        pairs = _count_tiles(ws.grec, m, ntx, nty, shift, nchunks, ws.starts, ws.offsets)
-        rec = ws.ensure_pairs(pairs)
-        _fill_tiles(ws.grec, m, ntx, shift, nchunks, ws.starts, rec)
+        if ntx * nty == 1:  # one tile: the depth-ordered records are its list (empty boxes are skipped)
+            ws.offsets[0], ws.offsets[1] = 0, m
+            pairs, rec = m, ws.grec
+        else:
+            shift = tile.bit_length() - 1
+            pairs = _count_tiles(ws.grec, m, ntx, nty, shift, nchunks, ws.starts, ws.offsets)
+            rec = ws.ensure_pairs(pairs)
+            _fill_tiles(ws.grec, m, ntx, shift, nchunks, ws.starts, rec)
         t4 = time.perf_counter()
         _rasterize(rec, ws.offsets, width, height, ntx, nty, tile, background,
                    ALPHA_MAX, ALPHA_MIN, TRANSMITTANCE_MIN, DEPTH_ALPHA_MIN, rgb, depth, alpha)
