@@ -29,8 +29,8 @@ class EpisodeStatus(str, Enum):
 
 
 @njit(cache=True, inline="always")
-def outside_point(poly, z_min, z_max, px, py, pz):
-    """True when (px, py, pz) is outside the polygon (even-odd rule, as NavigableRegion.contains) or the band."""
+def inside_polygon_xy(poly, px, py):
+    """True when (px, py) (map, m) is inside the (M, 2) polygon, even-odd rule (as NavigableRegion.contains_xy)."""
     m = poly.shape[0]
     inside = False
     for j in range(m):
@@ -38,7 +38,13 @@ def outside_point(poly, z_min, z_max, px, py, pz):
         x1, y1 = poly[(j + 1) % m, 0], poly[(j + 1) % m, 1]
         if (y0 > py) != (y1 > py) and px < x0 + (py - y0) * (x1 - x0) / (y1 - y0):
             inside = not inside
-    return not (inside and pz >= z_min and pz <= z_max)
+    return inside
+
+
+@njit(cache=True, inline="always")
+def outside_point(poly, z_min, z_max, px, py, pz):
+    """True when (px, py, pz) is outside the polygon (even-odd rule, as NavigableRegion.contains) or the band."""
+    return not (inside_polygon_xy(poly, px, py) and pz >= z_min and pz <= z_max)
 
 
 @njit(cache=True)

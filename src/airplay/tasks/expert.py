@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from airplay.sim.collision import inside_polygon_xy
 from airplay.sim.sdf import _trilinear_at
 from airplay.tasks.astar import astar
 from airplay.tasks.navigable import NavigableGrid, _signed_edge_distance_at
@@ -111,14 +112,7 @@ def _point_clear(values, origin, inv_res, poly, z_lo, z_hi, margin, x, y, z, req
     if not (z >= z_lo and z <= z_hi):
         return False
     if margin <= 0:  # NavigableRegion.contains_xy: even-odd rule
-        m = poly.shape[0]
-        inside = False
-        for j in range(m):
-            x0, y0 = poly[j, 0], poly[j, 1]
-            x1, y1 = poly[(j + 1) % m, 0], poly[(j + 1) % m, 1]
-            if (y0 > y) != (y1 > y) and x < x0 + (y - y0) * (x1 - x0) / (y1 - y0):
-                inside = not inside
-        return inside
+        return inside_polygon_xy(poly, x, y)
     return _signed_edge_distance_at(poly, x, y) >= margin
 
 
