@@ -8,12 +8,12 @@ step instead of several Python-level calls.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
 from airplay.sim.collision import CollisionChecker, EpisodeStatus, outside_point
-import math
-
 from airplay.sim.dynamics import PARALLEL_MIN_VEHICLES, QuadrotorBatch, VehicleParams, _shepperd, _step_one
 from airplay.sim.sdf import _trilinear_at
 
