@@ -15,6 +15,10 @@ simulation + expert, CDR encoding + MCAP writing + publishing. Flights per secon
 = flights / CPU time of the process (one thread), so that other load on a shared machine
 does not count; the wall-clock rate is printed too. Target: >= 1 flight/s/core.
 
+A line then gives where one frame's render time goes (cut, cull, sort, project, bin,
+rasterize, ms per frame, and how many Gaussians are drawn): one recorded flight's poses
+rendered again with the renderer's stage profile, warm caches.
+
 A second table rewrites one recorded flight with each MCAP chunk compression (zstd at the
 bag writer's default level, ``bag_writer.ZSTD_LEVEL``, and at zstd's own default 3; lz4;
 none): write time (per flight and per step) and size, the time as a ratio to the reference
@@ -122,7 +126,51 @@ def bench_density(tmp: Path, density: float, size: int, flights: int, depth: boo
     }
     row["pass"] = row["flights_per_s_per_core"] >= TARGET
     row["_bag"] = str(next(out.glob("*/*/metadata.yaml")).parent) if summary["total"]["written"] else None
+    row["_scene_dir"], row["_protocol"] = str(scene_dir), str(cfg.protocol)
     return row
+
+
+def bench_render_stages(row: dict, size: int, repeats: int = 3) -> dict:
+    """Where one frame's render time goes: the poses of one recorded flight (its /odom) rendered
+    again as collection renders them (World.camera_images' pose-cell path), with the renderer's
+    stage profile; best of ``repeats`` passes over the flight, ms per frame (warm caches, so a
+    lower bound of what a frame costs inside the flight loop)."""
+    import math
+
+    from airplay.data.bag import iter_bag_messages
+    from airplay.data.collect import world_with_camera
+    from airplay.data.messages import decode
+    from airplay.render import lod
+    from airplay.render.cpu_backend import PROFILE_KEYS
+    from airplay.sim.world import FAR_PLANE_M, NEAR_PLANE_M, World
+    from airplay.tasks.protocol import load_protocol
+
+    world = world_with_camera(World.load(row["_scene_dir"], protocol=load_protocol(row["_protocol"])), (size, size))
+    h, spec, pr = world.lod_hierarchy(), world.scene.spec, world.protocol
+    poses = []
+    for _, msgtype, _, cdr in iter_bag_messages(row["_bag"], ["/odom"]):
+        pose = decode(msgtype, cdr).pose.pose
+        q = pose.orientation
+        poses.append(((pose.position.x, pose.position.y, pose.position.z),
+                      math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))))
+    cam = spec.camera.intrinsics
+    best: dict = {}
+    for _ in range(repeats):
+        lod.clear_cell_cache()
+        prof = {k: 0.0 for k in PROFILE_KEYS + ("cut", "cut_size")}
+        t = time.process_time()
+        for position, yaw in poses:
+            lod.render_lod_cell_cpu(world.scene.gaussians, h, [position], [yaw], spec.camera.mount, cam.K, cam.width,
+                                    cam.height, spec.background_rgb, NEAR_PLANE_M, FAR_PLANE_M, pr.render_lod_px,
+                                    pr.render_lod_cell_m, pr.render_lod_cell_deg, profile=prof)
+        prof["total"] = time.process_time() - t
+        if not best or prof["total"] < best["total"]:
+            best = prof
+    n = max(len(poses), 1)
+    ms = {k: round(1e3 * best[k] / n, 3) for k in ("cut", "cull", "sort", "project", "bin", "rasterize", "total")}
+    return {"frames": len(poses), "ms_per_frame": ms, "drawn": round(best["visible"] / n),
+            "cut_size": round(best["cut_size"] / n), "cell_miss_pct": round(100 * best.get("cell_misses", 0) / n, 1),
+            "scene": row["scene"], "gaussians_per_m2": row["gaussians_per_m2"], "resolution": row["resolution"]}
 
 
 def bench_compression(bag_dir: str, tmp: Path, repeats: int = 3) -> list[dict]:
@@ -208,6 +256,14 @@ def print_tables(result: dict) -> None:
               f"encode+write {per_step['encode_write']:.3f} ms (CDR {per_step['encode']:.3f}, "
               f"MCAP {per_step['mcap']:.3f}); {r['mb_per_flight']:.2f} MB per bag; "
               f"scene load {r['load_s']:.1f} s (once per worker)")
+    st = result.get("render_stages")
+    if st:
+        ms = st["ms_per_frame"]
+        print(f"\nRender stages per frame ({st['scene']}, {st['gaussians_per_m2']:g} G/m^2, {st['resolution']}; one "
+              f"flight's {st['frames']} poses rendered again, warm caches, best of 3), ms:")
+        print("  ".join(f"{k} {ms[k]:.3f}" for k in ("cut", "cull", "sort", "project", "bin", "rasterize", "total"))
+              + f"; {st['drawn']} Gaussians drawn of a {st['cut_size']}-node cut, new cell on "
+              f"{st['cell_miss_pct']:g} % of frames")
     if result.get("compression"):
         print(f"\nWriting one recorded flight again ({result['compression_source']}), per MCAP chunk compression, "
               "against rosbags' own rosbag2 MCAP Writer in the same run:")
@@ -252,10 +308,15 @@ def main(argv=None) -> int:
                     rows.append(bench_density(Path(tmp), density, args.size, args.flights, args.depth, lod_px, cell))
         source = next((r for r in rows if r["_bag"]), None)
         compression = bench_compression(source["_bag"], Path(tmp)) if source else []
+        staged = next((r for r in rows if r["_bag"] and r["lod_px"] > 0 and r["lod_cell"] != "off"), None)
+        if staged:
+            log(f"[{staged['gaussians_per_m2']:g} G/m^2] render stages, one flight's poses again ...")
+        stages = bench_render_stages(staged, args.size) if staged else None
     for r in rows:
-        r.pop("_bag")
+        for key in ("_bag", "_scene_dir", "_protocol"):
+            r.pop(key)
     result = {"threads": numba.get_num_threads(), "threading_layer": threading_layer(), "target": TARGET,
-              "rows": rows, "compression": compression,
+              "rows": rows, "compression": compression, "render_stages": stages,
               "compression_source": (f"{source['gaussians_per_m2']:g} G/m^2, {source['resolution']}"
                                      if source else None)}
     if args.json:
