@@ -47,14 +47,18 @@ FAILURE_REWARD = -10.0
 # step() runs 50 times per simulated second: the statuses without enum attribute lookups
 _RUNNING, _SUCCESS, _TIMEOUT = EpisodeStatus.RUNNING, EpisodeStatus.SUCCESS, EpisodeStatus.TIMEOUT
 _COLLISION, _OUT_OF_BOUNDS = EpisodeStatus.COLLISION, EpisodeStatus.OUT_OF_BOUNDS
-_STATUS_VALUE = {s: s.value for s in EpisodeStatus}
 
 
 def goal_in_heading_frame(position: np.ndarray, yaw: float, goal: np.ndarray) -> np.ndarray:
     """Goal minus position, rotated from map into the heading frame (x fwd, y left, z up)."""
     d = np.asarray(goal, dtype=np.float64) - np.asarray(position, dtype=np.float64)
+    return _to_heading_frame(d[0], d[1], d[2], yaw)
+
+
+def _to_heading_frame(dx: float, dy: float, dz: float, yaw: float) -> np.ndarray:
+    """(3,) float64: the map vector (dx, dy, dz) rotated by -``yaw`` about z (numpy's cos and sin)."""
     c, s = np.cos(yaw), np.sin(yaw)
-    return np.array([c * d[0] + s * d[1], -s * d[0] + c * d[1], d[2]])
+    return np.array([c * dx + s * dy, -s * dx + c * dy, dz])
 
 
 class AirPlayEnv(gym.Env):
@@ -200,21 +204,11 @@ class AirPlayEnv(gym.Env):
             rgb, depth = self._blank_images()
             obs = {"rgb": rgb, "depth": depth, "state": state}
             self._last_rgb = rgb
-            if self.setting == "pointgoal":
-                # goal_in_heading_frame, on the kernel's goal - position (numpy's cos and sin, as there)
-                c, s = float(np.cos(yaw)), float(np.sin(yaw))
-                obs["goal"] = np.array([c * gx + s * gy, -s * gx + c * gy, gz], np.float32)
+            if self.setting == "pointgoal":  # goal_in_heading_frame, on the kernel's goal - position
+                obs["goal"] = _to_heading_frame(gx, gy, gz, yaw).astype(np.float32)
             elif self.setting == "imagegoal":
                 obs["goal_image"] = self._goal_image_obs()
-        return obs, float(reward), terminated, truncated, {
-            "status": _STATUS_VALUE[status],
-            "task_id": self.task.task_id,
-            "steps": self.steps,
-            "time_s": self.steps * self._dt,
-            "distance_to_goal_m": distance,
-            "min_distance_m": self.min_distance_m,
-            "path_length_m": self.path_length_m,
-        }
+        return obs, float(reward), terminated, truncated, self._info()
 
     def render(self):
         """The last camera image (rgb_array mode)."""

@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit, prange
 
 from airplay.sim.collision import CollisionChecker, EpisodeStatus, outside_point
-from airplay.sim.dynamics import PARALLEL_MIN_VEHICLES, QuadrotorBatch, VehicleParams, _shepperd, _step_one
+from airplay.sim.dynamics import PARALLEL_MIN_VEHICLES, QuadrotorBatch, VehicleParams, _odometry, _step_one
 from airplay.sim.sdf import _trilinear_at
 
 RUNNING, COLLISION, OUT_OF_BOUNDS = 0, 1, 2
@@ -84,12 +84,7 @@ def _step_check_observe(state, rot, omega, cmd4, prm, values, origin, poly, scal
     px, py, pz = state[0, 0], state[0, 1], state[0, 2]
     dx, dy, dz = px - bx, py - by, pz - bz
     gx, gy, gz = goal[0] - px, goal[1] - py, goal[2] - pz
-    quat = np.empty((1, 4))
-    _shepperd(rot[0:1], quat)
-    obs_state[0], obs_state[1], obs_state[2] = px, py, pz
-    obs_state[3], obs_state[4], obs_state[5], obs_state[6] = quat[0, 0], quat[0, 1], quat[0, 2], quat[0, 3]
-    obs_state[7], obs_state[8], obs_state[9] = state[0, 3], state[0, 4], state[0, 5]
-    obs_state[10], obs_state[11], obs_state[12] = omega[0, 0], omega[0, 1], omega[0, 2]
+    _odometry(state, rot, omega, 0, obs_state)
     return (np.int64(codes[0]), math.sqrt(dx * dx + dy * dy + dz * dz), math.sqrt(gx * gx + gy * gy + gz * gz),
             gx, gy, gz, state[0, 9])
 
