@@ -8,7 +8,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from airplay.policies.adapters import HoldAdapter
 from airplay.policies.base import Policy, PolicyConfig
 from airplay.tasks.expert import ExpertPolicy
 
@@ -45,16 +44,6 @@ class ExpertNavigator(Policy):
             raise ValueError("the expert is privileged: reset(task) needs the task to plan")
         super().reset(task)
         self.expert.reset(task)
-
-    def select_action(self, obs: dict) -> np.ndarray:
-        """(4,) float32 command: with the default hold adapter and H = 1 each prediction is
-        executed directly (what the adapter does, without its queue); otherwise the adapter's."""
-        adapter = self.adapter
-        if type(adapter) is HoldAdapter and adapter.horizon == 1 and type(self).observe is Policy.observe:
-            action = self.predict_action_chunk(obs)[0]
-            adapter.held, adapter.left = action, 0
-            return action
-        return super().select_action(obs)
 
     def predict_action_chunk(self, obs: dict) -> np.ndarray:
         """(1, 4) float32 heading-frame command from ``obs["state"]`` (see AirPlayEnv): the

@@ -587,13 +587,13 @@ class ExpertPolicy:
         """The end of :meth:`act` where :func:`_track` left it (near the horizontal limit):
         the limit by ``math.hypot``, the rotation into the heading frame, into ``out``."""
         cx, cy, cz, yaw_rate = self._buf[:4].tolist()
-        vmax = 0.95 * self.vehicle.max_speed_xy_m_s
+        vmax, half_dt = self._prm[12:14].tolist()  # 0.95 x the horizontal speed limit, dt / 2 (_track_params)
         sxy = math.hypot(cx, cy)
         if sxy > vmax:
             f = vmax / sxy
             cx *= f
             cy *= f
-        psi = yaw + 0.5 * self.dt * yaw_rate
+        psi = yaw + half_dt * yaw_rate
         c, s = math.cos(psi), math.sin(psi)
         out[0] = (c * cx + s * cy, -s * cx + c * cy, cz, yaw_rate)
         return out
@@ -622,9 +622,10 @@ class ExpertPolicy:
         """(1, 4) float32: :meth:`act` from a 13-vector state (position, quaternion x, y, z, w,
         map velocity, body rates; :class:`airplay.sim.env.AirPlayEnv`'s ``obs["state"]``), the
         yaw being ``atan2(2 (w z + x y), 1 - 2 (y^2 + z^2))`` of its quaternion."""
-        if type(state) is not np.ndarray or state.ndim != 1 or len(state) < 7 or state.dtype.char not in "fd":
-            px, py, pz, x, y, z, w = np.asarray(state, dtype=np.float64).reshape(-1)[0:7].tolist()
-            return self._command(px, py, pz, math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z)))
+        if type(state) is not np.ndarray or state.ndim != 1 or state.dtype.char not in "fd":
+            state = np.ascontiguousarray(state, dtype=np.float64).reshape(-1)
+        if len(state) < 7:
+            raise ValueError(f"state must hold position and quaternion (>= 7 values), got {len(state)}")
         if self.reference is None:
             raise RuntimeError("ExpertPolicy.act called before reset(task)")
         out = np.empty((1, 4), np.float32)
