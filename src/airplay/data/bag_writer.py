@@ -255,8 +255,8 @@ class BagWriter:
             self._end = stamp_ns
         if self.max_bytes is not None and self._bytes >= self.max_bytes:
             self._close_file()  # the next message opens <name>_<k+1>.mcap
-        elif time.monotonic() - self._last_flush >= self.flush_interval_s:
-            self.flush()
+        else:
+            self.flush_if_due()
 
     def flush(self) -> None:
         """Close the chunk in progress and hand everything to the OS (survives a SIGKILL of this process)."""

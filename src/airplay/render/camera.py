@@ -71,12 +71,16 @@ class CameraMount:
 
     def base_from_camera(self) -> np.ndarray:
         """4x4 transform camera_optical -> base_link (a new array)."""
-        return _base_from_camera(tuple(float(v) for v in self.offset_m), float(self.pitch_deg)).copy()
+        return self._base_from_camera().copy()
+
+    def _base_from_camera(self) -> np.ndarray:
+        """:meth:`base_from_camera`, memoised and read-only (every frame of a flight needs it)."""
+        return _base_from_camera(tuple(float(v) for v in self.offset_m), float(self.pitch_deg))
 
 
 @functools.lru_cache(maxsize=64)
 def _base_from_camera(offset_m: tuple[float, float, float], pitch_deg: float) -> np.ndarray:
-    """:meth:`CameraMount.base_from_camera`, memoised (read-only: every frame of a flight needs it)."""
+    """The camera_optical -> base_link transform of a mount (offset m, pitch deg), memoised, read-only."""
     p = math.radians(pitch_deg)
     # Rotation about base_link y (left) by +pitch points the x axis down.
     r_pitch = np.array([[math.cos(p), 0.0, math.sin(p)], [0.0, 1.0, 0.0], [-math.sin(p), 0.0, math.cos(p)]])
@@ -111,8 +115,7 @@ def map_from_base(x: float, y: float, z: float, yaw_rad: float, pitch_rad: float
 def viewmat_from_pose(map_T_base: np.ndarray, mount: CameraMount = CameraMount()) -> np.ndarray:
     """World-to-camera 4x4 (map -> camera_optical) for a base_link pose in map (a rigid
     transform: the inverse is [R^T, -R^T t])."""
-    map_T_cam = np.asarray(map_T_base, dtype=np.float64) @ _base_from_camera(
-        tuple(float(v) for v in mount.offset_m), float(mount.pitch_deg))
+    map_T_cam = np.asarray(map_T_base, dtype=np.float64) @ mount._base_from_camera()
     out = np.eye(4)
     r_t = map_T_cam[:3, :3].T
     out[:3, :3] = r_t
