@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from numba import njit
 
 from airplay.scene.gaussians import Gaussians
 
@@ -59,7 +60,27 @@ class RenderOutput:
     @property
     def rgb_uint8(self) -> np.ndarray:
         """(C, H, W, 3) uint8, rounded."""
-        return np.clip(np.rint(self.rgb * 255.0), 0, 255).astype(np.uint8)
+        return rgb_to_uint8(self.rgb)
+
+
+def rgb_to_uint8(rgb: np.ndarray) -> np.ndarray:
+    """RGB in [0, 1] (any shape) as uint8: round(255 x) (half to even), values outside [0, 1]
+    saturated; the same numbers as ``np.clip(np.rint(rgb * 255.0), 0, 255).astype(np.uint8)``,
+    compiled for float32 (about 20 us less per 64x64 frame than those numpy calls)."""
+    rgb = np.asarray(rgb)
+    if rgb.dtype != np.float32:
+        return np.clip(np.rint(rgb * 255.0), 0, 255).astype(np.uint8)
+    out = np.empty(rgb.shape, dtype=np.uint8)
+    _rgb_to_uint8(np.ascontiguousarray(rgb).reshape(-1), out.reshape(-1))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _rgb_to_uint8(rgb, out):
+    scale = np.float32(255.0)
+    lo = np.float32(0.0)
+    for i in range(rgb.shape[0]):
+        out[i] = np.uint8(min(max(np.rint(rgb[i] * scale), lo), scale))
 
 
 def gsplat_available() -> bool:

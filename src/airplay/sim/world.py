@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from airplay.render.api import FAR_PLANE_M, NEAR_PLANE_M, RenderOutput, render, resolve_backend
+from airplay.render.api import FAR_PLANE_M, NEAR_PLANE_M, render, resolve_backend, rgb_to_uint8
 from airplay.render.camera import map_from_base, viewmat_from_pose
 from airplay.render.lod import GaussianHierarchy, hierarchy_for, render_lod_cell_cpu
 from airplay.render.mesh_depth import MeshRaycaster
@@ -74,16 +74,17 @@ class World:
             rgb, _, _ = render_lod_cell_cpu(self.scene.gaussians, self.lod_hierarchy(), np.asarray(position, dtype=np.float64)[None],
                                             [float(yaw_rad)], spec.camera.mount, cam.K, cam.width, cam.height,
                                             spec.background_rgb, NEAR_PLANE_M, FAR_PLANE_M, lod_px, cell_m, cell_deg)
-            out = RenderOutput(rgb=np.clip(rgb, 0.0, 1.0), depth=None, alpha=None, backend="cpu")
+            rgb8 = rgb_to_uint8(rgb[0])  # saturates: the same bytes as clipping to [0, 1] first
         else:
             viewmat = self._viewmat(position, yaw_rad)
-            out = render(self.scene.gaussians, viewmat, cam.K, cam.width, cam.height, backend=backend,
-                         background=spec.background_rgb, lod_px=lod_px, lod=self.lod_hierarchy() if lod_px else None)
+            rgb8 = render(self.scene.gaussians, viewmat, cam.K, cam.width, cam.height, backend=backend,
+                          background=spec.background_rgb, lod_px=lod_px,
+                          lod=self.lod_hierarchy() if lod_px else None).rgb_uint8[0]
         if not depth:
-            return out.rgb_uint8[0], None
+            return rgb8, None
         viewmat = self._viewmat(position, yaw_rad) if viewmat is None else viewmat
         z = np.minimum(self.depth.depth(viewmat, cam.K, cam.width, cam.height), max_depth_m)
-        return out.rgb_uint8[0], z[..., None].astype(np.float32)
+        return rgb8, z[..., None].astype(np.float32)
 
     def _viewmat(self, position: np.ndarray, yaw_rad: float) -> np.ndarray:
         """map -> camera_optical of the scene's camera on a vehicle at ``position`` (map, m), heading ``yaw_rad``."""
