@@ -24,11 +24,13 @@ tiled image equals the dense all-Gaussians composite exactly, whatever the tile 
 Pipeline per camera, each stage a numba kernel (``profile=`` of :func:`render_cpu` times
 them; a 224x224 view of a 1e5-Gaussian capture takes ~17 ms on 2 cores, ~70% rasterizing):
 
-1. cull     (parallel over Gaussians): opacity, near/far, and a conservative on-screen box;
+1. cull     (parallel over blocks of Gaussians, branch-free 4-wide SIMD): opacity, near/far,
+            and a conservative on-screen box;
 2. sort     (sequential, stable LSD radix sort on the float32 depth bits) of the survivors,
-            giving each its rank in depth order;
-3. project  (parallel over Gaussians, in index order): EWA, conic, SH colour and the exact
-            opacity-aware box, scattered as one 64-byte record into its rank's row;
+            giving their indices in depth order;
+3. project  (parallel over blocks of the survivors in depth order, gathered; branch-free 4-wide
+            SIMD): EWA, conic, SH colour and the exact opacity-aware box, one 64-byte record
+            per row in depth order;
 4. bin      (parallel counting sort by tile, stable): each tile gets a contiguous run of
             copied records, in depth order;
 5. raster   (parallel over tiles, handed out one at a time): exact per-row ellipse spans
@@ -119,55 +121,64 @@ def _tan_limits(fx, fy, cx, cy, width, height):
             (height - cy) / fy + 0.3 * (0.5 * height / fy), cy / fy + 0.3 * (0.5 * height / fy))
 
 
-@njit(parallel=True, cache=True, nogil=True)
+_PB = 128
+"""Gaussians per parallel iteration of _cull and _project (one vectorized loop each)."""
+
+
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def _cull(means, scales, opacities, viewmat, K, width, height, near, far, eps2d, alpha_min, valid, depth):
-    """valid[i] = 1 for Gaussians that may touch the image (a superset); depth[i] = optical z."""
+    """valid[i] = 1 for Gaussians that may touch the image (a superset), else 0; depth[i] =
+    optical z (float32; meaningless where not valid).
+
+    Blocks of _PB Gaussians per parallel iteration, each a branch-free loop that LLVM vectorizes
+    (4-wide float64; flat inputs, unsigned indices, no zero-division checks: see :func:`_project`).
+    """
     n = means.shape[0]
+    mf = means.reshape(means.size)
+    sf = scales.reshape(scales.size)
     r00, r01, r02, t0 = viewmat[0, 0], viewmat[0, 1], viewmat[0, 2], viewmat[0, 3]
     r10, r11, r12, t1 = viewmat[1, 0], viewmat[1, 1], viewmat[1, 2], viewmat[1, 3]
     r20, r21, r22, t2 = viewmat[2, 0], viewmat[2, 1], viewmat[2, 2], viewmat[2, 3]
     fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
     lim_x_pos, lim_x_neg, lim_y_pos, lim_y_neg = _tan_limits(fx, fy, cx, cy, width, height)
     thr2 = 2.0 * (-math.log(alpha_min))  # 2 ln(255) >= 2 ln(255 * opacity)
-    for i in prange(n):
-        valid[i] = 0
-        if not (opacities[i] >= alpha_min):
-            continue
-        mxw = np.float64(means[i, 0])
-        myw = np.float64(means[i, 1])
-        mzw = np.float64(means[i, 2])
-        z = r20 * mxw + r21 * myw + r22 * mzw + t2
-        if not (z >= near and z <= far):
-            continue
-        x = r00 * mxw + r01 * myw + r02 * mzw + t0
-        y = r10 * mxw + r11 * myw + r12 * mzw + t1
-        smax = max(abs(np.float64(scales[i, 0])), abs(np.float64(scales[i, 1])), abs(np.float64(scales[i, 2])))
-        rz = 1.0 / z
-        tx = min(lim_x_pos, max(-lim_x_neg, x * rz))
-        ty = min(lim_y_pos, max(-lim_y_neg, y * rz))
-        # Rows of J W; |row . (Rg S)| <= |row| * max scale, so these bound the 2D sigmas.
-        ax = r00 - tx * r20
-        ay = r01 - tx * r21
-        az = r02 - tx * r22
-        bx = r10 - ty * r20
-        by = r11 - ty * r21
-        bz = r12 - ty * r22
-        sxx = (fx * rz) ** 2 * (ax * ax + ay * ay + az * az) * smax * smax + eps2d
-        syy = (fy * rz) ** 2 * (bx * bx + by * by + bz * bz) * smax * smax + eps2d
-        ex = math.sqrt(thr2 * sxx) + 1.0
-        ey = math.sqrt(thr2 * syy) + 1.0
-        u = fx * x * rz + cx
-        v = fy * y * rz + cy
-        if u + ex < 0.0 or u - ex > width or v + ey < 0.0 or v - ey > height:
-            continue
-        depth[i] = z
-        valid[i] = 1
+    for b in prange((n + _PB - 1) // _PB):
+        for k in range(b * _PB, min(b * _PB + _PB, n)):
+            i = np.uintp(k)
+            mxw = np.float64(mf[np.uintp(3 * i)])
+            myw = np.float64(mf[np.uintp(3 * i + 1)])
+            mzw = np.float64(mf[np.uintp(3 * i + 2)])
+            z = r20 * mxw + r21 * myw + r22 * mzw + t2
+            x = r00 * mxw + r01 * myw + r02 * mzw + t0
+            y = r10 * mxw + r11 * myw + r12 * mzw + t1
+            smax = max(abs(np.float64(sf[np.uintp(3 * i)])), abs(np.float64(sf[np.uintp(3 * i + 1)])),
+                       abs(np.float64(sf[np.uintp(3 * i + 2)])))
+            rz = 1.0 / z
+            tx = min(lim_x_pos, max(-lim_x_neg, x * rz))
+            ty = min(lim_y_pos, max(-lim_y_neg, y * rz))
+            # Rows of J W; |row . (Rg S)| <= |row| * max scale, so these bound the 2D sigmas.
+            ax = r00 - tx * r20
+            ay = r01 - tx * r21
+            az = r02 - tx * r22
+            bx = r10 - ty * r20
+            by = r11 - ty * r21
+            bz = r12 - ty * r22
+            sxx = (fx * rz) ** 2 * (ax * ax + ay * ay + az * az) * smax * smax + eps2d
+            syy = (fy * rz) ** 2 * (bx * bx + by * by + bz * bz) * smax * smax + eps2d
+            ex = math.sqrt(thr2 * sxx) + 1.0
+            ey = math.sqrt(thr2 * syy) + 1.0
+            u = fx * x * rz + cx
+            v = fy * y * rz + cy
+            ok = ((opacities[i] >= alpha_min) & (z >= near) & (z <= far)
+                  & ~((u + ex < 0.0) | (u - ex > width) | (v + ey < 0.0) | (v - ey > height)))
+            depth[i] = z
+            valid[i] = np.uint8(ok)
 
 
 @njit(cache=True, nogil=True)
-def _sort_visible(valid, depth, max_digit_bits, keys_a, keys_b, idx_a, idx_b, hist, rank):
-    """Stable sort of the valid Gaussians by depth; rank[i] = position of Gaussian i in depth
-    order (valid i only). Returns their count.
+def _sort_visible(valid, depth, max_digit_bits, keys_a, keys_b, idx_a, idx_b, hist, order):
+    """Stable sort of the valid Gaussians by depth: order[:m] = their indices in depth order.
+    Returns their count m.
 
     LSD radix sort on the bit patterns of the positive float32 depths (integer order ==
     numeric order) minus their minimum, in as few passes of at most ``max_digit_bits`` as
@@ -196,7 +207,7 @@ def _sort_visible(valid, depth, max_digit_bits, keys_a, keys_b, idx_a, idx_b, hi
     passes = (span_bits + max_digit_bits - 1) // max_digit_bits
     if passes == 0:
         for j in range(m):
-            rank[idx_a[j]] = j
+            order[j] = idx_a[j]
         return m
     digit = (span_bits + passes - 1) // passes
     mask = (1 << digit) - 1
@@ -217,178 +228,265 @@ def _sort_visible(valid, depth, max_digit_bits, keys_a, keys_b, idx_a, idx_b, hi
             c = hist[d]
             hist[d] = total
             total += c
-        last = ps == passes - 1
+        if ps == passes - 1:
+            dst_i = order
         for j in range(m):
             k = src_k[j]
             d = (np.int64(k) >> shift) & mask
             p = hist[d]
             hist[d] = p + 1
             dst_k[p] = k
-            g = src_i[j]
-            dst_i[p] = g
-            if last:
-                rank[g] = p
+            dst_i[p] = src_i[j]
     return m
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def _project(valid, rank, means, scales, quats, opacities, sh, viewmat, K, sh_rot, width, height,
+# Scratch of one block of _PB Gaussians in _project, float64, one run of _PB values per channel:
+# the unit view direction in the SH frame, then the colour's sums. Constant channel offsets:
+# LLVM sees that they do not overlap.
+_P_DX, _P_DY, _P_DZ, _P_R = (_PB * k for k in range(4))
+_P_NCH = 6
+
+_SQRT2 = math.sqrt(2.0)
+_LN2 = math.log(2.0)
+
+
+@intrinsic
+def _bits_of_f32(typingctx, x):
+    """The int32 holding the IEEE-754 bits of the float32 ``x`` (an LLVM bitcast)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int32))
+    return types.int32(types.float32), codegen
+
+
+@njit(inline="always", error_model="numpy")
+def _log_f32(x):
+    """ln(x) in float64 for a positive, normal float32 ``x`` (absolute error ~1e-16), without
+    branches or calls so that loops using it vectorize: x = 2^e m with m in [sqrt(1/2), sqrt(2)),
+    ln m = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172, by its series to s^17. (The exponent
+    and mantissa are read in float64 from the bits, converted as int32: exact.)"""
+    f = np.float64(_bits_of_f32(x))
+    e = np.float64(np.int32(f * (1.0 / 8388608.0)))  # biased exponent (f >= 0: truncation is floor)
+    m = 1.0 + (f - e * 8388608.0) * (1.0 / 8388608.0)  # mantissa in [1, 2)
+    big = m > _SQRT2
+    m = 0.5 * m if big else m
+    e = e - 126.0 if big else e - 127.0
+    s = (m - 1.0) / (m + 1.0)
+    z = s * s
+    q = 1.0 / 17.0
+    q = q * z + 1.0 / 15.0
+    q = q * z + 1.0 / 13.0
+    q = q * z + 1.0 / 11.0
+    q = q * z + 1.0 / 9.0
+    q = q * z + 1.0 / 7.0
+    q = q * z + 1.0 / 5.0
+    q = q * z + 1.0 / 3.0
+    q = q * z + 1.0
+    return e * _LN2 + 2.0 * s * q
+
+
+@njit(inline="always")
+def _sh_colour(S, shf, order, j0, cnt, nk, gf):
+    """RGB of the Gaussians order[j0 + k], k < cnt, from their SH (INRIA constants and signs),
+    max(SH + 0.5, 0), into records j0 + k of the flat record array ``gf``, from the unit view
+    directions in the SH frame in ``S`` (_P_DX ..): one branch-free loop per SH degree, so that
+    each vectorizes (the nk coefficients of Gaussian i are shf[3 nk i ..], gathered)."""
+    nk3 = np.uintp(3 * nk)
+    for k in range(cnt):
+        base = nk3 * np.uintp(order[np.uintp(j0 + k)])
+        for ch in range(3):
+            S[np.uintp(k + _P_R + ch * _PB)] = SH_C0 * shf[base + np.uintp(ch)]
+    if nk > 1:
+        for k in range(cnt):
+            base = nk3 * np.uintp(order[np.uintp(j0 + k)])
+            b1 = -SH_C1 * S[np.uintp(k + _P_DY)]
+            b2 = SH_C1 * S[np.uintp(k + _P_DZ)]
+            b3 = -SH_C1 * S[np.uintp(k + _P_DX)]
+            for ch in range(3):
+                c = np.uintp(ch)
+                S[np.uintp(k + _P_R + ch * _PB)] += (b1 * shf[base + c + np.uintp(3)] + b2 * shf[base + c + np.uintp(6)]
+                                                     + b3 * shf[base + c + np.uintp(9)])
+    if nk > 4:
+        c20, c21, c22, c23, c24 = SH_C2[0], SH_C2[1], SH_C2[2], SH_C2[3], SH_C2[4]
+        for k in range(cnt):
+            base = nk3 * np.uintp(order[np.uintp(j0 + k)]) + np.uintp(12)
+            dx = S[np.uintp(k + _P_DX)]
+            dy = S[np.uintp(k + _P_DY)]
+            dz = S[np.uintp(k + _P_DZ)]
+            xx = dx * dx
+            yy = dy * dy
+            zz = dz * dz
+            b4 = c20 * dx * dy
+            b5 = c21 * dy * dz
+            b6 = c22 * (2.0 * zz - xx - yy)
+            b7 = c23 * dx * dz
+            b8 = c24 * (xx - yy)
+            for ch in range(3):
+                c = np.uintp(ch)
+                S[np.uintp(k + _P_R + ch * _PB)] += (
+                    b4 * shf[base + c] + b5 * shf[base + c + np.uintp(3)] + b6 * shf[base + c + np.uintp(6)]
+                    + b7 * shf[base + c + np.uintp(9)] + b8 * shf[base + c + np.uintp(12)])
+    if nk > 9:
+        c30, c31, c32, c33, c34, c35, c36 = SH_C3[0], SH_C3[1], SH_C3[2], SH_C3[3], SH_C3[4], SH_C3[5], SH_C3[6]
+        for k in range(cnt):
+            base = nk3 * np.uintp(order[np.uintp(j0 + k)]) + np.uintp(27)
+            dx = S[np.uintp(k + _P_DX)]
+            dy = S[np.uintp(k + _P_DY)]
+            dz = S[np.uintp(k + _P_DZ)]
+            xx = dx * dx
+            yy = dy * dy
+            zz = dz * dz
+            b9 = c30 * dy * (3.0 * xx - yy)
+            b10 = c31 * dx * dy * dz
+            b11 = c32 * dy * (4.0 * zz - xx - yy)
+            b12 = c33 * dz * (2.0 * zz - 3.0 * xx - 3.0 * yy)
+            b13 = c34 * dx * (4.0 * zz - xx - yy)
+            b14 = c35 * dz * (xx - yy)
+            b15 = c36 * dx * (xx - 3.0 * yy)
+            for ch in range(3):
+                c = np.uintp(ch)
+                S[np.uintp(k + _P_R + ch * _PB)] += (
+                    b9 * shf[base + c] + b10 * shf[base + c + np.uintp(3)] + b11 * shf[base + c + np.uintp(6)]
+                    + b12 * shf[base + c + np.uintp(9)] + b13 * shf[base + c + np.uintp(12)]
+                    + b14 * shf[base + c + np.uintp(15)] + b15 * shf[base + c + np.uintp(18)])
+    for k in range(cnt):
+        for ch in range(3):
+            gf[np.uintp(_NR * (j0 + k) + _F_R + ch)] = np.float32(max(S[np.uintp(k + _P_R + ch * _PB)] + 0.5, 0.0))
+
+
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
+def _project(order, m, means, scales, quats, opacities, sh, viewmat, K, sh_rot, width, height,
              eps2d, alpha_min, grec):
-    """Screen-space record of each valid Gaussian i into row rank[i] of ``grec`` (empty box
-    if culled). Reads the inputs in index order and scatters: cheaper than gathering."""
-    n = valid.shape[0]
+    """Screen-space record of Gaussian order[j] into row j of ``grec``, j < m (empty box if
+    culled): pixel-space mean and conic, opacity, SH colour, optical z (m) and pixel box.
+
+    Per block of _PB rows (one per parallel iteration), branch-free loops over their Gaussians,
+    gathered, that LLVM vectorizes (4-wide float64): the geometry, then the colour, one loop per
+    SH degree (:func:`_sh_colour`). Inputs and records are indexed as flat arrays (constant
+    strides) with unsigned indices (no negative-index wraparound code). ``error_model="numpy"``:
+    no zero-division checks, so culled rows may hold inf or nan besides their empty box;
+    ``contract`` lets LLVM fuse multiply-adds (no other fast-math assumption).
+    """
+    mf = means.reshape(means.size)
+    sf = scales.reshape(scales.size)
+    qf = quats.reshape(quats.size)
+    gf = grec.reshape(grec.size)
+    shf = sh.reshape(sh.size)
     nk = sh.shape[1]
     r00, r01, r02, t0 = viewmat[0, 0], viewmat[0, 1], viewmat[0, 2], viewmat[0, 3]
     r10, r11, r12, t1 = viewmat[1, 0], viewmat[1, 1], viewmat[1, 2], viewmat[1, 3]
     r20, r21, r22, t2 = viewmat[2, 0], viewmat[2, 1], viewmat[2, 2], viewmat[2, 3]
     fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
+    h00, h01, h02 = sh_rot[0, 0], sh_rot[0, 1], sh_rot[0, 2]
+    h10, h11, h12 = sh_rot[1, 0], sh_rot[1, 1], sh_rot[1, 2]
+    h20, h21, h22 = sh_rot[2, 0], sh_rot[2, 1], sh_rot[2, 2]
     # Camera centre in the frame of the means: -R^T t.
     ccx = -(r00 * t0 + r10 * t1 + r20 * t2)
     ccy = -(r01 * t0 + r11 * t1 + r21 * t2)
     ccz = -(r02 * t0 + r12 * t1 + r22 * t2)
     lim_x_pos, lim_x_neg, lim_y_pos, lim_y_neg = _tan_limits(fx, fy, cx, cy, width, height)
     log_min = math.log(alpha_min)
-    c1 = SH_C1
-    for i in prange(n):
-        if not valid[i]:
-            continue
-        r = rank[i]
-        grec[r, _R_PX0] = 1.0  # empty box unless it survives below
-        grec[r, _R_PX1] = 0.0
-        op = np.float64(opacities[i])
-        mxw = np.float64(means[i, 0])
-        myw = np.float64(means[i, 1])
-        mzw = np.float64(means[i, 2])
-        x = r00 * mxw + r01 * myw + r02 * mzw + t0
-        y = r10 * mxw + r11 * myw + r12 * mzw + t1
-        z = r20 * mxw + r21 * myw + r22 * mzw + t2
-        # Rotation of the Gaussian from its (w, x, y, z) quaternion, normalised.
-        qw = np.float64(quats[i, 0])
-        qx = np.float64(quats[i, 1])
-        qy = np.float64(quats[i, 2])
-        qz = np.float64(quats[i, 3])
-        qn = math.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
-        if not (qn > 0.0):
-            continue
-        inv_qn = 1.0 / qn
-        qw *= inv_qn
-        qx *= inv_qn
-        qy *= inv_qn
-        qz *= inv_qn
-        m00 = 1.0 - 2.0 * (qy * qy + qz * qz)
-        m01 = 2.0 * (qx * qy - qw * qz)
-        m02 = 2.0 * (qx * qz + qw * qy)
-        m10 = 2.0 * (qx * qy + qw * qz)
-        m11 = 1.0 - 2.0 * (qx * qx + qz * qz)
-        m12 = 2.0 * (qy * qz - qw * qx)
-        m20 = 2.0 * (qx * qz - qw * qy)
-        m21 = 2.0 * (qy * qz + qw * qx)
-        m22 = 1.0 - 2.0 * (qx * qx + qy * qy)
-        sx = np.float64(scales[i, 0])
-        sy = np.float64(scales[i, 1])
-        sz = np.float64(scales[i, 2])
-        # Perspective Jacobian with clamped x/z, y/z (gsplat persp_proj):
-        # J = [[fx/z, 0, -fx tx/z], [0, fy/z, -fy ty/z]] with tx, ty the clamped ratios.
-        rz = 1.0 / z
-        tx = min(lim_x_pos, max(-lim_x_neg, x * rz))
-        ty = min(lim_y_pos, max(-lim_y_neg, y * rz))
-        # Rows of J W (2x3).
-        w00 = fx * rz * (r00 - tx * r20)
-        w01 = fx * rz * (r01 - tx * r21)
-        w02 = fx * rz * (r02 - tx * r22)
-        w10 = fy * rz * (r10 - ty * r20)
-        w11 = fy * rz * (r11 - ty * r21)
-        w12 = fy * rz * (r12 - ty * r22)
-        # B = (J W) Rg S (2x3); cov2d = B B^T = J W Rg S S^T Rg^T W^T J^T.
-        b00 = (w00 * m00 + w01 * m10 + w02 * m20) * sx
-        b01 = (w00 * m01 + w01 * m11 + w02 * m21) * sy
-        b02 = (w00 * m02 + w01 * m12 + w02 * m22) * sz
-        b10 = (w10 * m00 + w11 * m10 + w12 * m20) * sx
-        b11 = (w10 * m01 + w11 * m11 + w12 * m21) * sy
-        b12 = (w10 * m02 + w11 * m12 + w12 * m22) * sz
-        cxx = b00 * b00 + b01 * b01 + b02 * b02 + eps2d
-        cxy = b00 * b10 + b01 * b11 + b02 * b12
-        cyy = b10 * b10 + b11 * b11 + b12 * b12 + eps2d
-        det = cxx * cyy - cxy * cxy
-        if not (det > 0.0):
-            continue
-        inv_det = 1.0 / det
-        u = fx * x * rz + cx
-        v = fy * y * rz + cy
-        # Opacity-aware extent: alpha >= alpha_min only where power <= ln(op / alpha_min).
-        thr = math.log(op) - log_min
-        if not (thr >= 0.0):
-            continue
-        thr_p = thr * (1.0 + _THR_PAD) + 1e-6
-        ex = math.sqrt(2.0 * thr_p * cxx) + _PIX_PAD
-        ey = math.sqrt(2.0 * thr_p * cyy) + _PIX_PAD
-        # Pixel j is covered when its centre j + 0.5 lies in [u - ex, u + ex].
-        fx0 = math.ceil(u - ex - 0.5)
-        fx1 = math.floor(u + ex - 0.5)
-        fy0 = math.ceil(v - ey - 0.5)
-        fy1 = math.floor(v + ey - 0.5)
-        if fx1 < 0.0 or fy1 < 0.0 or fx0 > width - 1.0 or fy0 > height - 1.0 or fx0 > fx1 or fy0 > fy1:
-            continue
-        # Colour from SH (INRIA constants and signs), view direction in the SH frame.
-        if nk == 1:
-            for ch in range(3):
-                grec[r, _F_R + ch] = max(SH_C0 * sh[i, 0, ch] + 0.5, 0.0)
-        else:
+    xmax = width - 1.0
+    ymax = height - 1.0
+    for b in prange((m + _PB - 1) // _PB):
+        j0 = b * _PB
+        cnt = min(_PB, m - j0)
+        S = np.empty(_P_NCH * _PB, dtype=np.float64)
+        for k in range(cnt):
+            i = np.uintp(order[np.uintp(j0 + k)])
+            op = np.float64(opacities[i])
+            mxw = np.float64(mf[np.uintp(3 * i)])
+            myw = np.float64(mf[np.uintp(3 * i + 1)])
+            mzw = np.float64(mf[np.uintp(3 * i + 2)])
+            x = r00 * mxw + r01 * myw + r02 * mzw + t0
+            y = r10 * mxw + r11 * myw + r12 * mzw + t1
+            z = r20 * mxw + r21 * myw + r22 * mzw + t2
+            # Rotation of the Gaussian from its (w, x, y, z) quaternion, normalised.
+            qw = np.float64(qf[np.uintp(4 * i)])
+            qx = np.float64(qf[np.uintp(4 * i + 1)])
+            qy = np.float64(qf[np.uintp(4 * i + 2)])
+            qz = np.float64(qf[np.uintp(4 * i + 3)])
+            qn = math.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
+            inv_qn = 1.0 / qn
+            qw *= inv_qn
+            qx *= inv_qn
+            qy *= inv_qn
+            qz *= inv_qn
+            m00 = 1.0 - 2.0 * (qy * qy + qz * qz)
+            m01 = 2.0 * (qx * qy - qw * qz)
+            m02 = 2.0 * (qx * qz + qw * qy)
+            m10 = 2.0 * (qx * qy + qw * qz)
+            m11 = 1.0 - 2.0 * (qx * qx + qz * qz)
+            m12 = 2.0 * (qy * qz - qw * qx)
+            m20 = 2.0 * (qx * qz - qw * qy)
+            m21 = 2.0 * (qy * qz + qw * qx)
+            m22 = 1.0 - 2.0 * (qx * qx + qy * qy)
+            sx = np.float64(sf[np.uintp(3 * i)])
+            sy = np.float64(sf[np.uintp(3 * i + 1)])
+            sz = np.float64(sf[np.uintp(3 * i + 2)])
+            # Perspective Jacobian with clamped x/z, y/z (gsplat persp_proj):
+            # J = [[fx/z, 0, -fx tx/z], [0, fy/z, -fy ty/z]] with tx, ty the clamped ratios.
+            rz = 1.0 / z
+            tx = min(lim_x_pos, max(-lim_x_neg, x * rz))
+            ty = min(lim_y_pos, max(-lim_y_neg, y * rz))
+            # Rows of J W (2x3).
+            w00 = fx * rz * (r00 - tx * r20)
+            w01 = fx * rz * (r01 - tx * r21)
+            w02 = fx * rz * (r02 - tx * r22)
+            w10 = fy * rz * (r10 - ty * r20)
+            w11 = fy * rz * (r11 - ty * r21)
+            w12 = fy * rz * (r12 - ty * r22)
+            # B = (J W) Rg S (2x3); cov2d = B B^T = J W Rg S S^T Rg^T W^T J^T.
+            b00 = (w00 * m00 + w01 * m10 + w02 * m20) * sx
+            b01 = (w00 * m01 + w01 * m11 + w02 * m21) * sy
+            b02 = (w00 * m02 + w01 * m12 + w02 * m22) * sz
+            b10 = (w10 * m00 + w11 * m10 + w12 * m20) * sx
+            b11 = (w10 * m01 + w11 * m11 + w12 * m21) * sy
+            b12 = (w10 * m02 + w11 * m12 + w12 * m22) * sz
+            cxx = b00 * b00 + b01 * b01 + b02 * b02 + eps2d
+            cxy = b00 * b10 + b01 * b11 + b02 * b12
+            cyy = b10 * b10 + b11 * b11 + b12 * b12 + eps2d
+            det = cxx * cyy - cxy * cxy
+            inv_det = 1.0 / det
+            u = fx * x * rz + cx
+            v = fy * y * rz + cy
+            # Opacity-aware extent: alpha >= alpha_min only where power <= ln(op / alpha_min).
+            thr = _log_f32(opacities[i]) - log_min
+            thr_p = thr * (1.0 + _THR_PAD) + 1e-6
+            ex = math.sqrt(2.0 * thr_p * cxx) + _PIX_PAD
+            ey = math.sqrt(2.0 * thr_p * cyy) + _PIX_PAD
+            # Pixel j is covered when its centre j + 0.5 lies in [u - ex, u + ex].
+            fx0 = np.ceil(u - ex - 0.5)
+            fx1 = np.floor(u + ex - 0.5)
+            fy0 = np.ceil(v - ey - 0.5)
+            fy1 = np.floor(v + ey - 0.5)
+            ok = ((qn > 0.0) & (det > 0.0) & (thr >= 0.0)
+                  & ~((fx1 < 0.0) | (fy1 < 0.0) | (fx0 > xmax) | (fy0 > ymax) | (fx0 > fx1) | (fy0 > fy1)))
+            # View direction (camera centre to mean), unit, in the SH frame.
             dxw = mxw - ccx
             dyw = myw - ccy
             dzw = mzw - ccz
             dn2 = dxw * dxw + dyw * dyw + dzw * dzw
-            if dn2 > 0.0:
-                inv_dn = 1.0 / math.sqrt(dn2)
-                dxw *= inv_dn
-                dyw *= inv_dn
-                dzw *= inv_dn
-            dx = sh_rot[0, 0] * dxw + sh_rot[0, 1] * dyw + sh_rot[0, 2] * dzw
-            dy = sh_rot[1, 0] * dxw + sh_rot[1, 1] * dyw + sh_rot[1, 2] * dzw
-            dz = sh_rot[2, 0] * dxw + sh_rot[2, 1] * dyw + sh_rot[2, 2] * dzw
-            b1 = -c1 * dy
-            b2 = c1 * dz
-            b3 = -c1 * dx
-            b4 = b5 = b6 = b7 = b8 = b9 = b10 = b11 = b12 = b13 = b14 = b15 = 0.0
-            if nk > 4:
-                xx = dx * dx
-                yy = dy * dy
-                zz = dz * dz
-                b4 = SH_C2[0] * dx * dy
-                b5 = SH_C2[1] * dy * dz
-                b6 = SH_C2[2] * (2.0 * zz - xx - yy)
-                b7 = SH_C2[3] * dx * dz
-                b8 = SH_C2[4] * (xx - yy)
-                if nk > 9:
-                    b9 = SH_C3[0] * dy * (3.0 * xx - yy)
-                    b10 = SH_C3[1] * dx * dy * dz
-                    b11 = SH_C3[2] * dy * (4.0 * zz - xx - yy)
-                    b12 = SH_C3[3] * dz * (2.0 * zz - 3.0 * xx - 3.0 * yy)
-                    b13 = SH_C3[4] * dx * (4.0 * zz - xx - yy)
-                    b14 = SH_C3[5] * dz * (xx - yy)
-                    b15 = SH_C3[6] * dx * (xx - 3.0 * yy)
-            for ch in range(3):
-                val = SH_C0 * sh[i, 0, ch] + b1 * sh[i, 1, ch] + b2 * sh[i, 2, ch] + b3 * sh[i, 3, ch]
-                if nk > 4:
-                    val += (b4 * sh[i, 4, ch] + b5 * sh[i, 5, ch] + b6 * sh[i, 6, ch]
-                            + b7 * sh[i, 7, ch] + b8 * sh[i, 8, ch])
-                    if nk > 9:
-                        val += (b9 * sh[i, 9, ch] + b10 * sh[i, 10, ch] + b11 * sh[i, 11, ch]
-                                + b12 * sh[i, 12, ch] + b13 * sh[i, 13, ch] + b14 * sh[i, 14, ch]
-                                + b15 * sh[i, 15, ch])
-                grec[r, _F_R + ch] = max(val + 0.5, 0.0)
-        grec[r, _F_MX] = u
-        grec[r, _F_MY] = v
-        grec[r, _F_A] = cyy * inv_det
-        grec[r, _F_B] = -cxy * inv_det
-        grec[r, _F_C] = cxx * inv_det
-        grec[r, _F_OP] = op
-        grec[r, _F_Z] = z
-        grec[r, _F_THR] = thr_p
-        grec[r, _R_PX0] = max(fx0, 0.0)
-        grec[r, _R_PX1] = min(fx1, width - 1.0)
-        grec[r, _R_PY0] = max(fy0, 0.0)
-        grec[r, _R_PY1] = min(fy1, height - 1.0)
+            inv_dn = 1.0 / math.sqrt(dn2) if dn2 > 0.0 else 1.0
+            dxw *= inv_dn
+            dyw *= inv_dn
+            dzw *= inv_dn
+            gf[np.uintp(_NR * (j0 + k) + _F_MX)] = np.float32(u)
+            gf[np.uintp(_NR * (j0 + k) + _F_MY)] = np.float32(v)
+            gf[np.uintp(_NR * (j0 + k) + _F_A)] = np.float32(cyy * inv_det)
+            gf[np.uintp(_NR * (j0 + k) + _F_B)] = np.float32(-cxy * inv_det)
+            gf[np.uintp(_NR * (j0 + k) + _F_C)] = np.float32(cxx * inv_det)
+            gf[np.uintp(_NR * (j0 + k) + _F_OP)] = np.float32(op)
+            gf[np.uintp(_NR * (j0 + k) + _F_Z)] = np.float32(z)
+            gf[np.uintp(_NR * (j0 + k) + _F_THR)] = np.float32(thr_p)
+            # Culled: the empty box (1, 0) in x and y.
+            gf[np.uintp(_NR * (j0 + k) + _R_PX0)] = np.float32(max(fx0, 0.0) if ok else 1.0)
+            gf[np.uintp(_NR * (j0 + k) + _R_PX1)] = np.float32(min(fx1, xmax) if ok else 0.0)
+            gf[np.uintp(_NR * (j0 + k) + _R_PY0)] = np.float32(max(fy0, 0.0) if ok else 1.0)
+            gf[np.uintp(_NR * (j0 + k) + _R_PY1)] = np.float32(min(fy1, ymax) if ok else 0.0)
+            S[np.uintp(k + _P_DX)] = h00 * dxw + h01 * dyw + h02 * dzw
+            S[np.uintp(k + _P_DY)] = h10 * dxw + h11 * dyw + h12 * dzw
+            S[np.uintp(k + _P_DZ)] = h20 * dxw + h21 * dyw + h22 * dzw
+        _sh_colour(S, shf, order, j0, cnt, nk, gf)
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -646,7 +744,7 @@ class _Workspace:
             self.keys_b = np.empty(cap, dtype=np.uint32)
             self.idx_a = np.empty(cap, dtype=np.int32)
             self.idx_b = np.empty(cap, dtype=np.int32)
-            self.rank = np.empty(cap, dtype=np.int32)
+            self.order = np.empty(cap, dtype=np.int32)
             self.hist = np.empty(1 << _MAX_DIGIT_BITS, dtype=np.int64)
             self.grec = _aligned_empty((cap, _NR), np.float32)
             self.n = n
@@ -696,16 +794,16 @@ def _render_one(arrays, viewmat, K, width, height, background, near_m, far_m, rg
     ws.ensure(n, ntx * nty, nchunks)
     near_m, far_m = float(near_m), float(far_m)
     # Dynamic scheduling everywhere (a thread that loses its core to another process does
-    # not hold up the others): blocks of Gaussians, single bin chunks and single tiles.
-    old_chunk = set_parallel_chunksize(_GAUSSIAN_BLOCK)
+    # not hold up the others): runs of _GAUSSIAN_BLOCK Gaussians, single bin chunks and single tiles.
+    old_chunk = set_parallel_chunksize(_GAUSSIAN_BLOCK // _PB)
     try:
         t0 = time.perf_counter()
         _cull(means, scales, opac, viewmat, K, width, height, near_m, far_m, EPS2D, ALPHA_MIN, ws.valid, ws.depth)
         t1 = time.perf_counter()
         m = _sort_visible(ws.valid[:n], ws.depth, _MAX_DIGIT_BITS, ws.keys_a, ws.keys_b, ws.idx_a, ws.idx_b,
-                          ws.hist, ws.rank)
+                          ws.hist, ws.order)
         t2 = time.perf_counter()
-        _project(ws.valid[:n], ws.rank, means, scales, quats, opac, sh, viewmat, K, sh_rot, width, height,
+        _project(ws.order, m, means, scales, quats, opac, sh, viewmat, K, sh_rot, width, height,
                  EPS2D, ALPHA_MIN, ws.grec)
         t3 = time.perf_counter()
         set_parallel_chunksize(1)
