@@ -795,7 +795,9 @@ def _render_one(arrays, viewmat, K, width, height, background, near_m, far_m, rg
     near_m, far_m = float(near_m), float(far_m)
     # Dynamic scheduling everywhere (a thread that loses its core to another process does
     # not hold up the others): runs of _GAUSSIAN_BLOCK Gaussians, single bin chunks and single tiles.
-    old_chunk = set_parallel_chunksize(_GAUSSIAN_BLOCK // _PB)
+    # (One thread: nothing to schedule, and each call costs a few microseconds.)
+    parallel = threads > 1
+    old_chunk = set_parallel_chunksize(_GAUSSIAN_BLOCK // _PB) if parallel else 0
     try:
         t0 = time.perf_counter()
         _cull(means, scales, opac, viewmat, K, width, height, near_m, far_m, EPS2D, ALPHA_MIN, ws.valid, ws.depth)
@@ -806,7 +808,8 @@ def _render_one(arrays, viewmat, K, width, height, background, near_m, far_m, rg
         _project(ws.order, m, means, scales, quats, opac, sh, viewmat, K, sh_rot, width, height,
                  EPS2D, ALPHA_MIN, ws.grec)
         t3 = time.perf_counter()
-        set_parallel_chunksize(1)
+        if parallel:
+            set_parallel_chunksize(1)
         if ntx * nty == 1:  # one tile: the depth-ordered records are its list (empty boxes are skipped)
             ws.offsets[0], ws.offsets[1] = 0, m
             pairs, rec = m, ws.grec
@@ -820,7 +823,8 @@ def _render_one(arrays, viewmat, K, width, height, background, near_m, far_m, rg
                    ALPHA_MAX, ALPHA_MIN, TRANSMITTANCE_MIN, DEPTH_ALPHA_MIN, rgb, depth, alpha)
         t5 = time.perf_counter()
     finally:
-        set_parallel_chunksize(old_chunk)
+        if parallel:
+            set_parallel_chunksize(old_chunk)
     if times is not None:
         times["cull"] += t1 - t0
         times["sort"] += t2 - t1
