@@ -285,6 +285,15 @@ def _log_f32(x):
 
 
 @njit(inline="always")
+def _view_dir(S, k):
+    """(dx, dy, dz, dx^2, dy^2, dz^2) of row k's unit view direction in the SH frame, from ``S``."""
+    dx = S[np.uintp(k + _P_DX)]
+    dy = S[np.uintp(k + _P_DY)]
+    dz = S[np.uintp(k + _P_DZ)]
+    return dx, dy, dz, dx * dx, dy * dy, dz * dz
+
+
+@njit(inline="always")
 def _sh_colour(S, shf, order, j0, cnt, nk, gf):
     """RGB of the Gaussians order[j0 + k], k < cnt, from their SH (INRIA constants and signs),
     max(SH + 0.5, 0), into records j0 + k of the flat record array ``gf``, from the unit view
@@ -309,12 +318,7 @@ def _sh_colour(S, shf, order, j0, cnt, nk, gf):
         c20, c21, c22, c23, c24 = SH_C2[0], SH_C2[1], SH_C2[2], SH_C2[3], SH_C2[4]
         for k in range(cnt):
             base = nk3 * np.uintp(order[np.uintp(j0 + k)]) + np.uintp(12)
-            dx = S[np.uintp(k + _P_DX)]
-            dy = S[np.uintp(k + _P_DY)]
-            dz = S[np.uintp(k + _P_DZ)]
-            xx = dx * dx
-            yy = dy * dy
-            zz = dz * dz
+            dx, dy, dz, xx, yy, zz = _view_dir(S, k)
             b4 = c20 * dx * dy
             b5 = c21 * dy * dz
             b6 = c22 * (2.0 * zz - xx - yy)
@@ -329,12 +333,7 @@ def _sh_colour(S, shf, order, j0, cnt, nk, gf):
         c30, c31, c32, c33, c34, c35, c36 = SH_C3[0], SH_C3[1], SH_C3[2], SH_C3[3], SH_C3[4], SH_C3[5], SH_C3[6]
         for k in range(cnt):
             base = nk3 * np.uintp(order[np.uintp(j0 + k)]) + np.uintp(27)
-            dx = S[np.uintp(k + _P_DX)]
-            dy = S[np.uintp(k + _P_DY)]
-            dz = S[np.uintp(k + _P_DZ)]
-            xx = dx * dx
-            yy = dy * dy
-            zz = dz * dz
+            dx, dy, dz, xx, yy, zz = _view_dir(S, k)
             b9 = c30 * dy * (3.0 * xx - yy)
             b10 = c31 * dx * dy * dz
             b11 = c32 * dy * (4.0 * zz - xx - yy)
