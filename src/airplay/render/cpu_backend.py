@@ -22,7 +22,7 @@ Each Gaussian is binned to tiles with an *opacity-aware* bounding box: the pixel
 tiled image equals the dense all-Gaussians composite exactly, whatever the tile size.
 
 Pipeline per camera, each stage a numba kernel (``profile=`` of :func:`render_cpu` times
-them; a 224x224 view of a 1e5-Gaussian capture takes ~17 ms on 2 cores, ~70% rasterizing):
+them; a 224x224 view of a 1e5-Gaussian capture takes ~20 ms on 2 cores, half rasterizing):
 
 1. cull     (parallel over blocks of Gaussians, branch-free 4-wide SIMD): opacity, near/far,
             and a conservative on-screen box;

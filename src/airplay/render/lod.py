@@ -577,13 +577,13 @@ def _select(right, leaf_index, bounds, means, scales, opacities, viewmat, K, wid
                 if dist > 0.0 and f * np.float64(bounds[k, 5]) <= lod_px * dist:
                     pass  # draw the merged Gaussian (tested below like a leaf)
                 else:
-                    _prefetch(bounds, rk * 8)  # visited after the left subtree
+                    _prefetch(bounds, rk * bounds.shape[1])  # visited after the left subtree
                     stack[sp] = rk
                     stack[sp + 1] = k + 1
                     sp += 2
                     continue
             else:
-                _prefetch(bounds, rk * 8)
+                _prefetch(bounds, rk * bounds.shape[1])
                 stack[sp] = rk
                 stack[sp + 1] = k + 1
                 sp += 2
