@@ -228,6 +228,25 @@ def test_depth_of_opaque_disc_facing_camera():
     np.testing.assert_allclose(depth[0][solid], 5.0, rtol=1e-5)
 
 
+def test_rgb_to_uint8_is_numpys_rounding():
+    """The compiled conversion gives numpy's bytes: round half to even at every k + 0.5 edge
+    (and the next float above it), saturation outside [0, 1], any shape; other dtypes too."""
+    from airplay.render.api import rgb_to_uint8
+
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-0.3, 1.4, (2, 17, 9, 3)).astype(np.float32)
+    edges = (np.arange(256, dtype=np.float32) + np.float32(0.5)) / np.float32(255.0)
+    flat = x.reshape(-1)
+    flat[:256] = edges
+    flat[256:512] = np.nextafter(edges, np.float32(2.0))
+    flat[512:516] = (0.0, 1.0, -np.inf, np.inf)
+    expected = np.clip(np.rint(x * 255.0), 0, 255).astype(np.uint8)
+    assert np.array_equal(rgb_to_uint8(x), expected)
+    assert np.array_equal(rgb_to_uint8(x[:, ::2]), expected[:, ::2])  # a strided view
+    x64 = x.astype(np.float64)
+    assert np.array_equal(rgb_to_uint8(x64), np.clip(np.rint(x64 * 255.0), 0, 255).astype(np.uint8))
+
+
 def test_public_render_cpu_backend():
     g = random_scene(2, n=200, sh_degree=0)
     cam = PinholeCamera.from_fov(48, 40, 70.0)
