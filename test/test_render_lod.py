@@ -283,6 +283,22 @@ def test_cell_image_is_a_function_of_the_pose(splat, tree, mount):
         assert np.array_equal(a, b)
 
 
+def test_cell_image_without_depth_is_the_same_image(splat, tree, mount):
+    """depth=False (what collection asks for: its depth images come from the mesh) renders with
+    the rasterizer compiled without the expected depth and changes nothing else, at one tile
+    (64x64, one thread) and at several."""
+    pose = np.array([0.3, -6.2, 2.1, math.radians(95.0)])
+    for size in (64, 150):
+        cam = PinholeCamera.from_fov(size, size, 90.0)
+        rgb, depth, alpha = cell_image(splat, tree, pose, mount, cam)
+        assert alpha.max() > 0.5 and np.isfinite(depth).any()
+        rgb2, none, alpha2 = lod.render_lod_cell_cpu(splat, tree, pose[None, :3], pose[None, 3:4], mount, cam.K,
+                                                     cam.width, cam.height, (0.0, 0.0, 0.0), 0.05, 1e4, 2.0, CELL_M,
+                                                     CELL_DEG, depth=False)
+        assert none is None
+        assert np.array_equal(rgb2[0], rgb) and np.array_equal(alpha2[0], alpha)
+
+
 def test_cell_cut_is_never_coarser_than_any_view_cut(splat, tree, mount):
     from airplay.render.camera import map_from_base, viewmat_from_pose
 

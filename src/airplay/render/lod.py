@@ -753,16 +753,18 @@ def _check_leaves(hierarchy: GaussianHierarchy, gaussians: Gaussians) -> None:
         raise ValueError(f"the LOD hierarchy has {hierarchy.n_leaves} leaves, the splat {len(gaussians)} Gaussians")
 
 
-def _outputs(c: int, width: int, height: int, background, profile: dict | None):
-    """(background (3,), rgb (C, H, W, 3), depth (C, H, W), alpha (C, H, W)) float32 for C
-    cameras, and the profile keys (the renderer's stages plus ``cut``, ``cut_size``) at 0."""
+def _outputs(c: int, width: int, height: int, background, profile: dict | None, depth: bool = True):
+    """(background (3,), rgb (C, H, W, 3), depth (C, H, W) or None without ``depth``, alpha
+    (C, H, W)) float32 for C cameras, and the profile keys (the renderer's stages plus ``cut``,
+    ``cut_size``) at 0."""
     from airplay.render.cpu_backend import PROFILE_KEYS
 
     if profile is not None:
         for key in PROFILE_KEYS + ("cut", "cut_size"):
             profile.setdefault(key, 0.0)
     return (np.ascontiguousarray(background, dtype=np.float32).reshape(3),
-            np.empty((c, height, width, 3), dtype=np.float32), np.empty((c, height, width), dtype=np.float32),
+            np.empty((c, height, width, 3), dtype=np.float32),
+            np.empty((c, height, width), dtype=np.float32) if depth else None,
             np.empty((c, height, width), dtype=np.float32))
 
 
@@ -904,12 +906,14 @@ def cell_cut_arrays(h: GaussianHierarchy, cell, cell_m, cell_deg, mount, K, widt
 
 def render_lod_cell_cpu(gaussians: Gaussians, hierarchy: GaussianHierarchy, positions, yaws, mount, K, width: int,
                         height: int, background, near_m: float, far_m: float, lod_px: float, cell_m: float,
-                        cell_deg: float, *, profile: dict | None = None):
+                        cell_deg: float, *, profile: dict | None = None, depth: bool = True):
     """:func:`render_lod_cpu` for gimbal-stabilised camera poses (base_link ``positions`` (C, 3)
     in map, headings ``yaws`` (C,) rad, camera on ``mount``, intrinsics ``K``), each camera
     drawing the cut of its pose cell (:func:`pose_cell`, :func:`cell_cut_arrays`) from its exact
     view. The image is a function of the pose alone (the cell's cut does not depend on what was
-    rendered before), never coarser than the per-view cut at ``lod_px``."""
+    rendered before), never coarser than the per-view cut at ``lod_px``. With ``depth=False``
+    the expected depth is not computed (a rasterizer compiled without it) and None is returned
+    in its place."""
     from airplay.render.camera import map_from_base, viewmat_from_pose
     from airplay.render.cpu_backend import _render_one
 
@@ -927,7 +931,7 @@ def render_lod_cell_cpu(gaussians: Gaussians, hierarchy: GaussianHierarchy, posi
     K = np.ascontiguousarray(K, dtype=np.float64).reshape(3, 3)
     width, height = int(width), int(height)
     c = len(positions)
-    bg, rgb, depth, alpha = _outputs(c, width, height, background, profile)
+    bg, rgb, depth_out, alpha = _outputs(c, width, height, background, profile, depth)
     for i in range(c):
         t = time.perf_counter()
         p, yaw = positions[i], float(yaws[i])
@@ -938,5 +942,6 @@ def render_lod_cell_cpu(gaussians: Gaussians, hierarchy: GaussianHierarchy, posi
         if profile is not None:
             profile["cut"] += time.perf_counter() - t
             profile["cut_size"] += len(arrays[0])
-        _render_one(arrays, vm, K, width, height, bg, near_m, far_m, rgb[i], depth[i], alpha[i], profile)
-    return rgb, depth, alpha
+        _render_one(arrays, vm, K, width, height, bg, near_m, far_m, rgb[i],
+                    None if depth_out is None else depth_out[i], alpha[i], profile)
+    return rgb, depth_out, alpha

@@ -73,7 +73,8 @@ class World:
         if lod_px and cell_m > 0.0 and self.protocol.render_lod_px > 0 and resolve_backend(backend) == "cpu":
             rgb, _, _ = render_lod_cell_cpu(self.scene.gaussians, self.lod_hierarchy(), np.asarray(position, dtype=np.float64)[None],
                                             [float(yaw_rad)], spec.camera.mount, cam.K, cam.width, cam.height,
-                                            spec.background_rgb, NEAR_PLANE_M, FAR_PLANE_M, lod_px, cell_m, cell_deg)
+                                            spec.background_rgb, NEAR_PLANE_M, FAR_PLANE_M, lod_px, cell_m, cell_deg,
+                                            depth=False)  # depth images come from the mesh
             rgb8 = rgb_to_uint8(rgb[0])  # saturates: the same bytes as clipping to [0, 1] first
         else:
             viewmat = self._viewmat(position, yaw_rad)
