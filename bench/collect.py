@@ -172,7 +172,8 @@ def bench_render_stages(row: dict, size: int, repeats: int = 3) -> dict:
         for position, yaw in poses:
             lod.render_lod_cell_cpu(world.scene.gaussians, h, [position], [yaw], spec.camera.mount, cam.K, cam.width,
                                     cam.height, spec.background_rgb, NEAR_PLANE_M, FAR_PLANE_M, pr.render_lod_px,
-                                    pr.render_lod_cell_m, pr.render_lod_cell_deg, profile=prof)
+                                    pr.render_lod_cell_m, pr.render_lod_cell_deg, profile=prof,
+                                    depth=False)
         prof["total"] = time.process_time() - t
         if not best or prof["total"] < best["total"]:
             best = prof
