@@ -574,7 +574,7 @@ def _exp_neg(x):
 def _make_rasterize(with_depth: bool):
     """The rasterizer kernel, compiled with or without the expected depth (``with_depth`` is
     a constant of each compile: without it, nothing of the depth is accumulated or written, and
-    ``depth_out`` is not touched; about 14 % less time per frame)."""
+    ``depth_out`` is not touched: 4-7 % less time on 500 recorded 64x64 frames)."""
 
     @njit(parallel=True, cache=True, nogil=True, fastmath={"contract"})
     def rasterize(rec, offsets, width, height, ntx, nty, tile, background,
