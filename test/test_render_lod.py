@@ -299,6 +299,50 @@ def test_cell_image_without_depth_is_the_same_image(splat, tree, mount):
         assert np.array_equal(rgb2[0], rgb) and np.array_equal(alpha2[0], alpha)
 
 
+@pytest.mark.parametrize("rows, cols", [(4, 5), (11, 13)])  # ties of 10 (insertion sort) and of 71-72
+def test_cell_arrays_keep_the_exact_order_of_gaussians_at_equal_depth(rows, cols):
+    """A cell's arrays are in the depth order of its reference view (a heading in the middle of the
+    yaw bin); a view at another heading sees Gaussians at equal depth, which it must draw in the
+    exact renderer's order (splat index), not in the arrays' order. Two planes of overlapping,
+    differently coloured Gaussians facing a camera at yaw 0: the Gaussians of a plane have the same
+    optical depth, bit for bit."""
+    from airplay.render.camera import CameraMount
+    from airplay.render.cpu_backend import _render_one
+    from airplay.scene.gaussians import Gaussians, rgb_to_sh_dc
+
+    rng = np.random.default_rng(7)
+    gy, gz = np.meshgrid(np.linspace(-1.5, 1.5, cols), np.linspace(0.2, 2.8, rows))
+    n = gy.size
+    means = np.stack([np.where(np.arange(n) % 2 == 0, 3.0, 4.0), gy.ravel(), gz.ravel()], axis=1).astype(np.float32)
+    q = rng.normal(size=(n, 4))
+    plane = Gaussians(means=means, scales=rng.uniform(0.15, 0.3, (n, 3)).astype(np.float32),
+                      quats_wxyz=(q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32),
+                      opacities=rng.uniform(0.4, 0.9, n).astype(np.float32),
+                      sh=rgb_to_sh_dc(rng.uniform(0.0, 1.0, (n, 1, 3))).astype(np.float32))
+    tree = lod.build_hierarchy(plane)
+    mount = CameraMount(offset_m=(0.0, 0.0, 0.0), pitch_deg=0.0)
+    cam = PinholeCamera.from_fov(64, 64, 90.0)
+    pose = np.array([0.1, 0.0, 1.5, 0.0])  # yaw 0: optical z = x - 0.1
+    view = viewmat_from_pose(map_from_base(*pose[:3], pose[3]), mount)
+    z = np.float32(means.astype(np.float64) @ view[2, :3] + view[2, 3])
+    assert np.all(z[::2] == z[0]) and np.all(z[1::2] == z[1]) and z[0] < z[1]
+    lod.clear_cell_cache()
+    cell = lod.pose_cell(pose[:3], pose[3], CELL_M, CELL_DEG)
+    (arrays, rank) = lod.cell_cut_arrays(tree, cell, CELL_M, CELL_DEG, mount, cam.K, 64, 64, 1e-9, 0.05, 1e4,
+                                         plane.sh_rotation)
+    assert len(rank) == n and not np.array_equal(rank, np.arange(n))  # the arrays are permuted
+    exact = render(plane, view, cam.K, 64, 64, backend="cpu")
+    mine = cell_image(plane, tree, pose, mount, cam, lod_px=1e-9)
+    assert np.array_equal(mine[0], exact.rgb[0]) and np.array_equal(mine[2], exact.alpha[0])
+    # the same arrays drawn in their own order at ties give another image: the test sees the order
+    rgb = np.empty((64, 64, 3), np.float32)
+    depth = np.empty((64, 64), np.float32)
+    alpha = np.empty((64, 64), np.float32)
+    _render_one(arrays, view, cam.K, 64, 64, np.zeros(3, np.float32), 0.05, 1e4, rgb, depth, alpha)
+    assert not np.array_equal(rgb, exact.rgb[0])
+    lod.clear_cell_cache()
+
+
 def test_cell_cut_is_never_coarser_than_any_view_cut(splat, tree, mount):
     from airplay.render.camera import map_from_base, viewmat_from_pose
 

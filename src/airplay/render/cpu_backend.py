@@ -176,14 +176,16 @@ def _cull(means, scales, opacities, viewmat, K, width, height, near, far, eps2d,
 
 
 @njit(cache=True, nogil=True)
-def _sort_visible(valid, depth, max_digit_bits, keys_a, keys_b, idx_a, idx_b, hist, order):
+def _sort_visible(valid, depth, max_digit_bits, keys_a, keys_b, idx_a, idx_b, hist, order, rank):
     """Stable sort of the valid Gaussians by depth: order[:m] = their indices in depth order.
     Returns their count m.
 
     LSD radix sort on the bit patterns of the positive float32 depths (integer order ==
     numeric order) minus their minimum, in as few passes of at most ``max_digit_bits`` as
-    the spread of the keys needs; ties keep index order. Sequential on purpose: ~1 ms for
-    1e5 keys, and no parallel region (each one costs a scheduler time slice when another
+    the spread of the keys needs; ties keep index order, or, where ``rank`` is not empty,
+    the order of ``rank`` (distinct int32 per Gaussian: the arrays are a permutation of an
+    order whose ties the image must keep, :func:`_order_ties`). Sequential on purpose: ~1 ms
+    for 1e5 keys, and no parallel region (each one costs a scheduler time slice when another
     process holds a core).
     """
     n = valid.shape[0]
@@ -205,9 +207,12 @@ def _sort_visible(valid, depth, max_digit_bits, keys_a, keys_b, idx_a, idx_b, hi
         span_bits += 1
         span >>= 1
     passes = (span_bits + max_digit_bits - 1) // max_digit_bits
-    if passes == 0:
+    if passes == 0:  # one depth for all: a single tie
         for j in range(m):
             order[j] = idx_a[j]
+            keys_a[j] = 0
+        if rank.shape[0] > 0:
+            _order_ties(keys_a, order, m, rank)
         return m
     digit = (span_bits + passes - 1) // passes
     mask = (1 << digit) - 1
@@ -237,7 +242,40 @@ def _sort_visible(valid, depth, max_digit_bits, keys_a, keys_b, idx_a, idx_b, hi
             hist[d] = p + 1
             dst_k[p] = k
             dst_i[p] = src_i[j]
+    if rank.shape[0] > 0:
+        _order_ties(keys_b if passes % 2 == 1 else keys_a, order, m, rank)
     return m
+
+
+@njit(cache=True, nogil=True)
+def _order_ties(keys, order, m, rank):
+    """Within each run of equal ``keys[:m]`` (sorted), put ``order`` in increasing ``rank``
+    (runs are rare and short: insertion sort; long ones, as in made-up scenes, np.argsort)."""
+    j = 1
+    while j < m:
+        if keys[j] != keys[j - 1]:
+            j += 1
+            continue
+        s = j - 1
+        e = j + 1
+        while e < m and keys[e] == keys[s]:
+            e += 1
+        if e - s > 32:
+            run = order[s:e].copy()
+            by_rank = np.argsort(rank[run])
+            for k in range(e - s):
+                order[s + k] = run[by_rank[k]]
+            j = e + 1
+            continue
+        for a in range(s + 1, e):
+            v = order[a]
+            rv = rank[v]
+            b = a - 1
+            while b >= s and rank[order[b]] > rv:
+                order[b + 1] = order[b]
+                b -= 1
+            order[b + 1] = v
+        j = e + 1
 
 
 # Scratch of one block of _PB Gaussians in _project, float64, one run of _PB values per channel:
@@ -800,9 +838,16 @@ _NO_DEPTH = np.empty((1, 1), dtype=np.float32)
 """Stands for ``depth_out`` when no depth is wanted (never written)."""
 
 
-def _render_one(arrays, viewmat, K, width, height, background, near_m, far_m, rgb, depth, alpha, times=None):
+_NO_RANK = np.empty(0, dtype=np.int32)
+"""Depth ties keep the order of the arrays."""
+
+
+def _render_one(arrays, viewmat, K, width, height, background, near_m, far_m, rgb, depth, alpha, times=None,
+                rank=None):
     """Render one camera into ``rgb`` (H, W, 3), ``depth`` (H, W) and ``alpha`` (H, W);
-    ``depth`` None: no expected depth (the rasterizer compiled without it)."""
+    ``depth`` None: no expected depth (the rasterizer compiled without it). ``rank`` (int32 per
+    Gaussian, distinct): Gaussians at the same depth are drawn in its order, not the arrays'
+    (arrays permuted for locality draw the image of the unpermuted ones)."""
     means, scales, quats, opac, sh, sh_rot = arrays
     n = means.shape[0]
     threads = get_num_threads()
@@ -823,7 +868,7 @@ def _render_one(arrays, viewmat, K, width, height, background, near_m, far_m, rg
         _cull(means, scales, opac, viewmat, K, width, height, near_m, far_m, EPS2D, ALPHA_MIN, ws.valid, ws.depth)
         t1 = time.perf_counter()
         m = _sort_visible(ws.valid[:n], ws.depth, _MAX_DIGIT_BITS, ws.keys_a, ws.keys_b, ws.idx_a, ws.idx_b,
-                          ws.hist, ws.order)
+                          ws.hist, ws.order, _NO_RANK if rank is None else rank)
         t2 = time.perf_counter()
         _project(ws.order, m, means, scales, quats, opac, sh, viewmat, K, sh_rot, width, height,
                  EPS2D, ALPHA_MIN, ws.grec)
