@@ -228,6 +228,38 @@ def test_depth_of_opaque_disc_facing_camera():
     np.testing.assert_allclose(depth[0][solid], 5.0, rtol=1e-5)
 
 
+def test_pixel_step_exp_is_accurate():
+    """The rasterizer's 8-pixel step (LLVM vector code) computes alpha = opacity * exp(-power) with
+    a relative error < 1e-7 over the whole range of powers, [0, 87], and composites it at T = 1."""
+    from numba import njit
+
+    from airplay.render import cpu_backend as cb
+
+    step = cb._make_composite8(False)
+
+    @njit
+    def alphas(powers, out, lane7, t):
+        S = np.zeros(cb._ROW, np.float32)
+        px = np.full(cb._LANES, np.float32(0.5))
+        f = np.float32
+        for i in range(powers.shape[0]):
+            for k in range(8):
+                S[cb._ST + k] = 1.0
+                S[cb._SR + k] = 0.0
+            # dx = 0, power = hcdy2; opacity 1, colour (1, 0, 0); alpha_max 1, alpha_min 0, T_min < 0
+            step(S, px, np.uintp(0), np.uintp(0), f(0.5), f(0.0), f(0.0), powers[i], f(1.0), f(1e3), f(1.0),
+                 f(0.0), f(0.0), f(0.0), f(1.0), f(0.0), f(-1.0))
+            out[i] = S[cb._SR]
+            lane7[i] = S[cb._SR + 7]
+            t[i] = S[cb._ST]
+
+    powers = np.linspace(0.0, 87.0, 200_001).astype(np.float32)
+    out, lane7, t = np.empty_like(powers), np.empty_like(powers), np.empty_like(powers)
+    alphas(powers, out, lane7, t)
+    assert np.max(np.abs(out / np.exp(-powers.astype(np.float64)) - 1.0)) < 1e-7
+    assert np.array_equal(lane7, out) and np.array_equal(t, np.float32(1.0) - out)  # T after = 1 - alpha
+
+
 def test_rgb_to_uint8_is_numpys_rounding():
     """The compiled conversion gives numpy's bytes: round half to even at every k + 0.5 edge
     (and the next float above it), saturation outside [0, 1], any shape; other dtypes too."""

@@ -7,7 +7,7 @@ Follows the INRIA/gsplat conventions documented in :mod:`airplay.render.api`:
   ``persp_proj``), plus ``EPS2D`` on the diagonal; conic = its inverse.
 * Pixel (i, j) has its centre at (j + 0.5, i + 0.5); power = 0.5 d^T conic d;
   alpha = min(ALPHA_MAX, opacity * exp(-power)); fragments with alpha < ALPHA_MIN skipped.
-  (exp is Cephes expf's polynomial, relative error < 1e-7, so that the pixel loop vectorizes.)
+  (exp is Cephes expf's polynomial, relative error < 1e-7, in 8-wide vector code.)
 * Front-to-back over Gaussians sorted by optical depth (ties: lower index first); a pixel
   stops at the first fragment whose transmittance *after* it would be <= TRANSMITTANCE_MIN
   (that fragment is not composited), as gsplat does.
@@ -34,7 +34,8 @@ them; a 224x224 view of a 1e5-Gaussian capture takes ~20 ms on 2 cores, half ras
 4. bin      (parallel counting sort by tile, stable): each tile gets a contiguous run of
             copied records, in depth order;
 5. raster   (parallel over tiles, handed out one at a time): exact per-row ellipse spans
-            for wide footprints, each row walked in branch-free 8-pixel runs (8-wide SIMD),
+            for wide footprints, each row walked in branch-free 8-pixel runs (8-wide vector
+            code written as LLVM IR, :func:`_make_composite8`),
             per-pixel early termination, per-row intervals of unfinished pixels, and the tile
             stops once every pixel is finished.
 
@@ -51,6 +52,7 @@ import threading
 import time
 
 import numpy as np
+from llvmlite import ir
 from numba import get_num_threads, njit, prange, set_parallel_chunksize, types
 from numba.extending import intrinsic
 
@@ -579,34 +581,97 @@ _LANES = 72
 _ST, _SR, _SG, _SB, _SZ = (k * _LANES for k in range(5))
 _ROW = 5 * _LANES
 
-_INV_LN2 = np.float32(1.4426950408889634)
-_LN2_HI = np.float32(0.693359375)
-_LN2_LO = np.float32(-2.12194440e-4)
+_F32 = ir.FloatType()
+_I32 = ir.IntType(32)
+_V8 = ir.VectorType(_F32, 8)
+_V8I = ir.VectorType(_I32, 8)
+# exp(r) = 1 + r + r^2 (E0 + E1 r + ... + E5 r^5) on [-ln2/2, ln2/2]: Cephes expf's polynomial
+_E = (5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4)
+_LN2_HI, _LN2_LO = 0.693359375, -2.12194440e-4  # ln 2 = _LN2_HI + _LN2_LO (Cody-Waite)
+_ROUND = 12582912.0  # 1.5 * 2^23: (x + _ROUND) - _ROUND rounds a float32 |x| < 2^22 to an integer
 
 
-@intrinsic
-def _f32_from_bits(typingctx, bits):
-    """The float32 whose IEEE-754 bits are the int32 ``bits`` (an LLVM bitcast)."""
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float32))
-    return types.float32(types.int32), codegen
+def _v8(x: float):
+    """<8 x float> constant."""
+    return ir.Constant(_V8, [ir.Constant(_F32, float(np.float32(x)))] * 8)
 
 
-@njit(inline="always")
-def _exp_neg(x):
-    """exp(-x) for float32 x in [0, 87]: Cephes expf's range reduction and polynomial
-    (relative error < 1e-7), written without branches or calls so that loops using it vectorize.
-    (Numba widens integer arithmetic to int64, so 2^-n is built in float32, then bitcast.)"""
-    n = np.float32(np.int32(x * _INV_LN2 + np.float32(0.5)))  # round(x / ln 2); x >= 0
-    r = (n * _LN2_HI - x) + n * _LN2_LO  # -x + n ln 2, in [-ln2/2, ln2/2]
-    q = np.float32(1.9875691500e-4)
-    q = q * r + np.float32(1.3981999507e-3)
-    q = q * r + np.float32(8.3334519073e-3)
-    q = q * r + np.float32(4.1665795894e-2)
-    q = q * r + np.float32(1.6666665459e-1)
-    q = q * r + np.float32(5.0000001201e-1)
-    e = q * (r * r) + r + np.float32(1.0)
-    return e * _f32_from_bits(np.int32((np.float32(127.0) - n) * np.float32(8388608.0)))
+def _make_composite8(with_depth: bool):
+    """The rasterizer's step for 8 consecutive pixels of a tile row and one Gaussian, as an intrinsic
+    that emits LLVM <8 x float> code (AVX2 on x86-64), with or without the expected depth.
+
+    ``composite8(S, px, p, lx, mx, hca, bdy, hcdy2, op, thr, r, g, b, z, alpha_max, alpha_min,
+    t_min)`` updates the tile state ``S`` (float32, channels at _ST, _SR, ...) at elements p .. p+7
+    (unsigned offsets; pixel centres x in px[lx ..], float32) and returns whether it finished a
+    pixel. Per lane: power = dx (hca dx + bdy) + hcdy2 with dx = x - mx; alpha = min(alpha_max,
+    op exp(-power)); the fragment is composited where 0 <= power <= thr, alpha >= alpha_min and the
+    pixel is unfinished (T > 0); a fragment that would leave T <= t_min is dropped and finishes the
+    pixel (T := -T). exp is Cephes expf (range reduction by ln 2 in two parts, its degree-5
+    polynomial evaluated by Estrin's scheme; relative error < 2e-7) without branches or calls.
+
+    Written as vector IR because LLVM's loop vectorizer, on the equivalent loop, adds per-row
+    runtime alias checks and spills around the 1-2 iterations a footprint row takes.
+    """
+
+    @intrinsic
+    def composite8(typingctx, S, px, p, lx, mx, hca, bdy, hcdy2, op, thr, gr, gg, gb, gz, amax, amin, tmin):
+        sig = types.boolean(S, px, p, lx, mx, hca, bdy, hcdy2, op, thr, gr, gg, gb, gz, amax, amin, tmin)
+
+        def codegen(context, builder, signature, args):
+            b = builder
+
+            def splat(x):
+                v = b.insert_element(ir.Constant(_V8, ir.Undefined), x, ir.Constant(_I32, 0))
+                return b.shuffle_vector(v, ir.Constant(_V8, ir.Undefined), ir.Constant(_V8I, [ir.Constant(_I32, 0)] * 8))
+
+            def vmin(x, y):
+                return b.select(b.fcmp_ordered("<", x, y), x, y)
+
+            def vmax(x, y):
+                return b.select(b.fcmp_ordered(">", x, y), x, y)
+
+            def mul_add(x, y, z):  # x * y + z (LLVM may fuse it under ``contract``)
+                return b.fadd(b.fmul(x, y), z)
+
+            s_data = context.make_array(signature.args[0])(context, b, args[0]).data
+            px_data = context.make_array(signature.args[1])(context, b, args[1]).data
+            p = args[2]
+            mx, hca, bdy, hcdy2, op, thr, gr, gg, gb, gz, amax, amin, tmin = (splat(a) for a in args[4:])
+
+            def at(channel):
+                ptr = b.gep(s_data, [b.add(p, ir.Constant(p.type, channel))], inbounds=True)
+                return b.bitcast(ptr, _V8.as_pointer())
+
+            zero, one = _v8(0.0), _v8(1.0)
+            dx = b.fsub(b.load(b.bitcast(b.gep(px_data, [args[3]], inbounds=True), _V8.as_pointer()), align=4), mx)
+            power = mul_add(dx, mul_add(hca, dx, bdy), hcdy2)
+            x = vmin(vmax(power, zero), _v8(87.0))
+            # exp(-x) = 2^-n exp(r), n = round(x / ln 2), r = n ln 2 - x in [-ln2/2, ln2/2]
+            n = b.fsub(mul_add(x, _v8(1.0 / math.log(2.0)), _v8(_ROUND)), _v8(_ROUND))
+            r = mul_add(n, _v8(_LN2_LO), b.fsub(b.fmul(n, _v8(_LN2_HI)), x))
+            r2 = b.fmul(r, r)
+            q = mul_add(r2, mul_add(r2, mul_add(_v8(_E[5]), r, _v8(_E[4])), mul_add(_v8(_E[3]), r, _v8(_E[2]))),
+                        mul_add(_v8(_E[1]), r, _v8(_E[0])))
+            scale = b.bitcast(b.fptosi(b.fmul(b.fsub(_v8(127.0), n), _v8(8388608.0)), _V8I), _V8)  # 2^-n
+            e = b.fmul(b.fadd(mul_add(q, r2, r), one), scale)
+            alpha = vmin(amax, b.fmul(op, e))
+            t_ptr = at(_ST)
+            tp = b.load(t_ptr, align=4)
+            hit = b.and_(b.and_(b.fcmp_ordered("<=", power, thr), b.fcmp_ordered(">=", power, zero)),
+                         b.and_(b.fcmp_ordered(">=", alpha, amin), b.fcmp_ordered(">", tp, zero)))
+            next_t = b.fmul(tp, b.fsub(one, alpha))
+            last = b.and_(hit, b.fcmp_ordered("<=", next_t, tmin))
+            keep = b.and_(hit, b.fcmp_ordered(">", next_t, tmin))
+            w = b.select(keep, b.fmul(alpha, tp), zero)
+            for channel, value in ((_SR, gr), (_SG, gg), (_SB, gb)) + (((_SZ, gz),) if with_depth else ()):
+                ptr = at(channel)
+                b.store(mul_add(w, value, b.load(ptr, align=4)), ptr, align=4)
+            b.store(b.select(keep, next_t, b.select(last, b.fsub(zero, tp), tp)), t_ptr, align=4)
+            return b.icmp_unsigned("!=", b.bitcast(last, ir.IntType(8)), ir.Constant(ir.IntType(8), 0))
+
+        return sig, codegen
+
+    return composite8
 
 
 def _make_rasterize(with_depth: bool):
@@ -614,17 +679,18 @@ def _make_rasterize(with_depth: bool):
     a constant of each compile: without it, nothing of the depth is accumulated or written, and
     ``depth_out`` is not touched: 4-7 % less time on 500 recorded 64x64 frames)."""
 
+    composite8 = _make_composite8(with_depth)
+
     @njit(parallel=True, cache=True, nogil=True, fastmath={"contract"})
     def rasterize(rec, offsets, width, height, ntx, nty, tile, background,
                   alpha_max, alpha_min, t_min, depth_alpha_min, rgb_out, depth_out, alpha_out):
         """Composite each tile's depth-ordered records; one tile per parallel iteration.
 
         Each record's rows are walked in runs of 8 pixels, every pixel of a run tested without
-        branches (the loop vectorizes to 8-wide AVX2): the run's pixels outside the footprint fail
-        the exact power test, finished ones are skipped by their negative transmittance, so the
-        image is the one a per-pixel loop gives. (``contract`` lets LLVM fuse multiply-adds; no
-        other fast-math assumption is made. Indices are unsigned: no negative-index wraparound code,
-        which would stop the vectorizer.)
+        branches (:func:`_make_composite8`, 8-wide vector code): the run's pixels outside the
+        footprint fail the exact power test, finished ones are skipped by their negative
+        transmittance, so the image is the one a per-pixel loop gives. (``contract`` lets LLVM
+        fuse multiply-adds; no other fast-math assumption is made.)
         """
         nt = ntx * nty
         alpha_max32 = np.float32(alpha_max)
@@ -633,7 +699,6 @@ def _make_rasterize(with_depth: bool):
         half = np.float32(0.5)
         one = np.float32(1.0)
         zero = np.float32(0.0)
-        power_max = np.float32(87.0)
         for t in prange(nt):
             ty = t // ntx
             tx = t - ty * ntx
@@ -717,26 +782,9 @@ def _make_rasterize(with_depth: bool):
                     bdy = cb * dy
                     hcdy2 = hcc * dy * dy
                     row = ly * _ROW
-                    for lx in range(sx0, sx0 + ((sx1 - sx0) | 7) + 1):
-                        p = row + lx
-                        it = np.uintp(p + _ST)
-                        dx = px[np.uintp(lx)] - mx
-                        power = dx * (hca * dx + bdy) + hcdy2
-                        alpha = min(alpha_max32, op * _exp_neg(min(max(power, zero), power_max)))
-                        tp = S[it]
-                        hit = (power <= thr) & (power >= zero) & (alpha >= alpha_min32) & (tp > zero)
-                        next_t = tp * (one - alpha)
-                        # A fragment that would leave T <= T_MIN is dropped and finishes the pixel.
-                        last = hit & (next_t <= t_min32)
-                        keep = hit & (next_t > t_min32)
-                        w = alpha * tp if keep else zero
-                        S[np.uintp(p + _SR)] += w * gr
-                        S[np.uintp(p + _SG)] += w * gg
-                        S[np.uintp(p + _SB)] += w * gb
-                        if with_depth:  # a constant of this compile: no code without it
-                            S[np.uintp(p + _SZ)] += w * gz
-                        S[it] = next_t if keep else (-tp if last else tp)
-                        finished = finished | last
+                    for lx in range(sx0, sx1 + 1, 8):
+                        finished |= composite8(S, px, np.uintp(row + lx), np.uintp(lx), mx, hca, bdy, hcdy2, op, thr,
+                                               gr, gg, gb, gz, alpha_max32, alpha_min32, t_min32)
                 if finished:
                     for ly in range(gy0, gy1 + 1):
                         row = ly * _ROW + _ST
