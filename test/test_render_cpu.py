@@ -260,6 +260,39 @@ def test_pixel_step_exp_is_accurate():
     assert np.array_equal(lane7, out) and np.array_equal(t, np.float32(1.0) - out)  # T after = 1 - alpha
 
 
+_RENDER_EVERY_PATH = """
+import numpy as np
+from airplay.render import PinholeCamera, look_at_viewmat, render, lod
+from airplay.render.camera import CameraMount
+from scene_factory import box_gaussians
+g = box_gaussians(np.random.default_rng(0), 300, sh_degree=1)
+cam = PinholeCamera.from_fov(64, 64, 90.0)
+render(g, look_at_viewmat([0.0, -9.0, 2.5], [0.0, 0.0, 2.0]), cam.K, 64, 64, backend="cpu")
+tree = lod.build_hierarchy(g)
+for depth in (True, False):
+    lod.render_lod_cell_cpu(g, tree, [[0.3, -6.2, 2.1]], [1.6], CameraMount(), cam.K, 64, 64, (0, 0, 0), 0.05, 1e4,
+                            2.0, 0.5, 15.0, depth=depth)
+"""
+
+
+def test_kernels_are_loaded_from_numbas_cache():
+    """A second process compiles nothing: every kernel of the exact, LOD and pose-cell paths is
+    loaded from numba's on-disk cache (a kernel that cannot be cached, e.g. one with an object in
+    its closure, would compile again in every process: seconds in each collection worker)."""
+    import os
+    import subprocess
+
+    env = dict(os.environ, NUMBA_DEBUG_CACHE="1", NUMBA_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), *sys.path]))
+    runs = [subprocess.run([sys.executable, "-c", _RENDER_EVERY_PATH], env=env, capture_output=True, text=True,
+                           timeout=600) for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    second = runs[1].stdout + runs[1].stderr
+    assert "data loaded" in second  # the cache is in use
+    assert "data saved" not in second, [line for line in second.splitlines() if "saved" in line]
+
+
 def test_rgb_to_uint8_is_numpys_rounding():
     """The compiled conversion gives numpy's bytes: round half to even at every k + 0.5 edge
     (and the next float above it), saturation outside [0, 1], any shape; other dtypes too."""
