@@ -9,8 +9,10 @@ one rosbag2 MCAP bag per flight written atomically, at each ``--lod-px`` (level 
 the images, protocol.yaml ``render: lod_px``; default the shipped protocol's, 0 = exact), and
 with ``--lod-cell M DEG`` also with the cut made once per pose cell of M metres x DEG degrees
 (``render: lod_cell_m`` / ``lod_cell_deg``; a row each, ``off`` = per-view cut). The
-rate excludes loading the scene and building or reading its LOD hierarchy (once per worker
-in a real run) and counts everything per flight: rendering, flight
+rate excludes loading the scene, building or reading its LOD hierarchy and warming up (one
+frame rendered, which loads the renderer's compiled kernels, and the expert's wall-penalty grid:
+once per worker in a real run, :func:`airplay.data.collect._warm_up`) and counts everything
+per flight: rendering, flight
 simulation + expert, CDR encoding + MCAP writing + publishing. Flights per second per core
 = flights / CPU time of the process (one thread), so that other load on a shared machine
 does not count; the wall-clock rate is printed too. Target: >= 1 flight/s/core.

@@ -184,3 +184,24 @@ def test_ray_local_runs_the_same_flights(scenes, reference, tmp_path):
     for task_id, actions in ref.items():
         assert np.array_equal(mine[task_id], actions), task_id
     assert replace(cfg, ray_address=None).fixed() == cfg.fixed()
+
+
+def test_worker_warm_up_leaves_no_pose_cell_and_changes_no_image(scenes, reference):
+    """A worker's scene state renders one frame (loading the renderer's kernels) and computes the
+    expert's wall penalty with the scene load; it empties the pose-cell cache after that frame, and
+    the images of a flight are those of its poses alone: the recorded first frame of every task is
+    the frame rendered at its start pose."""
+    from airplay.data import collect as c
+    from airplay.render import lod
+
+    c._CACHE.clear()
+    job = c.FlightJob(scene_dir=str(scenes / "cube_a"), scene="cube_a", split="seen", index=0, task_id="",
+                      per_scene=3, setting="pointgoal", seed=3, out="", depth=True, image_size=SIZE,
+                      keep_failures=False, render_backend="cpu", threads=1, protocol=None)
+    world, tasks, env, policy = c._scene_state(job)
+    assert len(lod._cell_cache()) == 0 and policy.expert._penalty is not None
+    for task in tasks:
+        recorded = read_episode(reference / "cube_a" / task.task_id).rgb[0]
+        assert np.array_equal(recorded, world.camera_images(task.start_position, task.start_yaw, "cpu",
+                                                            depth=False)[0]), task.task_id
+    c._CACHE.clear()
