@@ -238,7 +238,7 @@ def test_pixel_step_exp_is_accurate():
     step = cb._make_composite8(False)
 
     @njit
-    def alphas(powers, out, lane7, t):
+    def alphas(powers, out, lane7, t, consts):
         S = np.zeros(cb._ROW, np.float32)
         px = np.full(cb._LANES, np.float32(0.5))
         f = np.float32
@@ -248,14 +248,14 @@ def test_pixel_step_exp_is_accurate():
                 S[cb._SR + k] = 0.0
             # dx = 0, power = hcdy2; opacity 1, colour (1, 0, 0); alpha_max 1, alpha_min 0, T_min < 0
             step(S, px, np.uintp(0), np.uintp(0), f(0.5), f(0.0), f(0.0), powers[i], f(1.0), f(1e3), f(1.0),
-                 f(0.0), f(0.0), f(0.0), f(1.0), f(0.0), f(-1.0))
+                 f(0.0), f(0.0), f(0.0), f(1.0), f(0.0), f(-1.0), consts)
             out[i] = S[cb._SR]
             lane7[i] = S[cb._SR + 7]
             t[i] = S[cb._ST]
 
     powers = np.linspace(0.0, 87.0, 200_001).astype(np.float32)
     out, lane7, t = np.empty_like(powers), np.empty_like(powers), np.empty_like(powers)
-    alphas(powers, out, lane7, t)
+    alphas(powers, out, lane7, t, cb._STEP_CONSTANTS_ARRAY)
     assert np.max(np.abs(out / np.exp(-powers.astype(np.float64)) - 1.0)) < 1e-7
     assert np.array_equal(lane7, out) and np.array_equal(t, np.float32(1.0) - out)  # T after = 1 - alpha
 
