@@ -619,7 +619,7 @@ def _make_composite8(with_depth: bool):
     t_min, consts)`` updates the tile state ``S`` (float32, channels at _ST, _SR, ...) at elements
     p .. p+7 (unsigned offsets; pixel centres x in px[lx ..], float32) and returns whether it
     finished a pixel. ``consts`` is :func:`_step_constants`' array: the step loads its vector
-    constants from it (one operand of the arithmetic each) instead of from LLVM's constant pool,
+    constants from it (one plain vector load each) instead of from LLVM's constant pool,
     which numba's large code model reaches through a 64-bit address load and a broadcast per
     constant (28 of 92 instructions per step; 12 % less rasterizing time). It must be an argument
     of the kernel: numba freezes a global array into the code, and LLVM folds it back into pool
