@@ -39,6 +39,7 @@ import time
 from geometry_msgs.msg import TwistStamped
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
+from rclpy.duration import Duration
 from rclpy.node import Node
 from sensor_msgs.msg import BatteryState
 from std_msgs.msg import Bool, Empty, String
@@ -202,6 +203,10 @@ class MavlinkBridgeNode(Node):
             elif self.p["scene_dir"]:
                 self.status_pub.publish(json_message({"episode": 0, "status": "landed"}))
             self.publish_status(now_ns, force=True)
+            # The last state (landed or failed, disarmed) must reach the reliable subscribers before
+            # the process ends: DDS drops what is not yet acknowledged when its writer goes away.
+            for pub in (self.status_pub, self.interventions_pub, self.armed_pub, self.mode_pub, self.phase_pub):
+                pub.wait_for_all_acked(Duration(seconds=1.0))
             self.get_logger().info(f"{fc.phase}: bridge exits")
             self.context.try_shutdown()
 
