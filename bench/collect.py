@@ -146,11 +146,9 @@ def bench_render_stages(row: dict, size: int, repeats: int = 3) -> dict:
     pose-cell path), with the renderer's stage profile; best of ``repeats`` passes over those
     poses, ms per frame (the best pass: a lower bound of what a frame costs inside the
     flight loop)."""
-    import math
-
     from airplay.data.bag import iter_bag_messages
     from airplay.data.collect import world_with_camera
-    from airplay.data.messages import decode
+    from airplay.data.messages import decode, position_yaw_of
     from airplay.render import lod
     from airplay.render.cpu_backend import PROFILE_KEYS
     from airplay.sim.world import FAR_PLANE_M, NEAR_PLANE_M, World
@@ -161,10 +159,7 @@ def bench_render_stages(row: dict, size: int, repeats: int = 3) -> dict:
     poses = []
     for bag in row["_bags"]:
         for _, msgtype, _, cdr in iter_bag_messages(bag, ["/odom"]):
-            pose = decode(msgtype, cdr).pose.pose
-            q = pose.orientation
-            poses.append(((pose.position.x, pose.position.y, pose.position.z),
-                          math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))))
+            poses.append(position_yaw_of(decode(msgtype, cdr).pose))  # odometry's pose: a pose with covariance
     cam = spec.camera.intrinsics
     best: dict = {}
     for _ in range(repeats):

@@ -235,7 +235,7 @@ def test_pixel_step_exp_is_accurate():
 
     from airplay.render import cpu_backend as cb
 
-    step = cb._make_composite8(False)
+    step = cb._composite8  # the step the RGB rasterizer calls
 
     @njit
     def alphas(powers, out, lane7, t, consts):

