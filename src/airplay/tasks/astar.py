@@ -3,9 +3,19 @@
 The shortest 26-connected path's length is AirPlayground's reference shortest length for
 A*-SPL. Steps between 26-neighbours cost 1, sqrt(2) or sqrt(3) cells; the heuristic is the
 exact obstacle-free 26-connected distance (octile in 3D), which is consistent, so every
-cell is expanded at most once and the path returned is optimal. Ties in f are broken
-towards larger g (deeper nodes), which keeps long straight searches cheap; the search is
-deterministic.
+cell is expanded at most once. Ties in f are broken towards larger g (deeper nodes), which
+keeps long straight searches cheap; the search is deterministic.
+
+Ties need f compared in quanta: the cells on the many equally short 26-connected paths have
+the same f in exact arithmetic, but g is summed step by step and the octile distance is a
+product, so in floating point their f values differ in the last bits, and without quanta
+the heap orders them by that noise: it then expands the whole volume of shortest paths
+(about 100,000 cells for a 40 m flight at 0.1 m, against 300-3,000 with quanta; 16x less
+time on the expert's flights). The heap orders by floor(f / q), q = :data:`F_QUANTUM` cells,
+then by larger g. A popped cell's f is then within q of the smallest open f, and by
+induction over the path (every step costs at least one cell) the cost found is at most
+``C* (1 + q) + q`` for the optimal cost C* (q = 2^-24: 6e-8 relative, far below the
+rounding noise of a summed path; the costs found on the tested grids equal Dijkstra's).
 
 Long detours (a building between start and goal) would flood the volume around the
 obstacle with the octile heuristic alone; a search that expands more than
@@ -47,6 +57,9 @@ OFFSETS, STEP_COSTS = _offsets()
 """The 26 neighbour offsets (26, 3) and their lengths in cells (26,)."""
 
 FOUND, UNREACHABLE, OVER_BUDGET = 0, 1, 2
+F_QUANTUM = 2.0 ** -24
+"""Cells: the heap compares f = g + h rounded down to a multiple of this (see the module docstring)."""
+_F_SCALE = 1.0 / F_QUANTUM
 EXPANSIONS_BEFORE_COLUMN_HEURISTIC = 20_000
 """Searches that expand more cells than this restart with the column heuristic (below)."""
 
@@ -142,7 +155,7 @@ def _search(free, penalty, use_penalty, h2d, use_h2d, start, goal, offsets, step
     g = np.empty(n, dtype=np.float64)
     state = np.zeros(n, dtype=np.uint8)  # 0 unseen, 1 open, 2 closed
     parent = np.empty(n, dtype=np.int8)  # index into offsets of the step that reached the cell
-    # binary heap of (f, g, cell) rows: one cache line per level
+    # binary heap of (f in quanta, g, cell) rows: one cache line per level
     heap = np.empty((1 << 16, 3), dtype=np.float64)
     size = 0
 
@@ -155,7 +168,7 @@ def _search(free, penalty, use_penalty, h2d, use_h2d, start, goal, offsets, step
     h0 = _octile(gx - sx, gy - sy, gz - sz)
     if use_h2d:
         h0 = max(h0, h2d[sx, sy])
-    heap[0, 0] = h0
+    heap[0, 0] = np.floor(h0 * _F_SCALE)  # f in quanta (see the module docstring)
     heap[0, 1] = 0.0
     heap[0, 2] = s_idx
     size = 1
@@ -207,7 +220,7 @@ def _search(free, penalty, use_penalty, h2d, use_h2d, start, goal, offsets, step
                 h = _octile(gx - x, gy - y, gz - z)
                 if use_h2d:
                     h = max(h, h2d[x, y])
-                heap, size = _heap_push(heap, size, ng + h, ng, nb)
+                heap, size = _heap_push(heap, size, np.floor((ng + h) * _F_SCALE), ng, nb)
     if not found:
         return np.empty((0, 3), dtype=np.int64), np.inf, expanded, UNREACHABLE
     # walk back
