@@ -201,6 +201,40 @@ def test_cache_reuse_and_invalidation(tmp_path, splat):
     assert np.array_equal(rebuilt.bounds, first.bounds)
 
 
+def test_node_gaussians_are_interleaved_rows(splat, tree):
+    """The five attribute fields are views of one row per node (the gather reads 1-2 cache lines
+    a node instead of 5); the rows hold the built values, zero padding, and a cell's arrays
+    are those rows in the cell's order."""
+    n, nk = tree.n_nodes, tree.sh.shape[1]
+    rows = tree.rows
+    assert rows.dtype == np.float32 and rows.flags.c_contiguous
+    assert rows.shape == (n, lod.row_width(nk)) and rows.shape[1] % lod.ROW_FLOATS == 0 and rows.shape[1] >= 11 + 3 * nk
+    for name in ("means", "scales", "quats_wxyz", "opacities", "sh"):
+        assert np.shares_memory(getattr(tree, name), rows), name
+    leaves = tree.leaf_index >= 0
+    li = tree.leaf_index[leaves]
+    assert np.array_equal(tree.means[leaves], splat.means[li]) and np.array_equal(tree.sh[leaves], splat.sh[li])
+    assert not rows[:, 11 + 3 * nk:].any()  # the padding
+    # Rebuilt from its own fields (as the disk cache does): the same rows.
+    again = lod.GaussianHierarchy(n_leaves=tree.n_leaves, key=tree.key,
+                                  **{k: np.array(getattr(tree, k)) for k in lod.GaussianHierarchy._ARRAYS})
+    assert np.array_equal(again.rows, rows) and not np.shares_memory(again.rows, rows)
+    # A cell's gathered arrays are the rows of its nodes.
+    cam, views = cameras()
+    ids = lod.select(tree, views[0], cam.K, 64, 64, 2.0, 0.05, 100.0, culled=False)
+    means, scales, quats, opac, sh = (np.empty((len(ids), 3), np.float32), np.empty((len(ids), 3), np.float32),
+                                      np.empty((len(ids), 4), np.float32), np.empty(len(ids), np.float32),
+                                      np.empty((len(ids), nk, 3), np.float32))
+    lod._gather(ids.astype(np.int32), len(ids), rows, means, scales, quats, opac, sh)
+    g = tree.gaussians(ids, splat.sh_rotation)
+    assert len(ids) > 100
+    for got, expected in ((means, g.means), (scales, g.scales), (quats, g.quats_wxyz), (opac, g.opacities), (sh, g.sh)):
+        assert np.array_equal(got, expected)
+    with pytest.raises(ValueError, match="scales"):
+        lod.GaussianHierarchy(n_leaves=tree.n_leaves, **{**{k: getattr(tree, k) for k in lod.GaussianHierarchy._ARRAYS},
+                                                         "scales": tree.scales[:, :2]})
+
+
 @pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), "2", True])
 def test_bad_lod_px(splat, tree, bad):
     cam, views = cameras()
