@@ -504,3 +504,34 @@ def test_world_renders_by_pose_cell_when_the_protocol_says_so(tmp_path):
     assert np.array_equal(cells.camera_images(pose, 0.7, "cpu", depth=False)[0], rgb)
     view, _ = world.camera_images(pose, 0.7, "cpu", depth=False)  # cells off: the per-view cut, close
     assert psnr(view / 255.0, rgb / 255.0) > 35.0
+
+
+def test_cell_renderer_draws_what_the_cell_cut_and_the_pose_viewmat_give(splat, tree, mount):
+    """CellRenderer (the per-frame path of World.camera_images and render_lod_cell_cpu) against
+    the pieces it prepares once: viewmat_from_pose(map_from_base(...)) bit for bit, and the image
+    of the cell's cut arrays rendered from that viewmat."""
+    from airplay.render.cpu_backend import _render_one
+
+    cam = PinholeCamera.from_fov(48, 40, 80.0)
+    bg = (0.2, 0.3, 0.4)
+    renderer = lod.CellRenderer(splat, tree, mount, cam.K, 48, 40, bg, 0.05, 100.0, 2.0, CELL_M, CELL_DEG, depth=False)
+    rng = np.random.default_rng(8)
+    lod.clear_cell_cache()
+    seen = 0
+    for _ in range(12):
+        x, y, z, yaw = rng.uniform(-3, 3), rng.uniform(-10, -5), rng.uniform(0.5, 3), rng.uniform(-4, 4)
+        vm = viewmat_from_pose(map_from_base(x, y, z, yaw), mount)
+        assert renderer.viewmat(x, y, z, yaw).tobytes() == vm.tobytes()
+        got = renderer.rgb(np.array([x, y, z]), yaw)
+        arrays, rank = lod.cell_cut_arrays(tree, lod.pose_cell((x, y, z), yaw, CELL_M, CELL_DEG), CELL_M, CELL_DEG,
+                                           mount, cam.K, 48, 40, 2.0, 0.05, 100.0, splat.sh_rotation)
+        ref, alpha = np.empty((40, 48, 3), np.float32), np.empty((40, 48), np.float32)
+        _render_one(arrays, vm, cam.K, 48, 40, np.array(bg, np.float32), 0.05, 100.0, ref, None, alpha, rank=rank)
+        assert got.dtype == np.float32 and got.tobytes() == ref.tobytes()
+        seen += float(got.std()) > 0.02  # the cube in view, not just background
+        batch = lod.render_lod_cell_cpu(splat, tree, [(x, y, z)], [yaw], mount, cam.K, 48, 40, bg, 0.05, 100.0, 2.0,
+                                        CELL_M, CELL_DEG, depth=False)[0]
+        assert batch[0].tobytes() == ref.tobytes()
+    assert seen >= 4, seen
+    with pytest.raises(ValueError, match="near_m"):
+        lod.CellRenderer(splat, tree, mount, cam.K, 48, 40, bg, 0.0, 100.0, 2.0, CELL_M, CELL_DEG)

@@ -971,9 +971,24 @@ def cell_cut_arrays(h: GaussianHierarchy, cell, cell_m, cell_deg, mount, K, widt
     are kept per thread (owned copies: read-only for callers). ``profile`` gets ``cell_hits`` /
     ``cell_misses``."""
     K = np.ascontiguousarray(K, dtype=np.float64)
-    key = (id(h), h.n_leaves, tuple(int(c) for c in cell), float(cell_m), float(cell_deg),
-           tuple(float(v) for v in mount.offset_m), float(mount.pitch_deg), K.tobytes(), int(width), int(height),
-           float(lod_px), float(near_m), float(far_m))
+    prefix = _cell_key_prefix(h, cell_m, cell_deg, mount, K, width, height, lod_px, near_m, far_m)
+    arrays, rank = _cell_arrays(h, prefix, tuple(int(c) for c in cell), cell_m, cell_deg, mount, K, width, height,
+                                lod_px, near_m, far_m, profile, order_view)
+    return arrays + (np.ascontiguousarray(sh_rotation, dtype=np.float64),), rank
+
+
+def _cell_key_prefix(h: GaussianHierarchy, cell_m, cell_deg, mount, K: np.ndarray, width, height, lod_px, near_m,
+                     far_m) -> tuple:
+    """What a cell cache key holds besides the cell: the hierarchy and every setting the cut depends on."""
+    return (id(h), h.n_leaves, float(cell_m), float(cell_deg), tuple(float(v) for v in mount.offset_m),
+            float(mount.pitch_deg), K.tobytes(), int(width), int(height), float(lod_px), float(near_m), float(far_m))
+
+
+def _cell_arrays(h: GaussianHierarchy, prefix: tuple, cell: tuple, cell_m, cell_deg, mount, K, width, height, lod_px,
+                 near_m, far_m, profile, order_view):
+    """:func:`cell_cut_arrays` without sh_rotation, for the key ``prefix`` (:func:`_cell_key_prefix`
+    of the same settings) and ``cell`` (a tuple of four ints); ``K`` C-contiguous float64."""
+    key = prefix + cell
     cache = _cell_cache()
     entry = cache.get(key)
     if entry is not None and entry[0] is h:
@@ -995,7 +1010,7 @@ def cell_cut_arrays(h: GaussianHierarchy, cell, cell_m, cell_deg, mount, K, widt
             cache.popitem(last=False)
         if profile is not None:
             profile["cell_misses"] = profile.get("cell_misses", 0) + 1
-    return arrays + (np.ascontiguousarray(sh_rotation, dtype=np.float64),), rank
+    return arrays, rank
 
 
 def render_lod_cell_cpu(gaussians: Gaussians, hierarchy: GaussianHierarchy, positions, yaws, mount, K, width: int,
@@ -1008,34 +1023,82 @@ def render_lod_cell_cpu(gaussians: Gaussians, hierarchy: GaussianHierarchy, posi
     rendered before), never coarser than the per-view cut at ``lod_px``. With ``depth=False``
     the expected depth is not computed (a rasterizer compiled without it) and None is returned
     in its place."""
-    from airplay.render.camera import map_from_base, viewmat_from_pose
-    from airplay.render.cpu_backend import _render_one
-
-    lod_px = check_lod_px(lod_px)
-    cell_m, cell_deg = check_cell(cell_m, cell_deg)
-    if lod_px <= 0.0 or cell_m <= 0.0:
-        raise ValueError(f"render_lod_cell_cpu needs lod_px > 0 and a pose cell, got {lod_px}, {cell_m}, {cell_deg}")
     positions = np.asarray(positions, dtype=np.float64).reshape(-1, 3)
     yaws = np.asarray(yaws, dtype=np.float64).reshape(-1)
     if len(yaws) != len(positions):
         raise ValueError(f"{len(positions)} positions but {len(yaws)} yaws")
-    if not 0.0 < near_m < far_m:
-        raise ValueError(f"render_lod_cell_cpu needs 0 < near_m < far_m, got near_m={near_m}, far_m={far_m}")
-    _check_leaves(hierarchy, gaussians)
-    K = np.ascontiguousarray(K, dtype=np.float64).reshape(3, 3)
-    width, height = int(width), int(height)
+    renderer = CellRenderer(gaussians, hierarchy, mount, K, width, height, background, near_m, far_m, lod_px,
+                            cell_m, cell_deg, depth=depth)
     c = len(positions)
-    bg, rgb, depth_out, alpha = _outputs(c, width, height, background, profile, depth)
+    bg, rgb, depth_out, alpha = _outputs(c, renderer.width, renderer.height, background, profile, depth)
     for i in range(c):
+        p = positions[i]
+        renderer.render_into(float(p[0]), float(p[1]), float(p[2]), float(yaws[i]), rgb[i],
+                             None if depth_out is None else depth_out[i], alpha[i], profile)
+    return rgb, depth_out, alpha
+
+
+class CellRenderer:
+    """:func:`render_lod_cell_cpu` for one pose at a time, with what does not depend on the pose
+    checked and prepared once (settings, intrinsics, the mount's transform, the cell cache key's
+    settings part): a flight renders 50 frames a second from one camera, and the Python around
+    the compiled stages ran cache-cold after each frame's kernels (about 0.1 ms a frame of
+    checks, conversions and small arrays; a few hundredths with this). Images are those of
+    :func:`render_lod_cell_cpu`, bit for bit: the same viewmat, cell and cut for the same pose.
+    Thread-safe as the module's cell cache is (per thread); outputs are new arrays."""
+
+    def __init__(self, gaussians: Gaussians, hierarchy: GaussianHierarchy, mount, K, width: int, height: int,
+                 background, near_m: float, far_m: float, lod_px: float, cell_m: float, cell_deg: float, *,
+                 depth: bool = True) -> None:
+        self.lod_px = check_lod_px(lod_px)
+        self.cell_m, self.cell_deg = check_cell(cell_m, cell_deg)
+        if self.lod_px <= 0.0 or self.cell_m <= 0.0:
+            raise ValueError(f"render_lod_cell_cpu needs lod_px > 0 and a pose cell, got {lod_px}, {cell_m}, {cell_deg}")
+        if not 0.0 < near_m < far_m:
+            raise ValueError(f"render_lod_cell_cpu needs 0 < near_m < far_m, got near_m={near_m}, far_m={far_m}")
+        _check_leaves(hierarchy, gaussians)
+        self.hierarchy, self.mount, self.depth = hierarchy, mount, bool(depth)
+        self.K = np.ascontiguousarray(K, dtype=np.float64).reshape(3, 3)
+        self.width, self.height = int(width), int(height)
+        self.near_m, self.far_m = float(near_m), float(far_m)
+        self.background = np.ascontiguousarray(background, dtype=np.float32).reshape(3)
+        self._sh_rotation = np.ascontiguousarray(gaussians.sh_rotation, dtype=np.float64)
+        self._prefix = _cell_key_prefix(hierarchy, self.cell_m, self.cell_deg, mount, self.K, self.width, self.height,
+                                        self.lod_px, self.near_m, self.far_m)
+        self._base_T_cam = mount._base_from_camera()
+
+    def viewmat(self, x: float, y: float, z: float, yaw: float) -> np.ndarray:
+        """World-to-camera 4x4 of base_link at (x, y, z) (map, m) with heading ``yaw`` (rad): the
+        numbers of ``viewmat_from_pose(map_from_base(x, y, z, yaw), mount)``, with fewer calls."""
+        from airplay.render.camera import _world_to_camera
+
+        cy, sy = math.cos(yaw), math.sin(yaw)
+        map_T_base = np.array(((cy, -sy, 0.0, x), (sy, cy, 0.0, y), (0.0, 0.0, 1.0, z), (0.0, 0.0, 0.0, 1.0)))
+        out = np.empty((4, 4))
+        _world_to_camera(map_T_base, self._base_T_cam, out)
+        return out
+
+    def render_into(self, x: float, y: float, z: float, yaw: float, rgb: np.ndarray, depth: np.ndarray | None,
+                    alpha: np.ndarray, profile: dict | None = None) -> None:
+        """Render the pose into ``rgb`` (H, W, 3), ``depth`` (H, W; None without depth) and
+        ``alpha`` (H, W) float32; ``profile`` (keys as :func:`_outputs` sets them) gets the stage times."""
+        from airplay.render.cpu_backend import _render_one
+
         t = time.perf_counter()
-        p, yaw = positions[i], float(yaws[i])
-        cell = pose_cell(p, yaw, cell_m, cell_deg)
-        vm = viewmat_from_pose(map_from_base(float(p[0]), float(p[1]), float(p[2]), yaw), mount)
-        arrays, rank = cell_cut_arrays(hierarchy, cell, cell_m, cell_deg, mount, K, width, height, lod_px, near_m,
-                                       far_m, gaussians.sh_rotation, profile, order_view=vm)
+        cell = pose_cell((x, y, z), yaw, self.cell_m, self.cell_deg)
+        vm = self.viewmat(x, y, z, yaw)
+        arrays, rank = _cell_arrays(self.hierarchy, self._prefix, cell, self.cell_m, self.cell_deg, self.mount, self.K,
+                                    self.width, self.height, self.lod_px, self.near_m, self.far_m, profile, vm)
         if profile is not None:
             profile["cut"] += time.perf_counter() - t
             profile["cut_size"] += len(arrays[0])
-        _render_one(arrays, vm, K, width, height, bg, near_m, far_m, rgb[i],
-                    None if depth_out is None else depth_out[i], alpha[i], profile, rank=rank)
-    return rgb, depth_out, alpha
+        _render_one(arrays + (self._sh_rotation,), vm, self.K, self.width, self.height, self.background, self.near_m,
+                    self.far_m, rgb, depth, alpha, profile, rank=rank)
+
+    def rgb(self, position, yaw: float) -> np.ndarray:
+        """(H, W, 3) float32 RGB of base_link at ``position`` (map, m) with heading ``yaw`` (rad)."""
+        rgb = np.empty((self.height, self.width, 3), np.float32)
+        alpha = np.empty((self.height, self.width), np.float32)
+        depth = np.empty((self.height, self.width), np.float32) if self.depth else None
+        self.render_into(float(position[0]), float(position[1]), float(position[2]), float(yaw), rgb, depth, alpha)
+        return rgb

@@ -9,7 +9,7 @@ import numpy as np
 
 from airplay.render.api import FAR_PLANE_M, NEAR_PLANE_M, render, resolve_backend, rgb_to_uint8
 from airplay.render.camera import map_from_base, viewmat_from_pose
-from airplay.render.lod import GaussianHierarchy, hierarchy_for, render_lod_cell_cpu
+from airplay.render.lod import CellRenderer, GaussianHierarchy, hierarchy_for
 from airplay.render.mesh_depth import MeshRaycaster
 from airplay.render.mesh_zbuffer import MeshDepthRasterizer
 from airplay.scene.scene import Scene
@@ -68,14 +68,11 @@ class World:
         spec = self.scene.spec
         cam = spec.camera.intrinsics
         lod_px = self.protocol.render_lod_px if lod_px is None else lod_px
-        cell_m, cell_deg = self.protocol.render_lod_cell_m, self.protocol.render_lod_cell_deg
+        cell_m = self.protocol.render_lod_cell_m
         viewmat = None  # made only where needed: the cell path makes its own
         if lod_px and cell_m > 0.0 and self.protocol.render_lod_px > 0 and resolve_backend(backend) == "cpu":
-            rgb, _, _ = render_lod_cell_cpu(self.scene.gaussians, self.lod_hierarchy(), np.asarray(position, dtype=np.float64)[None],
-                                            [float(yaw_rad)], spec.camera.mount, cam.K, cam.width, cam.height,
-                                            spec.background_rgb, NEAR_PLANE_M, FAR_PLANE_M, lod_px, cell_m, cell_deg,
-                                            depth=False)  # depth images come from the mesh
-            rgb8 = rgb_to_uint8(rgb[0])  # saturates: the same bytes as clipping to [0, 1] first
+            # render_lod_cell_cpu's image, by a renderer prepared once per level of detail
+            rgb8 = rgb_to_uint8(self._cell_renderer(lod_px).rgb(position, yaw_rad))  # saturates, as clipping first
         else:
             viewmat = self._viewmat(position, yaw_rad)
             rgb8 = render(self.scene.gaussians, viewmat, cam.K, cam.width, cam.height, backend=backend,
@@ -86,6 +83,20 @@ class World:
         viewmat = self._viewmat(position, yaw_rad) if viewmat is None else viewmat
         z = np.minimum(self.depth.depth(viewmat, cam.K, cam.width, cam.height), max_depth_m)
         return rgb8, z[..., None].astype(np.float32)
+
+    def _cell_renderer(self, lod_px: float) -> CellRenderer:
+        """The pose-cell renderer of the scene camera at ``lod_px`` (RGB only: depth images come
+        from the mesh), made on first use and kept with this World."""
+        renderers = self.__dict__.setdefault("_cell_renderers", {})  # not a field: replace() starts afresh
+        renderer = renderers.get(lod_px)
+        if renderer is None:
+            spec = self.scene.spec
+            cam = spec.camera.intrinsics
+            renderer = renderers[lod_px] = CellRenderer(
+                self.scene.gaussians, self.lod_hierarchy(), spec.camera.mount, cam.K, cam.width, cam.height,
+                spec.background_rgb, NEAR_PLANE_M, FAR_PLANE_M, lod_px, self.protocol.render_lod_cell_m,
+                self.protocol.render_lod_cell_deg, depth=False)
+        return renderer
 
     def _viewmat(self, position: np.ndarray, yaw_rad: float) -> np.ndarray:
         """map -> camera_optical of the scene's camera on a vehicle at ``position`` (map, m), heading ``yaw_rad``."""
