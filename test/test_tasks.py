@@ -188,16 +188,26 @@ def check_path(free, path, start, goal):
     assert path.length_m == pytest.approx(np.linalg.norm(np.diff(cells, axis=0), axis=1).sum())
 
 
+def random_query(rng, sizes: tuple[int, int], blocked: tuple[float, float]):
+    """(free, start, goal): a random grid of edge lengths in [sizes) with a blocked fraction in
+    [blocked), and two distinct free cells; None when fewer than two cells are free."""
+    shape = tuple(int(v) for v in rng.integers(sizes[0], sizes[1], 3))
+    free = rng.random(shape) > rng.uniform(*blocked)
+    cells = np.argwhere(free)
+    if len(cells) < 2:
+        return None
+    s, t = cells[rng.choice(len(cells), 2, replace=False)]
+    return free, s, t
+
+
 def test_astar_is_optimal_against_brute_force():
     rng = np.random.default_rng(7)
     compared = unreachable = 0
     for _ in range(150):
-        shape = tuple(int(v) for v in rng.integers(2, 10, 3))
-        free = rng.random(shape) > rng.uniform(0.1, 0.6)
-        cells = np.argwhere(free)
-        if len(cells) < 2:
+        query = random_query(rng, (2, 10), (0.1, 0.6))
+        if query is None:
             continue
-        s, t = cells[rng.choice(len(cells), 2, replace=False)]
+        free, s, t = query
         found, best = astar(free, s, t), dijkstra(free, s, t)
         if best is None:
             assert found is None
@@ -232,12 +242,11 @@ def test_astar_with_penalty_is_optimal_against_brute_force():
     rng = np.random.default_rng(11)
     compared = 0
     for _ in range(60):
-        shape = tuple(int(v) for v in rng.integers(3, 9, 3))
-        free = rng.random(shape) > rng.uniform(0.1, 0.5)
-        cells = np.argwhere(free)
-        if len(cells) < 2:
+        query = random_query(rng, (3, 9), (0.1, 0.5))
+        if query is None:
             continue
-        s, t = cells[rng.choice(len(cells), 2, replace=False)]
+        free, s, t = query
+        shape = free.shape
         pen = (rng.uniform(0, 3, shape) * (rng.random(shape) < 0.5)).astype(np.float32)  # many zeros: ties
         found, best = astar(free, s, t, penalty=pen), dijkstra(free, s, t, pen)
         assert (found is None) == (best is None)
