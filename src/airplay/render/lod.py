@@ -680,18 +680,25 @@ _PREFETCH_AHEAD = 16
 """How many rows ahead :func:`_gather` prefetches."""
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_row(rows, k):
+    """Prefetch node row ``k`` of :attr:`GaussianHierarchy.rows`: every 64-byte line it touches
+    (a row that starts mid-line ends in the next one)."""
+    w = rows.shape[1]
+    q = k * w
+    for off in range(0, w, 16):  # 16 float32 = one 64-byte line
+        _prefetch(rows, q + off)
+    _prefetch(rows, q + w - 1)
+
+
 @njit(cache=True, nogil=True)
 def _gather(ids, m, rows, means, scales, quats, op, sh):
     """Node rows ``ids[:m]`` of :attr:`GaussianHierarchy.rows` into the cut's arrays, prefetching
     the rows :data:`_PREFETCH_AHEAD` ids ahead."""
     nk = sh.shape[1]
-    w = rows.shape[1]
     for j in range(m):
         if j + _PREFETCH_AHEAD < m:
-            q = ids[j + _PREFETCH_AHEAD] * w
-            for off in range(0, w, 16):  # 16 float32 = one 64-byte line
-                _prefetch(rows, q + off)
-            _prefetch(rows, q + w - 1)  # a row that starts mid-line ends in the next one
+            _prefetch_row(rows, ids[j + _PREFETCH_AHEAD])
         k = ids[j]
         for a in range(3):
             means[j, a] = rows[k, a]
@@ -899,14 +906,10 @@ def _depth_order(ids, m, rows, viewmat, zref, hist, tmp, perm):
     columns 0-2); the whole rows are prefetched :data:`_PREFETCH_AHEAD` ids ahead, so that the
     gather that follows finds them in the cache."""
     r0, r1, r2, t = viewmat[2, 0], viewmat[2, 1], viewmat[2, 2], viewmat[2, 3]
-    w = rows.shape[1]
     zmax = 0.0
     for j in range(m):
         if j + _PREFETCH_AHEAD < m:
-            q = ids[j + _PREFETCH_AHEAD] * w
-            for off in range(0, w, 16):
-                _prefetch(rows, q + off)
-            _prefetch(rows, q + w - 1)
+            _prefetch_row(rows, ids[j + _PREFETCH_AHEAD])
         k = ids[j]
         z = max(r0 * np.float64(rows[k, 0]) + r1 * np.float64(rows[k, 1]) + r2 * np.float64(rows[k, 2]) + t, 0.0)
         zref[j] = z
@@ -1040,8 +1043,8 @@ def render_lod_cell_cpu(gaussians: Gaussians, hierarchy: GaussianHierarchy, posi
 
 class CellRenderer:
     """:func:`render_lod_cell_cpu` for one pose at a time, with what does not depend on the pose
-    checked and prepared once (settings, intrinsics, the mount's transform, the cell cache key's
-    settings part): a flight renders 50 frames a second from one camera, and the Python around
+    checked and prepared once (settings, intrinsics, background, the cell cache key's settings
+    part): a flight renders 50 frames a second from one camera, and the Python around
     the compiled stages ran cache-cold after each frame's kernels (45-105 us a frame of checks,
     conversions and small arrays; World.camera_images over 2,172 recorded poses went from
     1.24-1.34 to 1.14-1.28 ms a frame with this). Images are those of
@@ -1067,18 +1070,13 @@ class CellRenderer:
         self._sh_rotation = np.ascontiguousarray(gaussians.sh_rotation, dtype=np.float64)
         self._prefix = _cell_key_prefix(hierarchy, self.cell_m, self.cell_deg, mount, self.K, self.width, self.height,
                                         self.lod_px, self.near_m, self.far_m)
-        self._base_T_cam = mount._base_from_camera()
 
     def viewmat(self, x: float, y: float, z: float, yaw: float) -> np.ndarray:
-        """World-to-camera 4x4 of base_link at (x, y, z) (map, m) with heading ``yaw`` (rad): the
-        numbers of ``viewmat_from_pose(map_from_base(x, y, z, yaw), mount)``, with fewer calls."""
-        from airplay.render.camera import _world_to_camera
+        """World-to-camera 4x4 of base_link at (x, y, z) (map, m) with heading ``yaw`` (rad) and
+        the camera on this renderer's mount."""
+        from airplay.render.camera import map_from_base, viewmat_from_pose
 
-        cy, sy = math.cos(yaw), math.sin(yaw)
-        map_T_base = np.array(((cy, -sy, 0.0, x), (sy, cy, 0.0, y), (0.0, 0.0, 1.0, z), (0.0, 0.0, 0.0, 1.0)))
-        out = np.empty((4, 4))
-        _world_to_camera(map_T_base, self._base_T_cam, out)
-        return out
+        return viewmat_from_pose(map_from_base(x, y, z, yaw), self.mount)
 
     def render_into(self, x: float, y: float, z: float, yaw: float, rgb: np.ndarray, depth: np.ndarray | None,
                     alpha: np.ndarray, profile: dict | None = None) -> None:
