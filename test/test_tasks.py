@@ -267,12 +267,12 @@ def test_astar_breaks_ties_of_equally_short_paths_towards_the_goal():
     for penalty in (None, np.zeros(free.shape, np.float32)):
         path = astar(free, start, goal, penalty=penalty)
         steps = len(path.cells) - 1
-        assert path.cost == pytest.approx(dijkstra_free_octile(start, goal), abs=1e-9)
+        assert path.cost == pytest.approx(octile_distance(start, goal), abs=1e-9)
         # f compared without quanta: 104,428 expansions here (its budget spent, then the column heuristic's)
         assert steps == 189 and path.expanded <= 3 * steps, path.expanded
 
 
-def dijkstra_free_octile(a, b) -> float:
+def octile_distance(a, b) -> float:
     """The 26-connected distance between two cells of an empty grid (cells)."""
     d = sorted((abs(int(x) - int(y)) for x, y in zip(a, b)), reverse=True)
     return d[2] * math.sqrt(3) + (d[1] - d[2]) * math.sqrt(2) + (d[0] - d[1])
