@@ -106,6 +106,39 @@ def test_matches_reference_dense_opaque_layers():
     assert (alpha > 0.999).mean() > 0.3
 
 
+def test_matches_reference_scattered_finished_pixels():
+    """Pixels finished in front all over each row, a wide Gaussian behind: the rasterizer walks a
+    row in runs of 8 from its unfinished pixels only (a bit mask per row, all 64 bits of a 64 px
+    tile in use), so every pixel left between finished ones must still get the one behind."""
+    rng = np.random.default_rng(11)
+    width, height = 64, 16
+    K = PinholeCamera.from_fov(width, height, 60.0).K
+    depth_m = 2.0
+    cols, rows = np.nonzero(rng.random((width, height)) < 0.45)
+    u, v = cols + 0.5, rows + 0.5
+    centres = np.column_stack([(u - K[0, 2]) / K[0, 0] * depth_m, (v - K[1, 2]) / K[1, 1] * depth_m,
+                               np.full(len(u), depth_m)])
+    layers = 3  # fragments of alpha 0.97: T 0.03, 9e-4, then 2.7e-5 <= 1e-4, which finishes the pixel
+    n_front = layers * len(centres)
+    behind_m = 1e-3 * np.tile(np.arange(layers), len(centres))[:, None]  # each layer 1 mm behind the last
+    front = np.repeat(centres, layers, axis=0) + np.array([0.0, 0.0, 1.0]) * behind_m
+    means = np.vstack([front, [[0.0, 0.0, 4.0]]]).astype(np.float32)
+    scales = np.vstack([np.full((n_front, 3), 1e-4), [[8.0, 2.0, 0.1]]]).astype(np.float32)
+    quats = np.tile(np.array([1.0, 0.0, 0.0, 0.0], np.float32), (n_front + 1, 1))
+    colours = np.vstack([np.tile([0.9, 0.1, 0.1], (n_front, 1)), [[0.1, 0.8, 0.2]]])
+    g = Gaussians(means=means, scales=scales, quats_wxyz=quats,
+                  opacities=np.append(np.full(n_front, 0.97), 1.0).astype(np.float32),
+                  sh=rgb_to_sh_dc(colours).astype(np.float32)[:, None, :])
+    rgb, alpha = assert_matches_reference(g, np.eye(4), K, width, height, BLACK)
+    finished = np.zeros((height, width), bool)
+    finished[rows, cols] = True
+    assert np.all(rgb[finished, 0] > 0.85), "the front Gaussians should cover their pixels"
+    assert np.all(alpha > 0.9), "the wide Gaussian behind covers every pixel left"
+    # Green comes from the wide Gaussian (front ones have 0.1): on every pixel left, on no finished one.
+    assert rgb[~finished, 1].min() > 0.12, "a pixel between finished ones missed the Gaussian behind"
+    assert rgb[finished, 1].max() < 0.101, "a finished pixel got the Gaussian behind"
+
+
 def test_batch_equals_one_by_one():
     g = random_scene(5, n=300, sh_degree=3)
     width, height = 48, 40
