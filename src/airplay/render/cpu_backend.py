@@ -102,7 +102,7 @@ def _aligned_empty(shape, dtype, align: int = 64) -> np.ndarray:
 # the exact per-pixel alpha test decides, so padding never changes the image.
 _THR_PAD = 1.0e-4
 _PIX_PAD = 1.0e-3
-_NARROW = 8
+_NARROW = 16
 """Footprints at least this many pixels wide (within a tile) are walked by exact row spans."""
 
 
