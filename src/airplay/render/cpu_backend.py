@@ -36,9 +36,9 @@ them; a 224x224 view of a 1e5-Gaussian capture takes ~20 ms on 2 cores, half ras
 5. raster   (parallel over tiles, handed out one at a time): exact per-row ellipse spans
             for wide footprints, each row walked in branch-free 8-pixel runs (8-wide vector
             code written as LLVM IR, :func:`_make_composite8`),
-            per-pixel early termination, a bit mask of each row's unfinished pixels (a row
-            visits only the span between its first and last one, and skips the 8-pixel runs
-            that hold none), and the tile stops once every pixel is finished.
+            per-pixel early termination, a bit mask of each row's unfinished pixels (each
+            8-pixel run starts at an unfinished pixel: runs over finished ones are skipped),
+            and the tile stops once every pixel is finished.
 
 Batches of cameras are rendered one after another (each stage is already parallel).
 Scratch buffers are kept per calling thread and reused across frames. Few parallel regions
@@ -708,13 +708,13 @@ _composite8 = _make_composite8(False)
 
 
 _NONE = np.uint64(0)
-_LANES8 = np.uint64(0xFF)
+_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 @njit(inline="always")
-def _all_lanes(n):
-    """uint64 with bits 0 .. n-1 set (0 <= n <= 64)."""
-    return np.uint64(0xFFFFFFFFFFFFFFFF) if n >= 64 else (np.uint64(1) << np.uint64(n)) - np.uint64(1)
+def _lane_span(lo, hi):
+    """uint64 with bits lo .. hi set, for 0 <= lo, hi <= 63 (none when lo > hi)."""
+    return (_ALL >> np.uint64(63 - hi)) & (_ALL << np.uint64(lo))
 
 
 def _make_rasterize(with_depth: bool):
@@ -758,7 +758,7 @@ def _make_rasterize(with_depth: bool):
             # Bit lx of alive[ly] is set while pixel (lx, ly) of the tile is unfinished; unfinished
             # rows lie in [ylo, yhi]. A footprint row is walked in runs of 8 that each start at an
             # unfinished pixel of it (nothing would change where none is).
-            alive = np.full(th, _all_lanes(tw), dtype=np.uint64)
+            alive = np.full(th, _lane_span(0, tw - 1), dtype=np.uint64)
             ylo = 0
             yhi = th - 1
             for r in range(offsets[t], offsets[t + 1]):
@@ -770,7 +770,7 @@ def _make_rasterize(with_depth: bool):
                 gx1 = min(int(rec[r, _R_PX1]), x1) - x0
                 if gx0 > gx1:
                     continue
-                span = _all_lanes(gx1 + 1) & ~_all_lanes(gx0)
+                span = _lane_span(gx0, gx1)
                 # Offsets from the mean in image pixel coordinates (not tile-local ones, which would
                 # round differently per tile size): the image does not depend on the tiling.
                 mx = rec[r, _F_MX]
@@ -822,7 +822,7 @@ def _make_rasterize(with_depth: bool):
                         sx1 = min(sx1, int(math.floor(min(hi, sx1 + 1.0))))
                         if sx0 > sx1:
                             continue
-                        live &= _all_lanes(sx1 + 1) & ~_all_lanes(sx0)
+                        live &= _lane_span(sx0, sx1)
                         if live == _NONE:
                             continue
                     bdy = cb * dy
