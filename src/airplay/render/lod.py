@@ -137,19 +137,16 @@ class GaussianHierarchy:
             raise ValueError(f"GaussianHierarchy: sh must be ({n}, K, 3) for {self.n_leaves} leaves, got {sh.shape}")
         nk = sh.shape[1]
         rows = np.zeros((n, row_width(nk)), np.float32)
-        fields = {"means": (0, 3), "scales": (3, 3), "quats_wxyz": (6, 4), "opacities": (10, 1), "sh": (11, 3 * nk)}
-        for name, (col, width) in fields.items():
+        object.__setattr__(self, "rows", rows)
+        for name, (col, width) in _row_fields(nk).items():
             a = np.asarray(getattr(self, name), dtype=np.float32)
             if a.shape[:1] != (n,) or a.size != n * width:
                 raise ValueError(f"GaussianHierarchy: {name} must hold {width} float32 per node for {n} nodes, "
                                  f"got shape {a.shape}")
-            rows[:, col:col + width] = a.reshape(n, width)
-        object.__setattr__(self, "rows", rows)
-        object.__setattr__(self, "means", rows[:, 0:3])
-        object.__setattr__(self, "scales", rows[:, 3:6])
-        object.__setattr__(self, "quats_wxyz", rows[:, 6:10])
-        object.__setattr__(self, "opacities", rows[:, 10])
-        object.__setattr__(self, "sh", rows[:, 11:11 + 3 * nk].reshape(n, nk, 3))
+            view = rows[:, col:col + width]
+            view[:] = a.reshape(n, width)
+            shape = {"opacities": (n,), "sh": (n, nk, 3)}.get(name, (n, width))
+            object.__setattr__(self, name, view.reshape(shape))  # a view: the last axis is only split
 
     @cached_property
     def leaf_node(self) -> np.ndarray:
@@ -187,13 +184,22 @@ class GaussianHierarchy:
 ROW_FLOATS = 8
 """A node row of :attr:`GaussianHierarchy.rows` is padded to a multiple of this many float32 (32 bytes)."""
 
+# First column of each field in a node row (the compiled gathers read them as constants).
+_ROW_MEANS, _ROW_SCALES, _ROW_QUATS, _ROW_OPACITY, _ROW_SH = 0, 3, 6, 10, 11
+
+
+def _row_fields(sh_coeffs: int) -> dict[str, tuple[int, int]]:
+    """GaussianHierarchy field -> (first column, float32 per node) in a node row."""
+    return {"means": (_ROW_MEANS, 3), "scales": (_ROW_SCALES, 3), "quats_wxyz": (_ROW_QUATS, 4),
+            "opacities": (_ROW_OPACITY, 1), "sh": (_ROW_SH, 3 * int(sh_coeffs))}
+
 
 def row_width(sh_coeffs: int) -> int:
     """float32 per node row: mean (3), scale (3), quaternion wxyz (4), opacity (1), SH (3 per
     coefficient), padded with zeros to a multiple of :data:`ROW_FLOATS`. One row is 1-2 cache
     lines where the five separate arrays took five: a new pose cell's gather reads about half
     the lines (0.88 -> 0.42-0.48 ms for a 6,000-node cut from a cold cache, SH degree 1)."""
-    used = 11 + 3 * int(sh_coeffs)
+    used = _ROW_SH + 3 * int(sh_coeffs)
     return -(-used // ROW_FLOATS) * ROW_FLOATS
 
 
@@ -701,14 +707,14 @@ def _gather(ids, m, rows, means, scales, quats, op, sh):
             _prefetch_row(rows, ids[j + _PREFETCH_AHEAD])
         k = ids[j]
         for a in range(3):
-            means[j, a] = rows[k, a]
-            scales[j, a] = rows[k, 3 + a]
+            means[j, a] = rows[k, _ROW_MEANS + a]
+            scales[j, a] = rows[k, _ROW_SCALES + a]
         for a in range(4):
-            quats[j, a] = rows[k, 6 + a]
-        op[j] = rows[k, 10]
+            quats[j, a] = rows[k, _ROW_QUATS + a]
+        op[j] = rows[k, _ROW_OPACITY]
         for c in range(nk):
             for ch in range(3):
-                sh[j, c, ch] = rows[k, 11 + 3 * c + ch]
+                sh[j, c, ch] = rows[k, _ROW_SH + 3 * c + ch]
 
 
 class _CutWorkspace:
@@ -903,7 +909,7 @@ def _depth_order(ids, m, rows, viewmat, zref, hist, tmp, perm):
     ``viewmat``, binned (``hist.size`` bins over [0, max z]; z < 0 in the first; within a bin, in
     position order): an approximate depth order, in one counting pass. ids[:m] is permuted
     alike (``tmp``: scratch). The means are read from the node rows (:attr:`GaussianHierarchy.rows`,
-    columns 0-2); the whole rows are prefetched :data:`_PREFETCH_AHEAD` ids ahead, so that the
+    columns ``_ROW_MEANS`` ..); the whole rows are prefetched :data:`_PREFETCH_AHEAD` ids ahead, so that the
     gather that follows finds them in the cache."""
     r0, r1, r2, t = viewmat[2, 0], viewmat[2, 1], viewmat[2, 2], viewmat[2, 3]
     zmax = 0.0
@@ -911,7 +917,8 @@ def _depth_order(ids, m, rows, viewmat, zref, hist, tmp, perm):
         if j + _PREFETCH_AHEAD < m:
             _prefetch_row(rows, ids[j + _PREFETCH_AHEAD])
         k = ids[j]
-        z = max(r0 * np.float64(rows[k, 0]) + r1 * np.float64(rows[k, 1]) + r2 * np.float64(rows[k, 2]) + t, 0.0)
+        z = max(r0 * np.float64(rows[k, _ROW_MEANS]) + r1 * np.float64(rows[k, _ROW_MEANS + 1])
+                + r2 * np.float64(rows[k, _ROW_MEANS + 2]) + t, 0.0)
         zref[j] = z
         zmax = max(zmax, z)
     nb = hist.shape[0]
