@@ -49,7 +49,7 @@ def sparse_indoor_scene(folder: Path) -> Path:
     from airplay.sim.world import World
 
     make_scene("indoor", 1, folder, gaussians_per_m2=4, name="indoor_1")
-    World.load(folder)
+    World.load(folder).sdf  # builds the disk-cached SDF (World.load alone reads only scene.yaml)
     return folder
 
 

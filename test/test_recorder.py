@@ -59,7 +59,7 @@ def scene_dir(tmp_path_factory) -> Path:
     spec = yaml.safe_load((path / "scene.yaml").read_text())
     spec["camera"].update(width=64, height=64, fx=32.0, fy=32.0, cx=32.0, cy=32.0)
     (path / "scene.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    World.load(path)  # the disk-cached SDF, once, before the processes want it
+    World.load(path).sdf  # the disk-cached SDF, once, before the processes want it
     return path
 
 

@@ -1,8 +1,19 @@
-"""Everything a scene needs for flying in it, built once: SDF, planning grid, collision, ray caster."""
+"""Everything a scene needs for flying in it: SDF, planning grid, collision, ray caster, each
+built on first use.
+
+:meth:`World.load` parses and validates scene.yaml (the files it names must exist) and
+builds nothing else; each part (the scene's splat and mesh, the SDF, the planning grid, the
+collision checker, the Embree ray caster, the z-buffer rasterizer) is read or built on first
+access, once, thread-safely, and kept. So a process that never renders never reads the
+splat, and one that never plans never builds the grid or the BVH. The parts are built from
+the scene, vehicle, protocol and cache folder given to :meth:`World.load`; a World made from
+another by ``dataclasses.replace`` shares them (built or not), as it shared them when they
+were plain fields: ``replace(world, protocol=...)`` does not rebuild the SDF or the grid.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -12,12 +23,36 @@ from airplay.render.camera import map_from_base, viewmat_from_pose
 from airplay.render.lod import CellRenderer, GaussianHierarchy, hierarchy_for
 from airplay.render.mesh_depth import MeshRaycaster
 from airplay.render.mesh_zbuffer import MeshDepthRasterizer
+from airplay.scene.lazy import Lazy
 from airplay.scene.scene import Scene
 from airplay.sim.collision import CollisionChecker
 from airplay.sim.dynamics import VehicleParams, load_vehicle_params
 from airplay.sim.sdf import SignedDistanceField
 from airplay.tasks.navigable import NavigableGrid
 from airplay.tasks.protocol import Protocol, load_protocol
+
+PARTS = ("sdf", "grid", "checker", "caster", "depth")
+"""The World's derived parts, each built on first access."""
+
+
+class WorldParts:
+    """SDF, planning grid, collision checker, ray caster and z-buffer of one scene, each a
+    :class:`~airplay.scene.lazy.Lazy` built on first use from the arguments given here.
+
+    sdf: over the navigable volume at the protocol's grid resolution (disk-cached under
+    ``cache_dir``); grid: the protocol's planning grid for the vehicle's radius; checker:
+    sphere-vs-SDF collision and bounds; caster and depth: over the collision mesh.
+    """
+
+    def __init__(self, scene: Scene, vehicle: VehicleParams, protocol: Protocol, cache_dir: Path | None) -> None:
+        self.sdf: Lazy[SignedDistanceField] = Lazy(lambda: SignedDistanceField.for_scene(
+            scene, resolution_m=protocol.task.grid_resolution_m, cache_dir=cache_dir))
+        self.grid: Lazy[NavigableGrid] = Lazy(lambda: NavigableGrid.for_scene(
+            scene, self.sdf.get(), protocol.task, vehicle.radius_m))
+        self.checker: Lazy[CollisionChecker] = Lazy(lambda: CollisionChecker(
+            self.sdf.get(), scene.spec.navigable, vehicle.radius_m))
+        self.caster: Lazy[MeshRaycaster] = Lazy(lambda: MeshRaycaster(scene.mesh))
+        self.depth: Lazy[MeshDepthRasterizer] = Lazy(lambda: MeshDepthRasterizer(scene.mesh))
 
 
 @dataclass(frozen=True)
@@ -30,17 +65,52 @@ class World:
     image as ray casting through pixel centres, several times faster); vehicle and
     protocol: the settings used; cache_dir: where the per-scene caches (SDF, level-of-detail
     hierarchy) live (None: :func:`airplay.sim.sdf.default_cache_dir`).
+
+    sdf, grid, checker, caster and depth are properties: each is built on first access
+    (see the module docstring) by the :class:`WorldParts` this World shares with every World
+    ``replace()``d from it.
     """
 
     scene: Scene
-    sdf: SignedDistanceField
-    grid: NavigableGrid
-    checker: CollisionChecker
-    caster: MeshRaycaster
-    depth: MeshDepthRasterizer
     vehicle: VehicleParams
     protocol: Protocol
     cache_dir: Path | None = None
+    _parts: WorldParts | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._parts is None:  # made directly, not by load() or replace()
+            object.__setattr__(self, "_parts", WorldParts(self.scene, self.vehicle, self.protocol, self.cache_dir))
+
+    @property
+    def sdf(self) -> SignedDistanceField:
+        """Signed distance field of the collision mesh (m), from the disk cache or built on first access."""
+        return self._parts.sdf.get()
+
+    @property
+    def grid(self) -> NavigableGrid:
+        """The protocol's planning grid, built on first access (needs the SDF)."""
+        return self._parts.grid.get()
+
+    @property
+    def checker(self) -> CollisionChecker:
+        """Sphere-vs-SDF collision and region bounds for the vehicle, built on first access."""
+        return self._parts.checker.get()
+
+    @property
+    def caster(self) -> MeshRaycaster:
+        """Embree ray caster over the collision mesh (its BVH built on first access)."""
+        return self._parts.caster.get()
+
+    @property
+    def depth(self) -> MeshDepthRasterizer:
+        """Compiled z-buffer rasterizer of the collision mesh, built on first access."""
+        return self._parts.depth.get()
+
+    def built_parts(self) -> frozenset[str]:
+        """Which parts exist so far: any of "gaussians" and "mesh" (the scene's files read) and
+        the names in :data:`PARTS`."""
+        built = {name for name in PARTS if getattr(self._parts, name).built}
+        return frozenset(built | self.scene.loaded_parts())
 
     @property
     def name(self) -> str:
@@ -106,12 +176,9 @@ class World:
     @classmethod
     def load(cls, scene: Scene | str | Path, vehicle: VehicleParams | None = None,
              protocol: Protocol | None = None, cache_dir: str | Path | None = None) -> "World":
-        """Load a scene folder (or take a loaded Scene) and build what flying needs."""
-        scene = scene if isinstance(scene, Scene) else Scene.load(scene)
-        vehicle = vehicle or load_vehicle_params()
-        protocol = protocol or load_protocol()
-        sdf = SignedDistanceField.for_scene(scene, resolution_m=protocol.task.grid_resolution_m, cache_dir=cache_dir)
-        grid = NavigableGrid.for_scene(scene, sdf, protocol.task, vehicle.radius_m)
-        checker = CollisionChecker(sdf, scene.spec.navigable, vehicle.radius_m)
-        return cls(scene, sdf, grid, checker, MeshRaycaster(scene.mesh), MeshDepthRasterizer(scene.mesh),
-                   vehicle, protocol, None if cache_dir is None else Path(cache_dir))
+        """A scene folder (opened: scene.yaml parsed and validated, its files found, nothing else
+        read; see :meth:`Scene.open`) or a Scene, with what flying needs built on first use.
+        vehicle and protocol default to config/vehicle.yaml and protocol.yaml."""
+        scene = scene if isinstance(scene, Scene) else Scene.open(scene)
+        return cls(scene, vehicle or load_vehicle_params(), protocol or load_protocol(),
+                   None if cache_dir is None else Path(cache_dir))
