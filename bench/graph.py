@@ -31,13 +31,29 @@
    with ``rclpy.qos.qos_profile_sensor_data`` (best effort, keep last 5) on both ends for
    comparison. Targets (graph QoS): p50 <= 2 ms and no drops at 50 Hz.
 
+3. Start-up time and peak memory per node of the sim_eval graph (sim, renderer, policy,
+   evaluator), measured in every graph run of 1. and alone with ``--startup``: the four nodes
+   are started together (``python -m <module>`` of whatever ``airplay`` this interpreter
+   imports, so PYTHONPATH selects the code under test); a node is ready when its endpoint
+   on ``/episode/command`` is visible in the ROS graph (sim, renderer, policy: their
+   subscription; evaluator: its publisher), polled every 20 ms by the bench's own node; the
+   table gives seconds from the node's process start to ready, the CPU seconds its process
+   had used by then (steadier than wall time on a loaded machine) and its peak resident
+   memory (the larger of the last VmHWM read from /proc/<pid>/status and ru_maxrss from
+   wait4 at exit), and when the first episode started. The scene and its disk caches (SDF,
+   LOD hierarchy) are prepared first by a child process with a numba cache of its own, so a
+   run with an empty NUMBA_CACHE_DIR really starts the nodes cold. Only the topic names
+   episode/command and episode/status and the evaluator's results files are relied on.
+
 Every ROS process runs with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, the loopback Fast DDS
-profile and a ROS_DOMAIN_ID of its own (random 1..100 unless set).
+profile and a ROS_DOMAIN_ID of its own (random 1..101 unless set).
 
     .venv/bin/python bench/graph.py           # table (~3 minutes)
     .venv/bin/python bench/graph.py --json    # one JSON object
     .venv/bin/python bench/graph.py --quick   # under a minute
     .venv/bin/python bench/graph.py --compare-executor   # + the graph under rclpy's executor
+    .venv/bin/python bench/graph.py --startup --runs 3   # start-up and memory per node only
+    PYTHONPATH=/tmp/airplay-before/src .venv/bin/python bench/graph.py --startup   # another commit's nodes
 """
 
 from __future__ import annotations
@@ -69,7 +85,7 @@ def ros_environment() -> dict[str, str]:
     """This process's environment with the loopback DDS settings and an own ROS domain."""
     from airplay.launcher import graph_environment
 
-    os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 100)))
+    os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 101)))
     env = graph_environment()
     for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "FASTDDS_DEFAULT_PROFILES_FILE", "PYTHONUNBUFFERED"):
         os.environ.setdefault(key, env[key])  # this process subscribes too
@@ -80,37 +96,162 @@ def ros_environment() -> dict[str, str]:
 # 1. Throughput
 
 
-class StatusListener:
-    """Records the wall time of each ``episode/status`` message (own context, spun in a thread)."""
+class GraphWatcher:
+    """The bench's own view of a graph run (own rclpy context, spun in a thread): the wall time
+    of each ``episode/status`` message, and when each node became ready.
 
-    def __init__(self) -> None:
+    A node is ready when its endpoint on ``/episode/command`` is visible in the ROS graph:
+    the sim's, renderer's and policy's subscription (they subscribe once they can take an
+    episode), the evaluator's publisher. The graph is polled every ``POLL_S`` seconds; at
+    the poll that first sees a node, its ready time and its CPU seconds so far are taken.
+    It never subscribes to ``episode/command`` (the evaluator counts its subscribers).
+    """
+
+    POLL_S = 0.02
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        import threading
+
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
         from std_msgs.msg import String
 
-        from airplay.nodes.background import BackgroundNode
-        from airplay.nodes.common import RELIABLE
-
-        self.background = BackgroundNode("bench_status_listener")
-        self.lock = self.background.lock
+        self.pids = dict(pids)
+        self.lock = threading.Lock()
         self.events: list[tuple[float, dict]] = []
-        self.background.node.create_subscription(String, "episode/status", self._on, RELIABLE)
-        self.background.start()
+        self.ready: dict[str, tuple[float, float | None]] = {}  # name -> (perf_counter, CPU s of its process)
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("bench_graph_watcher", context=self.context)
+        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
+                              durability=DurabilityPolicy.VOLATILE)  # as the graph's episode control
+        self.node.create_subscription(String, "episode/status", self._on_status, reliable)
+        self.node.create_timer(self.POLL_S, self._poll)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, name="bench-graph-watcher", daemon=True)
+        self.thread.start()
 
-    def _on(self, msg) -> None:
+    def _spin(self) -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        try:
+            self.executor.spin()
+        except ExternalShutdownException:
+            pass
+
+    def _on_status(self, msg) -> None:
         t = time.perf_counter()
         with self.lock:
             self.events.append((t, json.loads(msg.data)))
+
+    def _poll(self) -> None:
+        """Record the nodes newly seen on /episode/command (subscribers; the evaluator as publisher)."""
+        t = time.perf_counter()
+        seen = {i.node_name for i in self.node.get_subscriptions_info_by_topic("/episode/command")}
+        seen |= {i.node_name for i in self.node.get_publishers_info_by_topic("/episode/command")
+                 if i.node_name == "evaluator"}
+        with self.lock:
+            fresh = [name for name in seen if name in self.pids and name not in self.ready]
+        for name in fresh:
+            cpu = cpu_seconds(self.pids[name])
+            with self.lock:
+                self.ready[name] = (t, cpu)
+
+    def ready_times(self) -> dict[str, tuple[float, float | None]]:
+        """name -> (perf_counter when first seen ready, its process's CPU seconds then)."""
+        with self.lock:
+            return dict(self.ready)
 
     def span(self) -> dict:
         with self.lock:
             starts = [t for t, m in self.events if m.get("status") == "started"]
             ends = [(t, m) for t, m in self.events if m.get("status") != "started"]
+        out = {"first_started_at": starts[0] if starts else None, "statuses_heard": len(ends)}
         if not starts or not ends:
-            return {"statuses_heard": len(ends), "span_s": None, "steps": None}
-        return {"statuses_heard": len(ends), "span_s": ends[-1][0] - starts[0],
+            return {**out, "span_s": None, "steps": None}
+        return {**out, "span_s": ends[-1][0] - starts[0],
                 "steps": int(sum(int(m.get("steps", 0)) for _, m in ends))}
 
     def close(self) -> None:
-        self.background.close()
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        self.context.try_shutdown()
+        self.thread.join(timeout=2.0)
+
+
+class NodeRun:
+    """One node process of a graph run: started now, sampled while it runs, reaped by ``wait4``.
+
+    Peak memory is the process's peak resident set: the larger of the last ``VmHWM`` read
+    from /proc/<pid>/status while it lived and the ``ru_maxrss`` the kernel reports when it
+    is reaped (both KiB; the latter covers the very end, the former a process killed before
+    it could be reaped normally).
+    """
+
+    def __init__(self, name: str, cmd: list[str], env: dict, log_path: Path) -> None:
+        self.name = name
+        self.log = open(log_path, "w")
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.hwm_kib: int | None = None
+        self.maxrss_kib: int | None = None
+        self.cpu_s: float | None = None
+        self.code: int | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.code is None
+
+    def sample(self) -> None:
+        """Read the live process's VmHWM (KiB) and CPU seconds (kept: the last read before it exits)."""
+        if self.running:
+            hwm = proc_status_kib(self.proc.pid, "VmHWM")
+            self.hwm_kib = hwm if hwm is not None else self.hwm_kib
+            cpu = cpu_seconds(self.proc.pid)
+            self.cpu_s = cpu if cpu is not None else self.cpu_s
+
+    def reap(self, timeout_s: float = 0.0) -> bool:
+        """Collect the exit status and ru_maxrss if the process has ended (waiting up to
+        ``timeout_s`` seconds); True once it has."""
+        deadline = time.monotonic() + timeout_s
+        while self.running:
+            pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+            if pid:
+                self.code = self.proc.returncode = os.waitstatus_to_exitcode(status)
+                self.maxrss_kib = usage.ru_maxrss
+                self.log.close()
+            elif time.monotonic() >= deadline:
+                return False
+            else:
+                time.sleep(0.02)
+        return True
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the node's process group (it was started in a session of its own)."""
+        if self.running:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def peak_mib(self) -> float | None:
+        """Peak resident memory (MiB): max(last VmHWM, ru_maxrss at exit)."""
+        kib = max((v for v in (self.hwm_kib, self.maxrss_kib) if v is not None), default=None)
+        return None if kib is None else round(kib / 1024.0, 1)
+
+
+def proc_status_kib(pid: int, key: str) -> int | None:
+    """A ``kB`` field (VmHWM, VmRSS, ...) of /proc/<pid>/status in KiB; None if unreadable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def run_inprocess(scene_dir: Path, out: Path, episodes: int, render_images: bool) -> dict:
@@ -132,43 +273,72 @@ def _outcomes(out: Path) -> list[tuple]:
     return [(r.get("task_id"), r.get("status"), r.get("steps")) for r in rows]
 
 
+def graph_arguments(scene_dir: Path, episodes: int, render_images: bool, out: Path) -> list[str]:
+    """The sim_eval launch arguments of the bench run, those the importable airplay accepts
+    (so that the bench also starts older or newer node code; graph.py refuses unknown keys)."""
+    from airplay.graph import SIM_EVAL_ARGUMENTS
+
+    wanted = {"scenes": scene_dir, "episodes": episodes, "seed": 0, "policy": "expert", "setting": "pointgoal",
+              "lockstep": "true", "command_timeout_s": "10.0", "out": out,
+              "render_images": str(render_images).lower()}
+    return [f"{k}:={v}" for k, v in wanted.items() if k in SIM_EVAL_ARGUMENTS]
+
+
 def run_graph(scene_dir: Path, out: Path, episodes: int, render_images: bool, env: dict, log_dir: Path,
-              timeout_s: float) -> dict:
+              timeout_s: float) -> tuple:
+    """Start the four sim_eval nodes, wait for the evaluator to exit (or ``timeout_s``), stop the
+    rest. Returns (summary meta, outcomes, status span, seconds from the first start to the
+    evaluator's exit, CPU seconds of the nodes still running then, per-node start-up rows)."""
     from airplay.graph import SIM_EVAL_ARGUMENTS, parse_launch_arguments, sim_eval_graph
     from airplay.launcher import node_command
 
-    specs = sim_eval_graph(parse_launch_arguments(
-        [f"scenes:={scene_dir}", f"episodes:={episodes}", "seed:=0", "policy:=expert", "setting:=pointgoal",
-         "lockstep:=true", "command_timeout_s:=10.0", f"out:={out}",
-         f"render_images:={str(render_images).lower()}"], SIM_EVAL_ARGUMENTS))
-    listener = StatusListener()
-    procs: dict[str, subprocess.Popen] = {}
+    specs = sim_eval_graph(parse_launch_arguments(graph_arguments(scene_dir, episodes, render_images, out),
+                                                  SIM_EVAL_ARGUMENTS))
+    runs: dict[str, NodeRun] = {}
+    watcher = None
     t0 = time.perf_counter()
     try:
         for spec in specs:
-            logf = open(log_dir / f"{spec.name}.log", "w")
-            procs[spec.name] = subprocess.Popen(node_command(spec, sys.executable), env=env, stdout=logf,
-                                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                                start_new_session=True)
-        try:
-            code = procs["evaluator"].wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            code = None
+            runs[spec.name] = NodeRun(spec.name, node_command(spec, sys.executable), env, log_dir / f"{spec.name}.log")
+        watcher = GraphWatcher({name: run.proc.pid for name, run in runs.items()})
+        evaluator = runs["evaluator"]
+        while not evaluator.reap() and time.perf_counter() - t0 < timeout_s:
+            for run in runs.values():
+                run.sample()
+                run.reap()
+            time.sleep(0.05)
+        code = evaluator.code
         total_s = time.perf_counter() - t0
-        cpu_s = {name: _cpu_seconds(proc.pid) for name, proc in procs.items() if proc.poll() is None}
+        for run in runs.values():
+            run.sample()  # the last VmHWM and CPU time before the bench stops them
+        cpu_s = {name: run.cpu_s for name, run in runs.items() if run.running}
         time.sleep(0.2)
-        span = listener.span()
+        span = watcher.span()
+        ready = watcher.ready_times()
     finally:
-        _stop(procs)
-        listener.close()
+        _stop(runs)
+        if watcher is not None:
+            watcher.close()
     if code != 0:
         tail = "\n".join(f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted(log_dir.glob("*.log")))
         raise RuntimeError(f"the evaluator {'timed out' if code is None else f'exited with {code}'}\n{tail}")
     summary = json.loads((out / "summary.json").read_text())
-    return summary["meta"], _outcomes(out), span, total_s, cpu_s
+    return summary["meta"], _outcomes(out), span, total_s, cpu_s, startup_rows(runs, ready, span, t0)
 
 
-def _cpu_seconds(pid: int) -> float | None:
+def startup_rows(runs: dict, ready: dict, span: dict, t0: float) -> dict:
+    """Per node: seconds from its process start to ready, its CPU seconds then, its peak RSS (MiB);
+    and when the first episode started (seconds after the first process start)."""
+    nodes = {}
+    for name, run in runs.items():
+        t, cpu = ready.get(name, (None, None))
+        nodes[name] = {"ready_s": None if t is None else round(t - run.started, 2),
+                       "cpu_s_to_ready": cpu, "peak_rss_mib": run.peak_mib(), "exit_code": run.code}
+    first = span.get("first_started_at")
+    return {"nodes": nodes, "first_episode_started_s": None if first is None else round(first - t0, 2)}
+
+
+def cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of a live process so far (Linux /proc), None if unreadable."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -177,37 +347,52 @@ def _cpu_seconds(pid: int) -> float | None:
         return None
 
 
-def _stop(procs: dict) -> None:
-    for proc in procs.values():
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + 5.0
-    for proc in procs.values():
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=5)
+def _stop(runs: dict, wait_s: float = 5.0) -> None:
+    """SIGINT each running node's process group, reap it; SIGKILL what is left after ``wait_s``."""
+    for run in runs.values():
+        run.signal(signal.SIGINT)
+    deadline = time.monotonic() + wait_s
+    for run in runs.values():
+        if not run.reap(max(0.0, deadline - time.monotonic())):
+            run.signal(signal.SIGKILL)
+            run.reap(5.0)
+
+
+PREP_NUMBA_CACHE = Path(tempfile.gettempdir()) / "airplay-bench-prep-numba"
+"""NUMBA_CACHE_DIR of the scene-preparing child process: not the nodes' (a cold-cache
+start-up run must find the nodes' cache as the user left it)."""
+
+
+def prepare_scene(scene_dir: Path, density: float | None, env: dict) -> None:
+    """Generate the synthetic indoor scene (seed 1) and fill the disk caches the nodes read (its
+    SDF and level-of-detail hierarchy), in a child process with a numba cache of its own."""
+    log("[scene] generating the synthetic indoor scene (seed 1), its SDF and LOD hierarchy ...")
+    t = time.perf_counter()
+    cmd = [sys.executable, os.path.abspath(__file__), "--prepare-scene", str(scene_dir)]
+    cmd += [] if density is None else ["--density", str(density)]
+    done = subprocess.run(cmd, env={**env, "NUMBA_CACHE_DIR": str(PREP_NUMBA_CACHE)}, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"preparing the scene failed (code {done.returncode}):\n{done.stderr[-3000:]}")
+    log(f"[scene] ready in {time.perf_counter() - t:.1f} s")
+
+
+def prepare_scene_main(scene_dir: Path, density: float | None) -> int:
+    """The child of :func:`prepare_scene`: make the scene, then build (or read) its cached parts."""
+    from airplay.scene.synthetic import make_scene
+    from airplay.sim.world import World
+
+    make_scene("indoor", 1, scene_dir, name="indoor_1", **({} if density is None else {"gaussians_per_m2": density}))
+    world = World.load(scene_dir)
+    world.sdf  # noqa: B018 - the disk-cached SDF, built once before four processes want it
+    world.lod_hierarchy()  # the renderer's disk-cached LOD hierarchy, likewise
+    return 0
 
 
 def throughput(tmp: Path, episodes: int, render_images: bool, env: dict, density: float | None,
                logs_to: Path | None = None, compare_executor: bool = False) -> dict:
-    from airplay.scene.synthetic import make_scene
-    from airplay.sim.world import World
-
     scene_dir = tmp / "indoor_1"
-    log("[scene] generating the synthetic indoor scene (seed 1) ...")
-    t = time.perf_counter()
-    kwargs = {} if density is None else {"gaussians_per_m2": density}
-    make_scene("indoor", 1, scene_dir, name="indoor_1", **kwargs)
-    World.load(scene_dir)  # the disk-cached SDF, built once before four processes want it
-    log(f"[scene] ready in {time.perf_counter() - t:.1f} s")
+    prepare_scene(scene_dir, density, env)
 
     images = "with" if render_images else "without"
     log(f"[in-process] {episodes} episodes, expert, {images} images ...")
@@ -222,8 +407,8 @@ def throughput(tmp: Path, episodes: int, render_images: bool, env: dict, density
     log_dir = tmp / "graph-logs"
     log_dir.mkdir()
     budget = 60.0 + 4.0 * ip_meta["wall_time_s"]
-    g_meta, g_out, span, total_s, cpu_s = run_graph(scene_dir, tmp / "out-graph", episodes, render_images, env,
-                                                    log_dir, budget)
+    g_meta, g_out, span, total_s, cpu_s, startup = run_graph(scene_dir, tmp / "out-graph", episodes,
+                                                             render_images, env, log_dir, budget)
     if logs_to is not None:
         import shutil
 
@@ -238,7 +423,7 @@ def throughput(tmp: Path, episodes: int, render_images: bool, env: dict, density
         log("[graph] again with AIRPLAY_EXECUTOR=rclpy (rclpy's SingleThreadedExecutor) ...")
         ref_dir = tmp / "graph-logs-rclpy"
         ref_dir.mkdir()
-        r_meta, r_out, _, _, r_cpu = run_graph(scene_dir, tmp / "out-graph-rclpy", episodes, render_images,
+        r_meta, r_out, _, _, r_cpu, _ = run_graph(scene_dir, tmp / "out-graph-rclpy", episodes, render_images,
                                                {**env, "AIRPLAY_EXECUTOR": "rclpy"}, ref_dir, budget)
         r_rate = r_meta["control_steps"] / max(r_meta["wall_time_s"], 1e-9)
         log(f"[graph] rclpy executor: {r_meta['control_steps']} steps in {r_meta['wall_time_s']:.2f} s = "
@@ -262,6 +447,7 @@ def throughput(tmp: Path, episodes: int, render_images: bool, env: dict, density
                   "listener_steps_per_s": round(span_rate, 1) if span_rate else None,
                   "node_cpu_s_at_end": cpu_s, "executor": env.get("AIRPLAY_EXECUTOR", "lean") or "lean"},
         "graph_rclpy_executor": reference,
+        "startup": startup,
         "same_outcomes": ip_out == g_out,
         "ratio": round(ratio, 3),
         "target_ratio": TARGET_RATIO,
@@ -382,6 +568,101 @@ def latency(qos_name: str, duration_s: float, env: dict) -> dict:
 
 
 # --------------------------------------------------------------------------------------
+# 3. Start-up time and peak memory per node
+
+
+def startup(tmp: Path, runs: int, episodes: int, render_images: bool, env: dict, density: float | None,
+            timeout_s: float, logs_to: Path | None = None) -> dict:
+    """Start the sim_eval graph ``runs`` times on the prepared scene (``episodes`` each) and
+    measure each node's start-up and peak memory (:func:`startup_rows`); also the median
+    and range over the runs."""
+    scene_dir = tmp / "indoor_1"
+    prepare_scene(scene_dir, density, env)
+    rows = []
+    for i in range(runs):
+        log(f"[start-up] run {i + 1}/{runs}: sim, renderer, policy, evaluator, {episodes} episode(s) ...")
+        log_dir = tmp / f"startup-logs-{i}"
+        log_dir.mkdir()
+        *_, total_s, _, row = run_graph(scene_dir, tmp / f"out-startup-{i}", episodes, render_images, env, log_dir,
+                                        timeout_s)
+        if logs_to is not None:
+            import shutil
+
+            shutil.copytree(log_dir, logs_to / f"startup-{i}", dirs_exist_ok=True)
+        log("[start-up] " + ", ".join(f"{name} ready {n['ready_s']} s ({n['peak_rss_mib']} MiB)"
+                                      for name, n in row["nodes"].items())
+            + f"; first episode {row['first_episode_started_s']} s; evaluator exit {total_s:.1f} s")
+        rows.append(row)
+    return {"runs": rows, "summary": summarize_startup(rows), "episodes": episodes, "render_images": render_images,
+            "gaussians_per_m2": density if density is not None else "default"}
+
+
+def summarize_startup(rows: list[dict]) -> dict:
+    """Per node and figure (ready_s, cpu_s_to_ready, peak_rss_mib): [median, min, max] over runs
+    (None where no run had it); and the same for first_episode_started_s."""
+    def stats(values: list) -> list | None:
+        v = [x for x in values if x is not None]
+        return [round(float(np.median(v)), 2), min(v), max(v)] if v else None
+
+    names = list(rows[0]["nodes"]) if rows else []
+    figures = ("ready_s", "cpu_s_to_ready", "peak_rss_mib")
+    out = {name: {f: stats([r["nodes"][name][f] for r in rows]) for f in figures} for name in names}
+    return {"nodes": out, "first_episode_started_s": stats([r["first_episode_started_s"] for r in rows])}
+
+
+def code_under_test() -> dict:
+    """Where the ``airplay`` the nodes import lives, and its git commit (with '+dirty' when
+    tracked files under src/ differ from it); the nodes are started from the same interpreter
+    and PYTHONPATH."""
+    import airplay
+
+    src = Path(airplay.__file__).resolve().parent
+    root = src.parents[1]
+    commit = None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "src"],
+                               capture_output=True, text=True, timeout=10)
+        if head.returncode == 0:
+            commit = head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"package": str(src), "commit": commit}
+
+
+def numba_cache_state(env: dict) -> dict:
+    """The nodes' NUMBA_CACHE_DIR and how many compiled-function index files (*.nbi) it held
+    before the run (0: a cold cache; unset: numba caches in __pycache__ next to the sources)."""
+    folder = env.get("NUMBA_CACHE_DIR")
+    if not folder:
+        return {"dir": None, "index_files": None}
+    path = Path(folder)
+    return {"dir": folder, "index_files": sum(1 for _ in path.rglob("*.nbi")) if path.is_dir() else 0}
+
+
+def print_startup(st: dict, title: str) -> None:
+    """The start-up table: per node, ready time, CPU seconds to ready and peak RSS."""
+    runs = st["runs"]
+    summary = summarize_startup(runs) if "summary" not in st else st["summary"]
+    print(f"\n{title}")
+    many = len(runs) > 1
+    cell = (lambda v, p: "-" if v is None else (f"{v[0]:.{p}f} ({v[1]:.{p}f}-{v[2]:.{p}f})" if many
+                                                 else f"{v[0]:.{p}f}"))
+    head = f"{'node':<11}{'ready s':>20}{'CPU s to ready':>20}{'peak RSS MiB':>22}"
+    print(head)
+    print("-" * len(head))
+    for name, f in summary["nodes"].items():
+        print(f"{name:<11}{cell(f['ready_s'], 2):>20}{cell(f['cpu_s_to_ready'], 2):>20}"
+              f"{cell(f['peak_rss_mib'], 1):>22}")
+    print(f"{'graph':<11}{cell(summary['first_episode_started_s'], 2):>20}  first episode 'started' status, from "
+          "the first process start")
+    print("ready: the node's endpoint on /episode/command seen in the ROS graph (sim, renderer, policy: its "
+          "subscription; evaluator: its publisher), from its own process start; CPU s: user + system of its "
+          "process then; peak RSS: max(VmHWM, ru_maxrss at exit)." + (" Median (min-max) over runs." if many else ""))
+
+
+# --------------------------------------------------------------------------------------
 
 
 def main(argv=None) -> int:
@@ -398,12 +679,22 @@ def main(argv=None) -> int:
     parser.add_argument("--compare-executor", action="store_true",
                         help="also run the graph with rclpy's SingleThreadedExecutor (AIRPLAY_EXECUTOR=rclpy)")
     parser.add_argument("--logs", type=Path, default=None, help="copy the graph nodes' logs into this folder")
+    parser.add_argument("--startup", action="store_true",
+                        help="only measure start-up time and peak memory per node (no in-process run, no latency)")
+    parser.add_argument("--runs", type=int, default=1, help="graph runs of --startup (default 1)")
+    parser.add_argument("--graph-timeout", type=float, default=600.0,
+                        help="seconds a --startup graph run may take (a cold numba cache compiles in it)")
     parser.add_argument("--skip-throughput", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--prepare-scene", type=Path, default=None, help=argparse.SUPPRESS)  # the scene child
     parser.add_argument("--publish", default=None, help=argparse.SUPPRESS)  # the publisher child process
     parser.add_argument("--publish-seconds", type=float, default=10.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.publish:
         return publisher_main(args.publish, IMAGE_RATE_HZ, args.publish_seconds)
+    if args.prepare_scene:
+        return prepare_scene_main(args.prepare_scene, args.density)
+    if args.startup:
+        return startup_main(args)
     episodes = args.episodes or (1 if args.quick else 4)
     lat_s = args.latency_seconds or (3.0 if args.quick else 10.0)
 
@@ -433,6 +724,35 @@ def main(argv=None) -> int:
     return 0
 
 
+def startup_main(args) -> int:
+    """``--startup``: the start-up and memory table alone (``--runs`` graph runs of ``--episodes``, default 1)."""
+    env = ros_environment()
+    result = {"cpu_count": os.cpu_count(), "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+              "ros_domain_id": int(env["ROS_DOMAIN_ID"]), "code": code_under_test(),
+              "numba_cache": numba_cache_state(env)}
+    t_all = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="airplay-bench-startup-") as tmp:
+        result["startup"] = startup(Path(tmp), max(1, args.runs), args.episodes or 1, args.images, env, args.density,
+                                    args.graph_timeout, args.logs)
+    result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    result["bench_s"] = round(time.perf_counter() - t_all, 1)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    st, nc = result["startup"], result["numba_cache"]
+    cache = ("NUMBA_CACHE_DIR unset (__pycache__)" if nc["dir"] is None
+             else f"NUMBA_CACHE_DIR {nc['dir']} ({nc['index_files']} index files at start)")
+    print(f"{result['cpu_count']} CPUs, load average {result['load_average_at_start'][0]:.2f} at start, "
+          f"{result['load_average_at_end'][0]:.2f} at end; ROS_DOMAIN_ID {result['ros_domain_id']}, loopback only; "
+          f"bench {result['bench_s']:.0f} s.\ncode: {result['code']['package']} ({result['code']['commit']}); {cache}")
+    print_startup(st, f"Start-up and peak memory per node: sim_eval graph, the four nodes started together, "
+                      f"{st['episodes']} pointgoal episode(s), expert, synthetic indoor_1 (seed 1, "
+                      f"{st['gaussians_per_m2']} Gaussians/m^2), "
+                      f"{'RGB + depth rendered' if st['render_images'] else 'no images rendered'}; "
+                      f"{len(st['runs'])} run(s)")
+    return 0
+
+
 def print_table(res: dict) -> None:
     print(f"{res['cpu_count']} CPUs, load average {res['load_average_at_start'][0]:.2f} at start; "
           f"ROS_DOMAIN_ID {res['ros_domain_id']}, {res['rmw']}, loopback only; bench {res['bench_s']:.0f} s.")
@@ -459,6 +779,8 @@ def print_table(res: dict) -> None:
                   + ", ".join(f"{k} {v}" for k, v in g["node_cpu_s_at_end"].items()))
         print(f"graph process start -> evaluator exit: {g['process_start_to_exit_s']:.1f} s; in-process with "
               f"scene set-up: {ip['wall_time_s']:.1f} s. Same per-episode outcomes: {t['same_outcomes']}")
+        if t.get("startup"):
+            print_startup({"runs": [t["startup"]]}, "Start-up and peak memory per node (the graph run above):")
     print(f"\nImage latency: 224x224 rgb8 (150,528 bytes) between two processes at {IMAGE_RATE_HZ:g} Hz, "
           "receive - send wall time")
     head = f"{'QoS':<13}{'sent':>6}{'recv':>6}{'drops':>6}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'max ms':>9}"
