@@ -82,14 +82,41 @@ def log(msg: str) -> None:
 
 
 def ros_environment() -> dict[str, str]:
-    """This process's environment with the loopback DDS settings and an own ROS domain."""
+    """This process's environment with the loopback DDS settings and an own ROS domain: the
+    given ROS_DOMAIN_ID, else a random one in 1..101 on which no other node is seen (other
+    graphs on this machine's loopback would mix with ours; up to 10 draws)."""
     from airplay.launcher import graph_environment
 
-    os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 101)))
     env = graph_environment()
     for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "FASTDDS_DEFAULT_PROFILES_FILE", "PYTHONUNBUFFERED"):
         os.environ.setdefault(key, env[key])  # this process subscribes too
+    if "ROS_DOMAIN_ID" not in os.environ:
+        draw = random.SystemRandom()
+        for _ in range(10):
+            domain = draw.randint(1, 101)
+            others = nodes_on_domain(domain)
+            if not others:
+                break
+            log(f"[ros] domain {domain} is in use ({', '.join(others[:4])}); drawing another")
+        os.environ["ROS_DOMAIN_ID"] = str(domain)
+    env["ROS_DOMAIN_ID"] = os.environ["ROS_DOMAIN_ID"]
     return env
+
+
+def nodes_on_domain(domain: int, wait_s: float = 1.5) -> list[str]:
+    """Names of the ROS nodes other processes run on ``domain`` (seen within ``wait_s`` seconds)."""
+    import rclpy
+
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=domain)
+    try:
+        node = rclpy.create_node("bench_domain_probe", context=context)
+        time.sleep(wait_s)  # discovery runs in the middleware's own threads
+        names = sorted(n for n in node.get_node_names() if n != "bench_domain_probe")
+        node.destroy_node()
+        return names
+    finally:
+        context.try_shutdown()
 
 
 # --------------------------------------------------------------------------------------
@@ -121,6 +148,7 @@ class GraphWatcher:
         self.lock = threading.Lock()
         self.events: list[tuple[float, dict]] = []
         self.ready: dict[str, tuple[float, float | None]] = {}  # name -> (perf_counter, CPU s of its process)
+        self.foreign: set[str] = set()  # nodes of other processes on our domain (they would spoil the run)
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
         self.node = rclpy.create_node("bench_graph_watcher", context=self.context)
@@ -152,12 +180,21 @@ class GraphWatcher:
         seen = {i.node_name for i in self.node.get_subscriptions_info_by_topic("/episode/command")}
         seen |= {i.node_name for i in self.node.get_publishers_info_by_topic("/episode/command")
                  if i.node_name == "evaluator"}
+        names = self.node.get_node_names()
+        strangers = {n for n in names if n not in self.pids and not n.startswith("bench_")}
+        strangers |= {f"second {n}" for n in self.pids if names.count(n) > 1}
         with self.lock:
+            self.foreign |= strangers
             fresh = [name for name in seen if name in self.pids and name not in self.ready]
         for name in fresh:
             cpu = cpu_seconds(self.pids[name])
             with self.lock:
                 self.ready[name] = (t, cpu)
+
+    def foreign_nodes(self) -> list[str]:
+        """Nodes seen on the domain that are not this run's (a shared domain: figures unreliable)."""
+        with self.lock:
+            return sorted(self.foreign)
 
     def ready_times(self) -> dict[str, tuple[float, float | None]]:
         """name -> (perf_counter when first seen ready, its process's CPU seconds then)."""
@@ -315,6 +352,7 @@ def run_graph(scene_dir: Path, out: Path, episodes: int, render_images: bool, en
         time.sleep(0.2)
         span = watcher.span()
         ready = watcher.ready_times()
+        foreign = watcher.foreign_nodes()
     finally:
         _stop(runs)
         if watcher is not None:
@@ -323,7 +361,8 @@ def run_graph(scene_dir: Path, out: Path, episodes: int, render_images: bool, en
         tail = "\n".join(f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted(log_dir.glob("*.log")))
         raise RuntimeError(f"the evaluator {'timed out' if code is None else f'exited with {code}'}\n{tail}")
     summary = json.loads((out / "summary.json").read_text())
-    return summary["meta"], _outcomes(out), span, total_s, cpu_s, startup_rows(runs, ready, span, t0)
+    nodes = {**startup_rows(runs, ready, span, t0), "foreign_nodes": foreign}
+    return summary["meta"], _outcomes(out), span, total_s, cpu_s, nodes
 
 
 def startup_rows(runs: dict, ready: dict, span: dict, t0: float) -> dict:
@@ -592,6 +631,8 @@ def startup(tmp: Path, runs: int, episodes: int, render_images: bool, env: dict,
         log("[start-up] " + ", ".join(f"{name} ready {n['ready_s']} s ({n['peak_rss_mib']} MiB)"
                                       for name, n in row["nodes"].items())
             + f"; first episode {row['first_episode_started_s']} s; evaluator exit {total_s:.1f} s")
+        if row["foreign_nodes"]:
+            log(f"[start-up] WARNING: other nodes on ROS_DOMAIN_ID {env['ROS_DOMAIN_ID']}: {row['foreign_nodes']}")
         rows.append(row)
     return {"runs": rows, "summary": summarize_startup(rows), "episodes": episodes, "render_images": render_images,
             "gaussians_per_m2": density if density is not None else "default"}
@@ -652,6 +693,7 @@ def print_startup(st: dict, title: str) -> None:
     head = f"{'node':<11}{'ready s':>20}{'CPU s to ready':>20}{'peak RSS MiB':>22}"
     print(head)
     print("-" * len(head))
+    foreign = sorted({n for r in runs for n in r.get("foreign_nodes", [])})
     for name, f in summary["nodes"].items():
         print(f"{name:<11}{cell(f['ready_s'], 2):>20}{cell(f['cpu_s_to_ready'], 2):>20}"
               f"{cell(f['peak_rss_mib'], 1):>22}")
@@ -660,6 +702,9 @@ def print_startup(st: dict, title: str) -> None:
     print("ready: the node's endpoint on /episode/command seen in the ROS graph (sim, renderer, policy: its "
           "subscription; evaluator: its publisher), from its own process start; CPU s: user + system of its "
           "process then; peak RSS: max(VmHWM, ru_maxrss at exit)." + (" Median (min-max) over runs." if many else ""))
+    if foreign:
+        print(f"WARNING: nodes of other processes were on the ROS domain during the run(s): {', '.join(foreign)}; "
+              "the ready times may be theirs")
 
 
 # --------------------------------------------------------------------------------------
