@@ -11,6 +11,8 @@ EPISODES ?= 10
 # DDS stays on this machine unless the user says otherwise (config/fastdds_localhost.xml).
 export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 export FASTDDS_DEFAULT_PROFILES_FILE ?= $(CURDIR)/config/fastdds_localhost.xml
+# Fast DDS 2.x (ROS 2 Jazzy's) reads the profile from this name, Fast DDS 3.x from the one above.
+export FASTRTPS_DEFAULT_PROFILES_FILE ?= $(FASTDDS_DEFAULT_PROFILES_FILE)
 export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
 
 .PHONY: setup sim-eval test bench clean-venv help
@@ -51,6 +53,7 @@ sim-eval: $(STAMP)
 
 test: $(STAMP)
 	ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST FASTDDS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml \
+	  FASTRTPS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml \
 	  $(PY) -m pytest -q
 
 bench: $(STAMP)

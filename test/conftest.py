@@ -13,6 +13,7 @@ REAL_DATA = REPO.parent / "shared" / "data" / "real"
 # Set before any test imports rclpy; subprocesses inherit them.
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(REPO / "config" / "fastdds_localhost.xml")
+os.environ["FASTRTPS_DEFAULT_PROFILES_FILE"] = os.environ["FASTDDS_DEFAULT_PROFILES_FILE"]  # what Fast DDS 2.x reads
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
 

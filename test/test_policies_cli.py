@@ -112,7 +112,7 @@ def test_policy_node_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, 
     out = tmp_path / "ros"
     procs = {}
     try:
-        procs["sim"] = start_node("sim", {**common, "lockstep": True, "command_timeout_s": 20.0}, tmp_path)
+        procs["sim"] = start_node("sim", {**common, "lockstep": True}, tmp_path)
         procs["renderer"] = start_node("renderer", {**common, "lockstep": True, "render_images": False}, tmp_path)
         procs["policy"] = start_node("policy", {**common, "lockstep": True, "policy": "act",
                                                 "checkpoint": str(folder), "execution_horizon": 4}, tmp_path)

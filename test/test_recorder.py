@@ -106,7 +106,7 @@ def recorded(scene_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("collect")
     nodes = collect_graph(parse_launch_arguments(
         [f"scenes:={scene_dir}", f"episodes:={EPISODES}", f"seed:={SEED}", f"out:={tmp / 'bags'}", f"results:={tmp / 'results'}",
-         "render_images:=true", "command_timeout_s:=20.0"], COLLECT_ARGUMENTS))
+         "render_images:=true"], COLLECT_ARGUMENTS))
     recorder = nodes[-1]
     assert recorder.name == "recorder" and recorder.parameters["out"] == str(tmp / "bags")
     for name in ("sigint", "sigkill"):

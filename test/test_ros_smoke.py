@@ -52,3 +52,58 @@ def test_string_crosses_processes_on_loopback():
         proc.wait(timeout=10)
     assert len(received) >= 3, "no messages crossed between processes over DDS"
     assert all(m.startswith("hello ") for m in received)
+
+
+WATCHER = textwrap.dedent(
+    """
+    import sys, time, rclpy
+    rclpy.init()
+    node = rclpy.create_node("airplay_lease_watcher")
+    seen = False
+    deadline = time.monotonic() + 60.0
+    while time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.05)
+        present = "airplay_lease_victim" in node.get_node_names()
+        if present and not seen:
+            seen = True
+            print("seen", flush=True)
+        elif seen and not present:
+            print(f"gone {time.monotonic()}", flush=True)
+            break
+    """
+)
+VICTIM = textwrap.dedent(
+    """
+    import rclpy
+    rclpy.init()
+    node = rclpy.create_node("airplay_lease_victim")
+    while True:
+        rclpy.spin_once(node, timeout_sec=0.1)
+    """
+)
+
+
+@pytest.mark.ros
+def test_the_loopback_profile_is_what_fast_dds_runs_with(monkeypatch):
+    """Fast DDS reads config/fastdds_localhost.xml (loopback UDP and shared memory only): Fast DDS
+    2.x, ROS 2 Jazzy's, reads it from FASTRTPS_DEFAULT_PROFILES_FILE and ignores the name Fast
+    DDS 3 reads. Seen by the profile's participant lease: a SIGKILLed node leaves the graph
+    after about 10 s, where Fast DDS's own default is 20 s."""
+    from conftest import random_ros_domain
+
+    assert os.environ["FASTRTPS_DEFAULT_PROFILES_FILE"] == os.environ["FASTDDS_DEFAULT_PROFILES_FILE"]
+    monkeypatch.setenv("ROS_DOMAIN_ID", random_ros_domain())
+    watcher = subprocess.Popen([sys.executable, "-c", WATCHER], stdout=subprocess.PIPE, text=True)
+    victim = subprocess.Popen([sys.executable, "-c", VICTIM])
+    try:
+        assert watcher.stdout.readline().strip() == "seen"
+        killed = time.monotonic()
+        victim.kill()
+        line = watcher.stdout.readline().split()
+        assert line and line[0] == "gone", "the watcher never saw the killed node leave"
+        waited = float(line[1]) - killed
+    finally:
+        for proc in (victim, watcher):
+            proc.kill()
+            proc.wait(timeout=10)
+    assert 8.0 < waited < 15.0, f"a killed node left the graph after {waited:.1f} s (profile lease: 10 s)"

@@ -188,6 +188,8 @@ class EpisodeRecorder:
 
     def _start(self, status: dict, cdr: bytes, now: float) -> None:
         start = int(status["stamp_ns"])
+        if any(seg.start_ns == start for seg in self.segments):
+            return  # the same start again (a vehicle's bridge repeats it): already recording
         self.latest_ns = max(self.latest_ns, start)
         for seg in self.segments:  # an episode that never ended: cut it here
             if seg.end_ns is None:
@@ -302,6 +304,21 @@ def scene_task_metadata(scene_dir: str, index: int, episodes: int, seed: int, se
         _SCENE_TASKS[key] = (world.scene.spec.split, round(1.0 / world.vehicle.control_dt_s), tasks)
     split, fps, tasks = _SCENE_TASKS[key]
     return {"split": split, "task": tasks[int(index)].to_dict(), "fps": fps} if index is not None else {}
+
+
+def started_task_metadata(started: dict) -> dict | None:
+    """``split``, ``task`` (Task.to_dict(), without the path) and ``fps`` from a "started" status
+    that carries its task (the evaluator's episode command, echoed by the sim): only scene.yaml
+    and the vehicle parameters are read. None where the status names no task (a vehicle's bridge)."""
+    task = started.get("task")
+    if not isinstance(task, dict):
+        return None
+    from airplay.scene.spec import parse_scene_yaml
+    from airplay.sim.dynamics import load_vehicle_params
+
+    return {"split": parse_scene_yaml(started["scene_dir"]).split,
+            "task": {k: v for k, v in task.items() if k != "path_m"},
+            "fps": round(1.0 / load_vehicle_params().control_dt_s)}
 
 
 def basic_metadata(seg: Segment, setting: str, seed: int) -> dict:

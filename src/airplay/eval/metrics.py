@@ -32,8 +32,14 @@ from typing import Any
 
 import numpy as np
 
-STATUSES: tuple[str, ...] = ("success", "collision", "out_of_bounds", "timeout", "no_command", "stopped")
-"""``stopped``: the policy ended the episode itself away from the goal (VLN: STOP outside the radius)."""
+STATUSES: tuple[str, ...] = ("success", "collision", "out_of_bounds", "timeout", "no_command", "stopped",
+                             "policy_error", "over_budget")
+"""``stopped``: the policy ended the episode itself away from the goal (VLN: STOP outside the radius).
+``no_command``: the policy left the ROS graph (its process ended) during the episode.
+``policy_error``: the policy raised on an observation (or on ``reset``); the episode ends there and
+the result's ``error`` holds ``"<ExceptionType>: <message>"``.
+``over_budget``: one step of the policy took more than the per-step compute budget (its own CPU
+time; ``--policy-budget-ms``, off by default); ``error`` says how long it took."""
 METRICS: tuple[str, ...] = ("ne", "sr", "osr", "spl", "astar_spl", "cr", "ob", "tts")
 CONTROL_DT_S = 0.02  # 50 Hz control period (DESIGN.md section 6)
 DEFAULT_SUCCESS_RADIUS_M = 1.0
@@ -61,6 +67,8 @@ class EpisodeResult:
     time_to_success_s: float | None
     seed: int
     policy: str = ""
+    error: str | None = None
+    """What ended a ``policy_error`` or ``over_budget`` episode; None otherwise (then not written)."""
 
     def __post_init__(self) -> None:
         # Normalise numpy scalars to builtins so that the record is JSON-serialisable.
@@ -83,8 +91,11 @@ class EpisodeResult:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict of builtin types (JSON-ready)."""
-        return asdict(self)
+        """Plain dict of builtin types (JSON-ready); ``error`` only where set."""
+        d = asdict(self)
+        if d["error"] is None:
+            del d["error"]
+        return d
 
     def to_json(self) -> str:
         """One-line JSON object (keys in field order)."""
@@ -99,7 +110,7 @@ class EpisodeResult:
         """
         d = json.loads(data) if isinstance(data, str) else dict(data)
         names = [f.name for f in fields(cls)]
-        missing = [n for n in names if n not in d and n != "policy"]
+        missing = [n for n in names if n not in d and n not in ("policy", "error")]
         if missing:
             raise ValueError(f"EpisodeResult.from_json: missing field(s) {missing}")
         return cls(**{n: d[n] for n in names if n in d})
@@ -126,6 +137,7 @@ def episode_result(
     seed: int,
     policy: str = "",
     dt_s: float = CONTROL_DT_S,
+    error: str | None = None,
 ) -> EpisodeResult:
     """Compute an :class:`EpisodeResult` from the task and the executed trajectory.
 
@@ -137,6 +149,7 @@ def episode_result(
             ``T >= 1``; ``steps = T - 1``.
         status: one of :data:`STATUSES`.
         dt_s: control period (s), 0.02 at 50 Hz.
+        error: what ended a ``policy_error`` / ``over_budget`` episode.
     """
     traj = np.asarray(trajectory, dtype=float)
     if traj.ndim != 2 or traj.shape[1] != 3 or len(traj) < 1:
@@ -161,6 +174,7 @@ def episode_result(
         time_to_success_s=steps * float(dt_s) if status == "success" else None,
         seed=int(seed),
         policy=str(policy),
+        error=None if error is None else str(error),
     )
 
 

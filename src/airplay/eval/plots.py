@@ -26,6 +26,8 @@ STATUS_COLOURS: dict[str, str] = {
     "timeout": "tab:blue",
     "no_command": "tab:purple",
     "stopped": "tab:brown",
+    "policy_error": "tab:pink",
+    "over_budget": "tab:gray",
 }
 
 

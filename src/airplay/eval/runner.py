@@ -18,7 +18,7 @@ from airplay.eval.aggregate import aggregate
 from airplay.eval.metrics import EpisodeResult, episode_result
 from airplay.eval.plots import plot_trajectories
 from airplay.eval.results import format_table, write_results
-from airplay.policies import make_policy
+from airplay.policies import guard, make_policy
 from airplay.sim.env import AirPlayEnv
 from airplay.sim.world import World
 from airplay.tasks.sampler import sample_tasks
@@ -40,14 +40,18 @@ class EvalConfig:
     """Checkpoint folder of a learned policy (act, dp, cnn_bc); "" for the expert."""
     execution_horizon: int = 0
     """Controls executed per predicted chunk (H); 0 keeps the policy's own."""
+    policy_budget_ms: float = 0.0
+    """Per-step compute budget of the policy (ms of its CPU time); 0: none
+    (:mod:`airplay.policies.guard`)."""
 
 
-def task_result(world: World, task, cfg: EvalConfig, trajectory: np.ndarray, status: str) -> EpisodeResult:
+def task_result(world: World, task, cfg: EvalConfig, trajectory: np.ndarray, status: str,
+                error: str | None = None) -> EpisodeResult:
     """The results line of one flown task (both runtimes write it this way)."""
     return episode_result(
         scene=world.name, task_id=task.task_id, setting=cfg.setting, start=task.start_position,
         goal=task.goal_position, astar_length_m=task.astar_length_m, trajectory=trajectory,
-        status=status, seed=cfg.seed, policy=cfg.policy, dt_s=world.vehicle.control_dt_s)
+        status=status, seed=cfg.seed, policy=cfg.policy, dt_s=world.vehicle.control_dt_s, error=error)
 
 
 def results_meta(cfg: EvalConfig, world: World, runtime: str, control_steps: int, wall_s: float,
@@ -74,16 +78,34 @@ def results_meta(cfg: EvalConfig, world: World, runtime: str, control_steps: int
         "airplay_version": airplay.__version__,
         **({"checkpoint": str(cfg.checkpoint)} if cfg.checkpoint else {}),
         **({"execution_horizon": cfg.execution_horizon} if cfg.execution_horizon else {}),
+        **({"policy_budget_ms": cfg.policy_budget_ms} if cfg.policy_budget_ms else {}),
     }
 
 
-def run_episode(env: AirPlayEnv, policy, task) -> tuple[np.ndarray, str, int]:
-    """Fly one task to its end: (trajectory (T, 3), status, steps)."""
+@dataclass(frozen=True)
+class Flown:
+    """One flown task: trajectory (T, 3) map m (start included), status, steps, and the
+    ``error`` of a ``policy_error`` / ``over_budget`` episode."""
+
+    trajectory: np.ndarray
+    status: str
+    steps: int
+    error: str | None = None
+
+
+def run_episode(env: AirPlayEnv, policy, task, budget_ms: float = 0.0) -> Flown:
+    """Fly one task to its end. The policy is called through :mod:`airplay.policies.guard`: where
+    it raises (or a step exceeds ``budget_ms`` of CPU time) the episode ends at that observation."""
     obs, info = env.reset(options={"task": task})
-    policy.reset(task)
+    error = guard.reset(policy, task)
+    if error is not None and info["status"] == "running":
+        return Flown(np.asarray(env.trajectory), guard.POLICY_ERROR, info["steps"], error)
     while info["status"] == "running":
-        obs, _, _, _, info = env.step(policy.select_action(obs))
-    return np.asarray(env.trajectory), info["status"], info["steps"]
+        step = guard.act(policy, obs, budget_ms)
+        if step.status is not None:
+            return Flown(np.asarray(env.trajectory), step.status, info["steps"], step.error)
+        obs, _, _, _, info = env.step(step.command)
+    return Flown(np.asarray(env.trajectory), info["status"], info["steps"])
 
 
 def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True) -> dict:
@@ -108,14 +130,14 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True) ->
         trajectories, statuses = [], []
         for task in tasks:
             t_episode = time.perf_counter()
-            trajectory, status, steps = run_episode(env, policy, task)
+            flown = run_episode(env, policy, task, cfg.policy_budget_ms)
             flying_s += time.perf_counter() - t_episode
-            total_steps += steps
-            results.append(task_result(world, task, cfg, trajectory, status))
-            trajectories.append(trajectory)
-            statuses.append(status)
+            total_steps += flown.steps
+            results.append(task_result(world, task, cfg, flown.trajectory, flown.status, flown.error))
+            trajectories.append(flown.trajectory)
+            statuses.append(flown.status)
             bar.update(1)
-            bar.set_postfix(steps_per_s=f"{total_steps / max(flying_s, 1e-9):.0f}", last=status)
+            bar.set_postfix(steps_per_s=f"{total_steps / max(flying_s, 1e-9):.0f}", last=flown.status)
         plot_scene(out_dir / f"{world.name}_trajectories.png", world, tasks, trajectories, statuses, cfg)
     bar.close()
     elapsed = time.perf_counter() - t_start

@@ -45,6 +45,13 @@ control step, so a dropped frame costs a bounded-wait retry; best effort drops l
 frames under load on loopback (fragmented UDP), reliable does not. A best-effort
 subscriber still matches this publisher."""
 
+EPISODE_STATUS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
+                            durability=DurabilityPolicy.TRANSIENT_LOCAL)
+"""``episode/status``: reliable and transient-local (the last 10 kept for late joiners), on the
+publisher and on every airplay subscriber. A subscription that DDS matches only after a status
+was sent (discovery is pairwise and not instantaneous) still receives it, so no node waits for
+ever on an episode start it never heard. Volatile subscribers (``ros2 topic echo``) match too."""
+
 CONTROL_DT_NS = 20_000_000  # 50 Hz; checked against the vehicle's control_dt_s by the sim
 
 
@@ -256,25 +263,53 @@ def scene_dirs(scenes: str) -> list:
         raise ParameterError(f"parameter 'scenes': {exc}") from None
 
 
-def preload_first_scene(node, scenes: str, load) -> None:
-    """Call ``load(scene_dir)`` for the first scene of ``scenes`` while the node starts up.
-
-    The nodes call it before they subscribe to ``episode/command``, so that the evaluator
-    (which waits for those subscriptions) starts the first episode on a graph that has its
-    scene loaded instead of timing every node's scene loading as part of the run. Where
-    ``scenes`` names no scene folder (a vehicle run that gets its scene later) or loading
-    fails, nothing happens here: the episode command loads it and reports errors as before.
-    """
+def first_scene(scenes: str) -> str | None:
+    """The first scene folder of the ``scenes`` parameter, or None where it names none (a
+    vehicle run that gets its scene later): the scene a node warms up on before it reports ready."""
     try:
         dirs = scene_dirs(scenes)
     except ParameterError:
-        return
-    if not dirs:
-        return
-    try:
-        load(str(dirs[0]))
-    except Exception as exc:  # reported again, with the episode, when the command comes
-        node.get_logger().warning(f"could not load {dirs[0]} ahead of the first episode: {exc}")
+        return None
+    return str(dirs[0]) if dirs else None
+
+
+class WorldCache:
+    """The :class:`~airplay.sim.world.World` of the latest scene folder asked for (one at a time).
+
+    A World loads its parts on first use, so each node reads only what it touches: the sim the
+    collision model, the renderer the splat and mesh, the expert its planning grid."""
+
+    def __init__(self) -> None:
+        self.scene_dir: str | None = None
+        self.world = None
+
+    def get(self, scene_dir: str):
+        if scene_dir != self.scene_dir:
+            from airplay.sim.world import World
+
+            self.world, self.scene_dir = World.load(scene_dir), scene_dir
+        return self.world
+
+
+class GateLog:
+    """Logs each kind of out-of-order frame once (the first, with the rule that handles it);
+    :meth:`summary` gives the counts of an :class:`~airplay.sim.lockstep.EpisodeGate`."""
+
+    def __init__(self, node, what: str) -> None:
+        self.node, self.what, self.logged = node, what, set()
+
+    def note(self, verdict: str, stamp: int) -> None:
+        from airplay.sim.lockstep import VERDICT_REASONS
+
+        if verdict in VERDICT_REASONS and verdict not in self.logged:
+            self.logged.add(verdict)
+            self.node.get_logger().info(f"{self.what} at {stamp * 1e-9:.2f} s sim time: {VERDICT_REASONS[verdict]} "
+                                        "(counted; logged once)")
+
+    @staticmethod
+    def summary(gate) -> str:
+        counts = {k: v for k, v in gate.counts.items() if v}
+        return ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none"
 
 
 class EpisodeTasks:
@@ -324,34 +359,65 @@ class EpisodeTasks:
 
 
 def run_node(make_node, args=None) -> int:
-    """Init rclpy, build the node, spin until shutdown; quiet on Ctrl-C. Returns an exit code.
+    """Init rclpy, build the node, spin until it stops; return the process's exit code.
 
+    It stops when the node shuts its context down (then ``node.exit_code``, default 0, is the
+    code), or on the first SIGINT or SIGTERM (:mod:`airplay.nodes.shutdown`: the running
+    callback finishes, or is ended 2 s later; then ``node.exit_code``, default 0). Then the node
+    is destroyed and the context shut down, with SIGINT and SIGTERM ignored: a launcher's second
+    signal prints no KeyboardInterrupt traceback and no callback publishes on a dead context.
     A :class:`ParameterError` while building the node prints ``error: ...`` and returns 2.
-    The node may set ``node.exit_code`` before it shuts the context down.
+    Other exceptions propagate (a traceback and exit code 1).
     """
+    import gc
     import sys
 
     import rclpy
     from rclpy.executors import ExternalShutdownException
+    from rclpy.signals import SignalHandlerOptions
 
     from airplay.nodes.executor import ExecutorChoiceError, executor_from_environment
+    from airplay.nodes.shutdown import StopRequested, StopSignals
 
-    rclpy.init(args=args)
+    stop = StopSignals()
+    stop.install()  # before rclpy.init, which installs no handlers of its own
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = None
     code = 0
     try:
-        executor = executor_from_environment()
-        node = make_node()
-        rclpy.spin(node, executor)
+        with stop.abortable():
+            executor = executor_from_environment()
+            node = make_node()
+            _spin_until_stopped(node, executor, stop)
         code = getattr(node, "exit_code", 0)
     except (ParameterError, ExecutorChoiceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         code = 2
-    except (KeyboardInterrupt, ExternalShutdownException):
+    except (StopRequested, ExternalShutdownException):
         code = getattr(node, "exit_code", 0) if node is not None else 0
     finally:
+        stop.ignore_from_now()
         if node is not None:
             node.destroy_node()
-        if rclpy.ok():
-            rclpy.try_shutdown()
+        rclpy.try_shutdown()
+        # The interpreter's exit runs full garbage collections over everything still alive: with
+        # a node's heap (a World, torch) that took 0.6-3 s per pass on the 2-core machine under
+        # load, so nodes outlived launch's 5 s to SIGTERM. Frozen objects are not collected again;
+        # they are freed by reference counting as modules are torn down (cycles by the OS).
+        gc.freeze()
     return code
+
+
+SPIN_POLL_S = 0.1
+"""run_node's spin loop looks at the stop request at least this often (seconds of wall time)."""
+
+
+def _spin_until_stopped(node, executor, stop) -> None:
+    """Spin ``node`` until a stop signal came or its context was shut down (rclpy.spin's loop,
+    with the stop request checked between callbacks)."""
+    executor.add_node(node)
+    try:
+        while not stop.requested and executor.context.ok():
+            executor.spin_once(timeout_sec=SPIN_POLL_S)
+    finally:
+        executor.remove_node(node)

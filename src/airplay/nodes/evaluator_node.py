@@ -1,32 +1,42 @@
 """``evaluator``: drives the episodes, collects the sim's statuses, writes the results, shuts down.
 
-Waits until the sim, renderer and policy subscribe to ``episode/command`` (>= 3 matched) and
-the sim's ``episode/status`` publisher is matched (gives up after ``startup_timeout_s`` with an
-error, exit code 1). Then, for each scene folder of ``scenes`` in order and ``i`` in
-``range(episodes)``, publishes ``episode/command`` {"episode": k, "scene_dir", "index": i}
-and waits for the sim's terminal ``episode/status`` of episode k (at most
-``episode_timeout_s`` of wall time; past it the episode is recorded as ``no_command``).
-If the sim dies (no ``/clock`` for ``sim_silence_s`` once an episode has started - the sim
-publishes it at least every ``republish_s`` - or no ``episode/status`` publisher for 2 s) the
-run stops with exit code 1, after writing the results of the finished episodes.
-The results (``episodes.jsonl``, ``summary.json``, ``<scene>_trajectories.png``, meta
-runtime "ros") are computed as :func:`airplay.eval.runner.evaluate_inprocess` computes
-them; the table is printed; then the node shuts rclpy down (exit code 0).
+It samples each scene's tasks (the only node that does: it loads the scene's planning grid, not
+its splat) and sends each episode's task itself to the graph. It waits until the sim, renderer
+and policy subscribe to ``episode/command`` (>= 3 matched; the nodes subscribe only once they
+have loaded their part of the first scene and run it once, see :mod:`airplay.sim.warmup`) and
+the sim's ``episode/status`` publisher is matched, saying every 10 s whom it still waits for
+(``startup_timeout_s`` > 0 gives up after that long, exit code 1; default 0: no limit, since a
+cold numba cache on a loaded machine can take minutes). Then, for each scene folder of
+``scenes`` in order and ``i`` in ``range(episodes)``, it publishes ``episode/command``
+(:class:`airplay.sim.lockstep.EpisodeCommand`: episode k, scene_dir, index i, the task, the
+success radius) and waits for the sim's terminal ``episode/status`` of episode k, however long
+it takes: no wall-clock limit ends an episode of a slow graph. Each finished episode is logged
+with the run's progress (episodes done, control steps per second).
+
+A node that leaves the graph (its process ended: DDS removes it at once on a clean exit, after
+the Fast DDS participant lease for a killed process) is what ends things early: the sim, or
+the renderer, leaving stops the run with exit code 1 after writing the results of the finished
+episodes; the policy leaving ends its episodes as ``no_command`` (the sim decides that) and the
+run goes on.
+
+The results (``episodes.jsonl``, ``summary.json``, ``<scene>_trajectories.png``, meta runtime
+"ros") are computed as :func:`airplay.eval.runner.evaluate_inprocess` computes them, with the
+``error`` of episodes the policy's failure ended; the table is printed with where the results
+are; then the node shuts rclpy down (exit code 0).
 
 Setting vln (AirVLN-R1): the episodes are the in-process VLN runner's
-(:func:`airplay.vln.evaluate.vln_scene`, from ``vln_config`` / ``vln_episodes``). Before each
-``episode/command`` the evaluator publishes the episode's instruction on ``instruction``
-(std_msgs/String, reliable). An episode is recorded when both the sim's terminal
-``episode/status`` and the policy's ``episode/policy`` report of it have arrived (the report
-carries stop_reason, vln_steps, queries, format_failures, model time; see the policy node);
-without a report within ``report_timeout_s`` it is recorded with the sim's status alone
-(logged). The outcome is AirNav's (:func:`airplay.vln.evaluate.vln_status`: success only if
-the episode ends within the radius; ``stopped`` for a STOP outside it), and the results
-(``episodes.jsonl`` with persona / instruction / vln fields, ``per_persona`` and ``meta.vln`` in
-``summary.json``) are written by the in-process runner's own functions
+(:func:`airplay.vln.evaluate.vln_scene`, from ``vln_config`` / ``vln_episodes``); each command
+carries the episode's instruction (also published on ``instruction``, std_msgs/String,
+reliable, before the command), a goal-free task and a zero success radius. An episode is
+recorded when both the sim's terminal ``episode/status`` and the policy's ``episode/policy``
+report of it have arrived (the report carries stop_reason, vln_steps, queries,
+format_failures, model time; see the policy node); when the policy has left the graph, with
+the sim's status alone (logged). The outcome is AirNav's (:func:`airplay.vln.evaluate.vln_status`:
+success only if the episode ends within the radius; ``stopped`` for a STOP outside it), and the
+results (``episodes.jsonl`` with persona / instruction / vln fields, ``per_persona`` and
+``meta.vln`` in ``summary.json``) are written by the in-process runner's own functions
 (:func:`~airplay.vln.evaluate.vln_episode_result`, :func:`~airplay.vln.evaluate.write_vln_results`).
-The start-up also waits for the policy's ``instruction`` subscription and ``episode/policy``
-publisher.
+The start-up also waits for the policy's ``episode/policy`` publisher.
 """
 
 from __future__ import annotations
@@ -37,36 +47,41 @@ from pathlib import Path
 import numpy as np
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from rosgraph_msgs.msg import Clock as ClockMsg
 from std_msgs.msg import String
 
-from airplay.nodes.common import (RELIABLE, EpisodeTasks, ParameterError, declare, episode_parameters, json_message,
-                                  json_payload, run_node, scene_dirs)
+from airplay.nodes.common import (EPISODE_STATUS, RELIABLE, EpisodeTasks, ParameterError, declare, episode_parameters,
+                                  json_message, json_payload, run_node, scene_dirs)
+
+WAITING_LOG_S = 10.0
+"""While the graph comes up, whom the evaluator waits for is logged this often (wall s)."""
+MEMBERSHIP_CHECK_S = 0.5
+"""How often (wall s) the evaluator looks whether a node has left the graph."""
 
 
 class EvaluatorNode(Node):
     def __init__(self) -> None:
         super().__init__("evaluator")
-        from airplay.policies import POLICY_NAMES
+        from airplay.policies import POLICY_NAMES, is_policy_name
 
         p = episode_parameters(self)
         self.params = p
         self.policy_name = declare(self, "policy", "expert")
         self.checkpoint = str(declare(self, "checkpoint", ""))  # recorded in summary.json's meta
         self.execution_horizon = int(declare(self, "execution_horizon", 0))
+        self.policy_budget_ms = declare(self, "policy_budget_ms", 0.0)  # recorded in summary.json's meta
         self.out = Path(declare(self, "out", "out/sim-eval-ros"))
-        self.episode_timeout_s = float(declare(self, "episode_timeout_s", 300.0))
-        self.startup_timeout_s = float(declare(self, "startup_timeout_s", 60.0))
+        self.startup_timeout_s = float(declare(self, "startup_timeout_s", 0.0))
         self.render_images = declare(self, "render_images", True)
         self.bootstrap = declare(self, "bootstrap", 1000)
-        self.sim_silence_s = float(declare(self, "sim_silence_s", 5.0))
-        self.report_timeout_s = float(declare(self, "report_timeout_s", 10.0))
-        if self.policy_name not in POLICY_NAMES:
-            raise ParameterError(f"parameter 'policy' must be one of {', '.join(POLICY_NAMES)}, "
+        if not is_policy_name(self.policy_name):
+            raise ParameterError(f"parameter 'policy' must be one of {', '.join(POLICY_NAMES)} or module:factory, "
                                  f"got {self.policy_name!r}")
-        for name in ("episode_timeout_s", "startup_timeout_s", "sim_silence_s", "report_timeout_s"):
-            if not getattr(self, name) > 0:
-                raise ParameterError(f"parameter '{name}' must be > 0, got {getattr(self, name)!r}")
+        if not self.startup_timeout_s >= 0:
+            raise ParameterError(f"parameter 'startup_timeout_s' must be >= 0 (0: no limit), "
+                                 f"got {self.startup_timeout_s!r}")
+        b = self.policy_budget_ms
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not b >= 0:
+            raise ParameterError(f"parameter 'policy_budget_ms' must be a number >= 0 (0: no budget), got {b!r}")
         if not isinstance(self.bootstrap, int) or self.bootstrap < 0:
             raise ParameterError(f"parameter 'bootstrap' must be an integer >= 0, got {self.bootstrap!r}")
         self.scenes = scene_dirs(p["scenes"])
@@ -85,71 +100,120 @@ class EvaluatorNode(Node):
                 raise ParameterError("parameter 'vln_episodes': no episodes for these scenes")
         else:
             self.plan = [(str(s), i) for s in self.scenes for i in range(p["episodes"])]
-            try:  # now, not in the timed run (the other nodes load it before they subscribe)
+            try:  # now, not in the timed run
                 self.tasks.load(self.plan[0][0])
             except Exception as exc:
                 raise ParameterError(f"parameter 'scenes' ({self.plan[0][0]}): {exc}") from None
         self.reports: dict[int, dict] = {}   # vln: the policy's report per episode
-        self.ended = None                    # vln: (status, steps, trajectory, wall time) waiting for a report
+        self.ended = None                    # vln: (status, steps, trajectory, error) waiting for a report
         self.exit_code = 0
         self.started = False
         self.k = -1
-        self.sent_at = 0.0
         self.t0 = time.monotonic()
-        self.outcomes: list[tuple] = []  # scene_dir, index, status, steps, trajectory, policy report (vln)
+        self.waiting_logged = self.t0
+        self.members: dict[tuple, str] = {}  # (namespace, name) of the graph's nodes at start -> role
+        self.left: set[tuple] = set()
+        self.membership_checked = 0.0
+        self.total_steps = 0
+        self.outcomes: list[tuple] = []  # scene_dir, index, status, steps, trajectory, error, policy report (vln)
         self.command_pub = self.create_publisher(String, "episode/command", RELIABLE)
-        self.status_sub = self.create_subscription(String, "episode/status", self.on_status, RELIABLE)
+        self.status_sub = self.create_subscription(String, "episode/status", self.on_status, EPISODE_STATUS)
+        self.report_sub = self.create_subscription(String, "episode/policy", self.on_report, RELIABLE)
         if self.vln:
             self.instruction_pub = self.create_publisher(String, "instruction", RELIABLE)
-            self.report_sub = self.create_subscription(String, "episode/policy", self.on_report, RELIABLE)
-        self.live = False  # the current episode has started: the sim must keep publishing /clock
-        self.heard = time.monotonic()
-        self.create_subscription(ClockMsg, "/clock", self.on_clock, 10)
         self.create_timer(0.05, self.on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+    # -- the graph -------------------------------------------------------------------------
+    def _missing(self) -> list[str]:
+        """What the graph still lacks before the first episode (empty: ready)."""
+        missing = []
+        if self.command_pub.get_subscription_count() < 3:
+            missing.append(f"episode/command has {self.command_pub.get_subscription_count()} subscribers "
+                           "(need sim, renderer, policy)")
+        if self.status_sub.get_publisher_count() < 1:
+            missing.append("episode/status has 0 publishers (need sim)")
+        if self.vln and self.report_sub.get_publisher_count() < 1:
+            missing.append("episode/policy has 0 publishers (need policy)")
+        return missing
+
+    def _endpoints(self, topic: str, publishers: bool) -> set[tuple]:
+        name = self.resolve_topic_name(topic)
+        infos = self.get_publishers_info_by_topic(name) if publishers else self.get_subscriptions_info_by_topic(name)
+        return {(i.node_namespace, i.node_name) for i in infos}
+
+    def _record_members(self) -> None:
+        """The graph's nodes as it starts: the subscribers of episode/command, with the sim
+        (publisher of episode/status) and the policy (publisher of cmd_vel / episode/policy) named."""
+        sims = self._endpoints("episode/status", publishers=True)
+        policies = self._endpoints("cmd_vel", publishers=True) | self._endpoints("episode/policy", publishers=True)
+        for member in self._endpoints("episode/command", publishers=False):
+            self.members[member] = "sim" if member in sims else "policy" if member in policies else "node"
+
+    def _check_members(self) -> bool:
+        """False (and the run stopped) when the sim or another node the run needs has left the
+        graph; a policy that left is logged, and the sim ends its episodes as no_command."""
+        if self.status_sub.get_publisher_count() == 0:
+            self._abort(f"the sim left the graph during episode {self.k} (episode/status has no publisher)")
+            return False
+        present = self._endpoints("episode/command", publishers=False)
+        for member, role in self.members.items():
+            if member in present or member in self.left:
+                continue
+            self.left.add(member)
+            name = "/".join(part for part in member if part.strip("/")) or str(member)
+            if role == "policy":
+                self.get_logger().error(f"the policy ({name}) left the graph during episode {self.k}; the sim ends "
+                                        "its episodes as no_command")
+            else:
+                self._abort(f"the {role} {name} left the graph during episode {self.k}")
+                return False
+        return True
+
+    def _policy_present(self) -> bool:
+        return not any(role == "policy" for member, role in self.members.items() if member in self.left)
+
+    def _abort(self, reason: str) -> None:
+        self.get_logger().error(f"{reason}; stopping the run")
+        if self.outcomes:
+            self.write()
+        self.stop(1)
 
     def on_timer(self) -> None:
         now = time.monotonic()
         if not self.started:
-            vln_ready = not self.vln or (self.instruction_pub.get_subscription_count() >= 1
-                                         and self.report_sub.get_publisher_count() >= 1)
-            if (self.command_pub.get_subscription_count() >= 3 and self.status_sub.get_publisher_count() >= 1
-                    and vln_ready):
+            missing = self._missing()
+            if not missing:
                 self.started = True
+                self._record_members()
                 self.get_logger().info(f"graph ready after {now - self.t0:.1f} s; {len(self.plan)} episodes")
-                self.t_start = self.sim_seen = now
+                self.t_start = now
                 self.next_episode()
-            elif now - self.t0 > self.startup_timeout_s:
-                self.get_logger().error(
-                    f"the graph did not come up within {self.startup_timeout_s:.0f} s: episode/command has "
-                    f"{self.command_pub.get_subscription_count()} subscribers (need sim, renderer, policy) and "
-                    f"episode/status {self.status_sub.get_publisher_count()} publishers (need sim)"
-                    + (f", instruction {self.instruction_pub.get_subscription_count()} subscribers and "
-                       f"episode/policy {self.report_sub.get_publisher_count()} publishers (need policy)"
-                       if self.vln else ""))
+            elif self.startup_timeout_s > 0 and now - self.t0 > self.startup_timeout_s:
+                self.get_logger().error(f"the graph did not come up within {self.startup_timeout_s:.0f} s: "
+                                        + "; ".join(missing))
                 self.stop(1)
+            elif now - self.waiting_logged >= WAITING_LOG_S:
+                self.waiting_logged = now
+                self.get_logger().info(f"waiting {now - self.t0:.0f} s for the graph: " + "; ".join(missing))
             return
-        silent = self.live and now - self.heard > self.sim_silence_s
-        if self.k < len(self.plan) and (self.status_sub.get_publisher_count() == 0 or silent):
-            if silent or now - self.sim_seen > 2.0:
-                self.get_logger().error(f"the sim left the graph during episode {self.k} (silent for "
-                                        f"{now - self.heard:.1f} s); stopping the run")
-                if self.outcomes:
-                    self.write()
-                self.stop(1)
+        if self.k >= len(self.plan) or now - self.membership_checked < MEMBERSHIP_CHECK_S:
             return
-        self.sim_seen = now
-        if self.ended is not None and now - self.ended[3] > self.report_timeout_s:
-            self.get_logger().error(f"episode {self.k}: no episode/policy report from the policy within "
-                                    f"{self.report_timeout_s} s; recorded with the sim's status alone")
-            self.record(*self.ended[:3], {})
-            return
-        if self.k < len(self.plan) and now - self.sent_at > self.episode_timeout_s:
-            self.get_logger().error(f"episode {self.k}: no status from the sim within {self.episode_timeout_s} s; "
-                                    "recorded as no_command")
-            scene_dir, index = self.plan[self.k]
-            _, tasks = self.tasks.load(scene_dir)
-            self.record("no_command", 0, np.asarray([tasks[index].start_position], np.float64),
-                        self.reports.get(self.k, {}))
+        self.membership_checked = now
+        if self._check_members() and self.ended is not None and not self._policy_present():
+            self.get_logger().error(f"episode {self.k}: the policy left before reporting; recorded with the sim's "
+                                    "status alone")
+            self.record(*self.ended, {})
+
+    # -- episodes --------------------------------------------------------------------------
+    def _command(self, scene_dir: str, index: int):
+        """Episode k's :class:`~airplay.sim.lockstep.EpisodeCommand`."""
+        from airplay.sim.lockstep import EpisodeCommand
+
+        world, tasks = self.tasks.load(scene_dir)
+        if self.vln:  # goal-free, no success on entering the radius (AirNav decides at the end)
+            return EpisodeCommand(self.k, scene_dir, index, tasks[index], 0.0,
+                                  self.tasks.vln.episodes[index].instruction)
+        return EpisodeCommand(self.k, scene_dir, index, tasks[index], world.protocol.success_radius_m)
 
     def next_episode(self) -> None:
         self.k += 1
@@ -157,32 +221,30 @@ class EvaluatorNode(Node):
             self.write()
             self.stop(0)
             return
-        scene_dir, index = self.plan[self.k]
-        self.tasks.load(scene_dir)
-        self.live = False
         self.ended = None
-        self.sent_at = time.monotonic()
-        if self.vln:  # before the command: the policy acts only once it has the instruction
-            self.instruction_pub.publish(String(data=self.tasks.vln.episodes[index].instruction))
-        self.command_pub.publish(json_message({"episode": self.k, "scene_dir": scene_dir, "index": index}))
-
-    def on_clock(self, msg) -> None:
-        self.heard = time.monotonic()
+        command = self._command(*self.plan[self.k])
+        if self.vln:  # for a policy that listens to the topic; the command carries it too
+            self.instruction_pub.publish(String(data=command.instruction))
+        self.command_pub.publish(json_message(command.to_payload()))
 
     def on_status(self, msg: String) -> None:
-        status = json_payload(msg)
-        self.heard = time.monotonic()
-        if status.get("episode") == self.k and status.get("status") == "started":
-            self.live = True
-        if status.get("episode") != self.k or status.get("status") == "started" or self.k >= len(self.plan):
+        try:
+            status = json_payload(msg)
+            if status.get("episode") != self.k or status.get("status") == "started" or self.k >= len(self.plan):
+                return
+            ended = (str(status["status"]), int(status["steps"]), np.asarray(status["trajectory"], np.float64),
+                     status.get("error"))
+        except (ValueError, KeyError, TypeError) as exc:
+            self.get_logger().error(f"bad episode/status {msg.data[:200]!r}: {exc}")
             return
-        ended = (str(status["status"]), int(status["steps"]), np.asarray(status["trajectory"], np.float64))
         if not self.vln:
             self.record(*ended)
         elif self.k in self.reports:
             self.record(*ended, self.reports[self.k])
-        elif self.ended is None:
-            self.ended = (*ended, time.monotonic())  # wait for the policy's report
+        elif not self._policy_present():
+            self.record(*ended, {})
+        else:
+            self.ended = ended  # wait for the policy's report
 
     def on_report(self, msg: String) -> None:
         try:
@@ -191,17 +253,26 @@ class EvaluatorNode(Node):
         except (ValueError, KeyError, TypeError) as exc:
             self.get_logger().error(f"bad episode/policy {msg.data[:200]!r}: {exc}")
             return
+        if not self.vln:
+            return  # the sim ends the episode on it and says why in its status
         self.reports.setdefault(episode, report)
         if episode == self.k and self.ended is not None:
-            self.record(*self.ended[:3], report)
+            self.record(*self.ended, report)
 
-    def record(self, status: str, steps: int, trajectory: np.ndarray, info: dict | None = None) -> None:
+    def record(self, status: str, steps: int, trajectory: np.ndarray, error: str | None = None,
+               info: dict | None = None) -> None:
         scene_dir, index = self.plan[self.k]
         self.ended = None
-        self.outcomes.append((scene_dir, index, status, steps, trajectory, info or {}))
-        self.get_logger().info(f"episode {self.k} ({Path(scene_dir).name} #{index}): {status}, {steps} steps")
+        self.outcomes.append((scene_dir, index, status, steps, trajectory, error, info or {}))
+        self.total_steps += steps
+        elapsed = time.monotonic() - self.t_start
+        self.get_logger().info(f"episode {self.k + 1}/{len(self.plan)} ({Path(scene_dir).name} #{index}): {status}, "
+                               f"{steps} steps" + (f" ({error})" if error else "")
+                               + f" | {self.total_steps} steps in {elapsed:.0f} s = "
+                               f"{self.total_steps / max(elapsed, 1e-9):.0f} steps/s")
         self.next_episode()
 
+    # -- results ---------------------------------------------------------------------------
     def write(self) -> None:
         from airplay.eval.aggregate import aggregate
         from airplay.eval.results import format_table, write_results
@@ -211,7 +282,7 @@ class EvaluatorNode(Node):
         cfg = EvalConfig(scenes=[Path(s) for s in self.scenes], policy=self.policy_name, setting=p["setting"],
                          episodes=p["episodes"], seed=p["seed"], render_images=bool(self.render_images),
                          bootstrap=self.bootstrap, checkpoint=self.checkpoint,
-                         execution_horizon=self.execution_horizon)
+                         execution_horizon=self.execution_horizon, policy_budget_ms=float(self.policy_budget_ms))
         elapsed = time.monotonic() - self.t_start
         if self.vln:
             return self.write_vln(cfg, elapsed)
@@ -219,18 +290,18 @@ class EvaluatorNode(Node):
         for scene_dir in dict.fromkeys(s for s, *_ in self.outcomes):
             world, tasks = self.tasks.load(scene_dir)
             rows = [o for o in self.outcomes if o[0] == scene_dir]
-            for _, index, status, steps, trajectory, _ in rows:
+            for _, index, status, steps, trajectory, error, _ in rows:
                 total_steps += steps
-                results.append(task_result(world, tasks[index], cfg, trajectory, status))
+                results.append(task_result(world, tasks[index], cfg, trajectory, status, error))
             plot_scene(self.out / f"{world.name}_trajectories.png", world, [tasks[o[1]] for o in rows],
-                        [o[4] for o in rows], [o[2] for o in rows], cfg)
+                       [o[4] for o in rows], [o[2] for o in rows], cfg)
         summary = aggregate(results, success_radius_m=world.protocol.success_radius_m, bootstrap=cfg.bootstrap,
                             seed=cfg.seed)
         # The graph has no separate set-up phase to exclude: flying time is the wall time of the run.
         meta = results_meta(cfg, world, "ros", total_steps, elapsed, elapsed)
         write_results(self.out, results, summary, meta)
         print(format_table(summary), flush=True)
-        print(f"\n{total_steps} control steps through the ROS graph in {elapsed:.1f} s = "
+        print(f"\n{len(results)} episodes, {total_steps} control steps through the ROS graph in {elapsed:.1f} s = "
               f"{total_steps / max(elapsed, 1e-9):.0f} steps/s. Results in {self.out}/", flush=True)
 
     def write_vln(self, cfg, elapsed: float) -> None:
@@ -243,10 +314,12 @@ class EvaluatorNode(Node):
             world, tasks = self.tasks.load(scene_dir)
             vs = self.tasks.vln
             rows = [o for o in self.outcomes if o[0] == scene_dir]
-            for _, index, status, steps, trajectory, info in rows:
+            for _, index, status, steps, trajectory, error, info in rows:
                 total_steps += steps
                 model_s += float(info.get("model_time_s", 0.0))
                 last = info or last
+                if error is not None:
+                    info = {**info, "error": error}
                 results.append(vln_episode_result(world, vs.episodes[index], cfg, trajectory, status, info,
                                                   vs.radius_m))
             plot_scene(self.out / f"{world.name}_trajectories.png", world, [tasks[o[1]] for o in rows],

@@ -44,7 +44,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import BatteryState
 from std_msgs.msg import Bool, Empty, String
 
-from airplay.nodes.common import (RELIABLE, ParameterError, command_from_twist, declare, json_message,
+from airplay.nodes.common import (EPISODE_STATUS, RELIABLE, ParameterError, command_from_twist, declare, json_message,
                                   ns_from_stamp, odometry_from_state, run_node)
 
 
@@ -126,7 +126,7 @@ class MavlinkBridgeNode(Node):
         self.phase_pub = self.create_publisher(String, "vehicle/phase", RELIABLE)
         self.battery_pub = self.create_publisher(BatteryState, "vehicle/battery", RELIABLE)
         self.interventions_pub = self.create_publisher(String, "supervisor/interventions", RELIABLE)
-        self.status_pub = self.create_publisher(String, "episode/status", RELIABLE)
+        self.status_pub = self.create_publisher(String, "episode/status", EPISODE_STATUS)
         self.create_subscription(TwistStamped, "cmd_vel", self.on_cmd_vel, RELIABLE)
         self.create_subscription(Empty, "estop", lambda _: self.flight.operator_stop("estop topic"), RELIABLE)
         self.create_subscription(Empty, "land", lambda _: self.flight.land("land topic"), RELIABLE)

@@ -2,14 +2,28 @@
 
 The policy is chosen by the ``policy`` parameter (:func:`airplay.policies.make_policy`); learned
 ones (act, dp, cnn_bc) are loaded from the ``checkpoint`` folder, and ``execution_horizon``
-(0 = the policy's own) sets how many controls of each predicted chunk are executed. At each
-``episode/status`` "started" it derives the task from (scene_dir, index) exactly as the sim does
-and calls ``policy.reset(task)`` (the expert is privileged and plans from it). It acts once on
-each stamp for which it holds the odom AND the RGB and depth images (and, for imagegoal, the
-goal image of the episode), with the observation dict AirPlayEnv builds:
+(0 = the policy's own) sets how many controls of each predicted chunk are executed. The node
+loads what its policy needs and nothing else (the expert: the scene's planning grid). Before it
+subscribes to ``episode/command`` (the evaluator's sign that it is ready) the policy is made for
+the first scene and warmed up (:mod:`airplay.policies.warmup`), so that no kernel compiles and
+no model loads inside an episode.
+
+At each ``episode/status`` "started" (the evaluator's command echoed by the sim: the task
+itself) it calls ``policy.reset(task)`` (the expert is privileged and plans from it). It acts
+once on each stamp for which it holds the odom AND the RGB and depth images (and, for
+imagegoal, the goal image of the episode), with the observation dict AirPlayEnv builds:
 ``rgb``, ``depth``, ``state`` (float32 13-vector), and ``goal`` (pointgoal, heading frame) or
-``goal_image`` (imagegoal). A repeated observation (the sim re-publishes while it waits) gets
-the same command again; observations older than the episode's start are dropped.
+``goal_image`` (imagegoal). Which episode a frame belongs to is decided by its stamp
+(:class:`airplay.sim.lockstep.EpisodeGate`): frames of an episode whose start has not arrived
+are held until it does, frames of an ended episode and stale ones are dropped, and a repeated
+odom (the sim re-publishes while it waits) gets the same answer again; each kind is counted
+and logged once. No message order makes the node act with the wrong task or fail.
+
+The policy is called through :mod:`airplay.policies.guard`: when it raises (in ``reset`` or
+``select_action``), or a step uses more than ``policy_budget_ms`` of CPU time (0, the default:
+no budget), the node publishes on ``episode/policy`` {"episode", "stop": true, "stamp_ns",
+"status": "policy_error" | "over_budget", "error"} instead of a command; the sim ends the
+episode there with that status, and the evaluation goes on.
 
 AirVLN-R1 (``policy:=airvln_r1``, setting vln): the navigator's backend comes from the
 parameters ``vln_backend`` (transformers | openai), ``model`` (folder) or ``endpoint`` (URL),
@@ -17,9 +31,9 @@ parameters ``vln_backend`` (transformers | openai), ``model`` (folder) or ``endp
 ("-7,-4,-2,-1") and ``vln_config`` (:mod:`airplay.vln.options`; errors name the parameter); the
 model is loaded (or the server asked for its model) at start-up, before the node joins the
 graph. The observation is the one the in-process VLN runner gives the navigator: ``rgb``,
-``depth``, ``state`` and ``instruction``, the text last received on ``instruction``
-(std_msgs/String, reliable, published by the evaluator at each episode start); the node acts
-on an episode's observations only once it has an instruction for that episode. When the
+``depth``, ``state`` and ``instruction``, the episode's instruction (carried by the "started"
+status; else the text last received on ``instruction``, std_msgs/String, reliable); the node
+acts on an episode's observations only once it has an instruction for that episode. When the
 navigator ends the episode (STOP, or its step budget) the node publishes, instead of a
 ``cmd_vel`` for that observation, ``episode/policy`` (std_msgs/String JSON, reliable)
 {"episode", "stop": true, "stamp_ns", "stop_reason", "vln_steps", "queries",
@@ -48,6 +62,8 @@ its report on ``episode/policy`` with ``"stop": true`` (the bridge lands on it) 
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from geometry_msgs.msg import TwistStamped
 from nav_msgs.msg import Odometry
@@ -55,43 +71,63 @@ from rclpy.node import Node
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
-from airplay.nodes.common import (LOCKSTEP_IMAGES, RELIABLE, SENSOR_DATA, EpisodeTasks, ParameterError, declare,
-                                  depth_from_image, episode_parameters, json_payload, ns_from_stamp, rgb_from_image,
-                                  preload_first_scene, run_node, state_from_odometry, twist_from_command, yaw_from_state)
+from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LOCKSTEP_IMAGES, RELIABLE, SENSOR_DATA, EpisodeTasks,
+                                  GateLog, ParameterError, WorldCache, declare, depth_from_image, episode_parameters,
+                                  first_scene, json_message, json_payload, ns_from_stamp, rgb_from_image, run_node,
+                                  state_from_odometry, twist_from_command, yaw_from_state)
+
+
+MAX_PENDING_STAMPS = 64
+"""Observations waiting for their odom, RGB and depth; beyond this the oldest are forgotten (in
+lockstep there is only ever one)."""
 
 
 class PolicyNode(Node):
     def __init__(self) -> None:
-        super().__init__("policy")
-        from airplay.policies import POLICY_NAMES
+        from airplay.policies import POLICY_NAMES, is_policy_name
+        from airplay.sim.lockstep import EpisodeGate
 
+        super().__init__("policy")
         p = episode_parameters(self)
+        self.params = p
         self.setting = p["setting"]
         self.policy_name = declare(self, "policy", "expert")
         self.lockstep = declare(self, "lockstep", True)
-        if self.policy_name not in POLICY_NAMES:
-            raise ParameterError(f"parameter 'policy' must be one of {', '.join(POLICY_NAMES)}, "
+        if not is_policy_name(self.policy_name):
+            raise ParameterError(f"parameter 'policy' must be one of {', '.join(POLICY_NAMES)} or module:factory, "
                                  f"got {self.policy_name!r}")
+        if not isinstance(self.lockstep, bool):
+            raise ParameterError(f"parameter 'lockstep' must be true or false, got {self.lockstep!r}")
         self.checkpoint = declare(self, "checkpoint", "")
         self.execution_horizon = declare(self, "execution_horizon", 0)
+        self.budget_ms = declare(self, "policy_budget_ms", 0.0)
         self._check_policy_parameters()
         if self.setting == "vln" and self.policy_name != "airvln_r1":
             raise ParameterError(f"parameter 'policy' must be airvln_r1 in the vln setting, got {self.policy_name!r}")
         self.vln = self._vln_backend(p) if self.policy_name == "airvln_r1" else None
-        self.tasks = EpisodeTasks.from_parameters(p)
+        self.on_vehicle = self.vln is not None and self.vln["vehicle"]
+        self.worlds = WorldCache()
+        self.vehicle_tasks = None   # a vehicle's tasks, derived from (scene, index) as sim_eval samples them
         self.policy = None
-        self.policy_world = None
+        self.policy_scene = None    # the scene folder the policy was made for
         self.task = None
-        self.start_ns = None
-        self.goal_image = None
+        self.start_ns = None        # the live episode's first stamp
+        self.episode = None         # the sim's episode number of the live episode
+        self.reset_error = None     # why the policy's reset failed for the live episode (policy_error)
+        self.goal_image = None      # (stamp, rgb) of the latest goal_image
+        self.instruction = None     # vln: the text of the current episode (None: not received yet)
+        self.reported = None        # vln: the episode whose report was sent, and that report
         self.pending: dict[int, dict] = {}
-        self.last = (None, None)  # (stamp, command) of the last action
-        preload_first_scene(self, p["scenes"], self._policy_for)
+        self.answer = None          # (publisher, message) sent for the latest handled stamp: sent again on a repeat
+        self.gate = EpisodeGate(CONTROL_DT_NS, self.lockstep)
+        self.gate_log = GateLog(self, "observation")
+        scene = first_scene(p["scenes"])
+        if scene is not None:
+            self._warm_up(scene)
         qos = LOCKSTEP_IMAGES if self.lockstep else SENSOR_DATA
         self.cmd_pub = self.create_publisher(TwistStamped, "cmd_vel", RELIABLE)
-        self.create_subscription(String, "episode/command", self.on_episode_command, RELIABLE)
-        self.create_subscription(String, "episode/status", self.on_episode_status, RELIABLE)
-        self.on_vehicle = self.vln is not None and self.vln["vehicle"]
+        self.report_pub = self.create_publisher(String, "episode/policy", RELIABLE)
+        self.create_subscription(String, "episode/status", self.on_episode_status, EPISODE_STATUS)
         if self.on_vehicle:
             self.latest: dict[str, Image] = {}
             self.view_after = None  # a step's view must be stamped at or after this odom stamp
@@ -104,20 +140,26 @@ class PolicyNode(Node):
             self.create_subscription(Image, "camera/image_raw", lambda m: self.on_part(m, "rgb"), qos)
             self.create_subscription(Image, "camera/depth/image_raw", lambda m: self.on_part(m, "depth"), qos)
         self.create_subscription(Image, "goal_image", self.on_goal_image, RELIABLE)
-        self.instruction = None   # vln: the text of the current episode (None: not received yet)
-        self.episode = None       # the sim's episode number of the live episode
-        self.reported = None      # vln: the episode whose report was sent, and that report
-        self.report_pub = self.create_publisher(String, "episode/policy", RELIABLE)
         self.create_subscription(String, "instruction", self.on_instruction, RELIABLE)
+        self.create_subscription(String, "episode/command", self.on_episode_command, RELIABLE)  # last: ready
 
     def _check_policy_parameters(self) -> None:
         """Fail at start-up, naming the parameter, rather than at the first episode."""
-        from airplay.policies import LEARNED_POLICIES
+        from airplay.policies import LEARNED_POLICIES, PLUGIN_NAME, plugin_factory
 
         h = self.execution_horizon
         if not isinstance(h, int) or isinstance(h, bool) or h < 0:
             raise ParameterError(f"parameter 'execution_horizon' must be >= 0 (0: the policy's own), "
                                  f"got {h!r}")
+        b = self.budget_ms
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not b >= 0:
+            raise ParameterError(f"parameter 'policy_budget_ms' must be a number >= 0 (0: no budget), got {b!r}")
+        self.budget_ms = float(b)
+        if PLUGIN_NAME.fullmatch(self.policy_name):
+            try:
+                plugin_factory(self.policy_name)
+            except ValueError as err:
+                raise ParameterError(f"parameter 'policy': {err}") from None
         if self.policy_name in LEARNED_POLICIES:
             from airplay.policies.checkpoint import read_config
 
@@ -133,7 +175,6 @@ class PolicyNode(Node):
             if self.execution_horizon > config.chunk_size:
                 raise ParameterError(f"parameter 'execution_horizon' must be <= the chunk size "
                                      f"{config.chunk_size}, got {self.execution_horizon}")
-
     def _vln_backend(self, p: dict) -> dict:
         """Check the VLN parameters and load the backend (the model) now, naming the parameter on error."""
         from airplay.vln.backends import BackendError, make_backend
@@ -165,6 +206,47 @@ class PolicyNode(Node):
             raise ParameterError(f"parameter '{name}': {exc}") from None
         return {**o, **on_vehicle, "backend_object": backend}
 
+    def _warm_up(self, scene_dir: str) -> None:
+        """Make the policy for the first scene and call it once (module docstring). The
+        navigator (AirVLN-R1) is not called: its model was loaded with the node, and a call
+        costs a real query."""
+        from airplay.policies.warmup import warm_policy
+
+        t0 = time.monotonic()
+        try:
+            self._policy_for(scene_dir)
+        except Exception as exc:  # reported again, with the episode, when it starts
+            self.get_logger().warning(f"could not make the {self.policy_name} policy for {scene_dir}: {exc}")
+            return
+        if self.vln is None:
+            error = warm_policy(self.policy, self.worlds.get(scene_dir), self.setting)
+            if error is not None:
+                self.get_logger().warning(f"the {self.policy_name} policy failed its warm-up: {error}")
+        self.get_logger().info(f"{self.policy_name} policy ready in {time.monotonic() - t0:.1f} s")
+
+    def _policy_for(self, scene_dir: str):
+        """The policy for ``scene_dir`` (made anew for a new scene: the expert plans in it)."""
+        from airplay.policies import make_policy
+
+        if scene_dir == self.policy_scene:
+            return self.policy
+        world = self.worlds.get(scene_dir)
+        if self.vln is not None:  # one navigator, the scene's action space (as the in-process runner)
+            from airplay.vln.actions import load_vln_config
+
+            vcfg = load_vln_config(self.vln["vln_config"])
+            if self.policy is None:
+                from airplay.vln.navigator import navigator_with_backend
+
+                self.policy = navigator_with_backend(self.vln["backend_object"], world, vcfg,
+                                                     self.vln["history_offsets"], self.vln["image_size"])
+            self.policy.set_actions(vcfg.action_space(world.name, world.scene.spec.category))
+        else:
+            self.policy = make_policy(self.policy_name, world, checkpoint=self.checkpoint or None,
+                                      execution_horizon=self.execution_horizon or None)
+        self.policy_scene = scene_dir
+        return self.policy
+
     def on_instruction(self, msg: String) -> None:
         if self.on_vehicle:
             flying = self.policy is not None and self.start_ns is not None and self.policy.steps > 0
@@ -177,80 +259,105 @@ class PolicyNode(Node):
                 self.instruction = str(msg.data)
                 self.get_logger().info(f"instruction from the operator: {self.instruction!r}")
             return
-        self.instruction = str(msg.data)
-        for stamp in sorted(self.pending):
-            self.try_act(stamp)
+        if self.instruction is None:  # the episode's own (in its "started" status) wins
+            self.instruction = str(msg.data)
+            for stamp in sorted(self.pending):
+                self.try_act(stamp)
 
-    def report(self, stop: bool, stamp: int | None = None) -> None:
-        """The navigator's end of the episode on ``episode/policy`` (module docstring)."""
-        from airplay.nodes.common import json_message
-
+    # -- reports ---------------------------------------------------------------------------
+    def report(self, stop: bool, stamp: int | None = None, status: str | None = None, error: str | None = None) -> None:
+        """The policy's end of the episode on ``episode/policy`` (module docstring): the
+        navigator's STOP, step budget or (``stop`` False) acknowledgement of the sim's end, or
+        a failure (``status`` policy_error / over_budget with ``error``)."""
         if self.reported is not None and self.reported[0] == self.episode:
             return
-        backend = self.vln["backend_object"]
-        info = {"episode": self.episode, "stop": stop, "stamp_ns": stamp, "instruction": self.instruction,
-                **self.policy.episode_info(),
-                "backend": getattr(backend, "name", ""), "model": str(getattr(backend, "model_name", "")),
-                "history_offsets": list(self.policy.prompts.history_offsets)}
-        self.instruction = None  # the next instruction is the next episode's
+        info = {"episode": self.episode, "stop": stop, "stamp_ns": stamp}
+        if status is not None:
+            info.update(status=status, error=error)
+        if self.vln is not None and self.policy is not None:
+            backend = self.vln["backend_object"]
+            info.update({"instruction": self.instruction, **self.policy.episode_info(),
+                         "backend": getattr(backend, "name", ""), "model": str(getattr(backend, "model_name", "")),
+                         "history_offsets": list(self.policy.prompts.history_offsets)})
+            self.instruction = None  # the next instruction is the next episode's
         self.reported = (self.episode, json_message(info))
         self.report_pub.publish(self.reported[1])
+        if stop and stamp is not None:
+            self.answer = (self.report_pub, self.reported[1])
+        if status is not None:
+            self.get_logger().error(f"episode {self.episode}: {status}: {error}")
 
+    # -- episodes --------------------------------------------------------------------------
     def on_episode_command(self, msg: String) -> None:
         try:
-            self._policy_for(str(json_payload(msg)["scene_dir"]))  # load ahead of the episode
-        except Exception as exc:  # a bad command must not kill the node
-            self.get_logger().error(f"bad episode/command {msg.data!r}: {exc}")
+            scene_dir = str(json_payload(msg)["scene_dir"])
+        except (ValueError, KeyError, TypeError) as exc:  # a bad command must not kill the node
+            self.get_logger().error(f"bad episode/command {msg.data[:200]!r}: {exc}")
+            return
+        if scene_dir != self.policy_scene:
+            self._warm_up(scene_dir)  # ahead of the episode
 
-    def _policy_for(self, scene_dir: str):
-        from airplay.policies import make_policy
+    def _task_of(self, status: dict):
+        """The episode's task: the one its "started" status carries (sim_eval), or, on a vehicle
+        (the bridge names the scene and task index), derived as sim_eval samples it."""
+        from airplay.tasks.sampler import Task
 
-        world, tasks = self.tasks.load(scene_dir)
-        if self.policy_world is not world:
-            if self.vln is not None:  # one navigator, the scene's action space (as the in-process runner)
-                if self.policy is None:
-                    from airplay.vln.actions import load_vln_config
-                    from airplay.vln.navigator import navigator_with_backend
-
-                    self.policy = navigator_with_backend(self.vln["backend_object"], world,
-                                                         load_vln_config(self.vln["vln_config"]),
-                                                         self.vln["history_offsets"], self.vln["image_size"])
-                self.policy.set_actions(self.tasks.vln.actions)
-            else:
-                self.policy = make_policy(self.policy_name, world, checkpoint=self.checkpoint or None,
-                                          execution_horizon=self.execution_horizon or None)
-            self.policy_world = world
-        return tasks
+        if "task" in status:
+            return Task.from_dict(status["task"])
+        if self.vehicle_tasks is None:
+            self.vehicle_tasks = EpisodeTasks.from_parameters(self.params)
+        _, tasks = self.vehicle_tasks.load(str(status["scene_dir"]))
+        return tasks[int(status["index"])]
 
     def on_episode_status(self, msg: String) -> None:
-        status = json_payload(msg)
-        if status.get("status") != "started":
-            if self.vln is not None and self.policy is not None and status.get("episode") == self.episode:
-                self.report(stop=False)  # the sim ended it (no-op when we stopped it)
+        try:
+            status = json_payload(msg)
+            kind = status["status"]
+            if kind != "started":
+                steps = status.get("steps")
+                self.gate.end(status.get("episode"), None if steps is None else int(steps))
+                if self.vln is not None and self.policy is not None and status.get("episode") == self.episode:
+                    self.report(stop=False)  # the sim ended it (no-op when we stopped it)
+                return
+            start, scene_dir = int(status["stamp_ns"]), str(status["scene_dir"])
+        except (ValueError, KeyError, TypeError) as exc:
+            self.get_logger().error(f"bad episode/status {msg.data[:200]!r}: {exc}")
             return
-        start = int(status["stamp_ns"])
-        if self.start_ns is not None and start <= self.start_ns:
-            return
-        tasks = self._policy_for(str(status["scene_dir"]))
-        self.task = tasks[int(status["index"])]
-        self.policy.reset(self.task)
-        self.start_ns = start
-        self.episode = status.get("episode")
+        released = self.gate.start(status.get("episode"), start)
+        if released is None:
+            return  # not newer than the live episode (a repeat)
+        self.start_ns, self.episode = start, status.get("episode")
+        self.pending, self.answer, self.reset_error = {}, None, None
+        try:
+            self.task = self._task_of(status)
+            self._policy_for(scene_dir)
+        except Exception as exc:
+            from airplay.policies.guard import describe
+
+            self.task, self.reset_error = None, describe(exc)
+        if self.reset_error is None:
+            from airplay.policies import guard
+
+            self.reset_error = guard.reset(self.policy, self.task)
+        if self.vln is not None and status.get("instruction"):
+            self.instruction = str(status["instruction"])
         if self.on_vehicle and self.instruction is None:
             self._default_instruction(int(status["index"]))
         if self.goal_image is not None and self.goal_image[0] < start:
             self.goal_image = None
-        self.pending = {s: v for s, v in self.pending.items() if s >= start}
-        for stamp in sorted(self.pending):
-            self.try_act(stamp)
+        for _, (key, item) in released:
+            self.on_part(item, key)
 
     def _default_instruction(self, index: int) -> None:
         """On a vehicle with no instruction from the operator yet: the parameter's, or the VLN episode's."""
         if self.vln["instruction"]:
             self.instruction, source = self.vln["instruction"], "parameter 'instruction'"
         elif self.vln["episode_instruction"]:
-            self.instruction = self.tasks.vln.episodes[index].instruction
-            source = f"VLN episode {index} of {self.tasks.world.name}"
+            if self.vehicle_tasks is None:
+                self.vehicle_tasks = EpisodeTasks.from_parameters(self.params)
+            self.vehicle_tasks.load(self.policy_scene)
+            self.instruction = self.vehicle_tasks.vln.episodes[index].instruction
+            source = f"VLN episode {index} of {self.vehicle_tasks.world.name}"
         else:
             self.get_logger().info("waiting for the operator's instruction on 'instruction' (std_msgs/String)")
             return
@@ -288,36 +395,57 @@ class PolicyNode(Node):
                                    f"{self.policy.past_actions}")
         self.cmd_pub.publish(twist_from_command(cmd, stamp))
 
+    # -- observations ----------------------------------------------------------------------
     def on_goal_image(self, msg: Image) -> None:
         self.goal_image = (ns_from_stamp(msg.header.stamp), rgb_from_image(msg))
         for stamp in sorted(self.pending):
             self.try_act(stamp)
 
     def on_part(self, msg, key: str) -> None:
+        from airplay.sim.lockstep import CURRENT, DUPLICATE, HELD
+
         stamp = ns_from_stamp(msg.header.stamp)
-        if self.start_ns is not None and stamp < self.start_ns:
-            return
-        if stamp == self.last[0]:
-            if key == "odom":  # the sim re-published: our command (or stop) may have been lost
-                if self.last[1] is None:
-                    self.report_pub.publish(self.reported[1])
-                else:
-                    self.cmd_pub.publish(twist_from_command(self.last[1], stamp))
-            return
-        if self.last[0] is not None and stamp < self.last[0]:
-            return
-        self.pending.setdefault(stamp, {})[key] = msg
-        self.try_act(stamp)
+        verdict = self.gate.classify(stamp)
+        self.gate_log.note(verdict, stamp)
+        if verdict == HELD:
+            self.gate.hold(stamp, (key, msg))
+        elif verdict == DUPLICATE:
+            if key == "odom" and self.answer is not None:  # the sim asks again: our answer may have been lost
+                self.answer[0].publish(self.answer[1])
+        elif verdict == CURRENT:
+            self.pending.setdefault(stamp, {})[key] = msg
+            while len(self.pending) > MAX_PENDING_STAMPS:  # without lockstep, stamps whose parts never all come
+                del self.pending[min(self.pending)]
+            self.try_act(stamp)
 
     def try_act(self, stamp: int) -> None:
         parts = self.pending.get(stamp)
-        if self.start_ns is None or stamp < self.start_ns or parts is None or len(parts) < 3:
+        if parts is None or len(parts) < 3 or not self.gate.live:
             return
         if self.setting == "imagegoal" and (self.goal_image is None or self.goal_image[0] != self.start_ns):
             return
         if self.vln is not None and (self.instruction is None or self.reported is not None
                                      and self.reported[0] == self.episode):
             return  # no instruction for this episode yet, or the episode is over for the navigator
+        from airplay.policies import guard
+
+        self.pending = {s: v for s, v in self.pending.items() if s > stamp}
+        self.gate.handled(stamp)
+        if self.reset_error is not None:
+            self.report(stop=True, stamp=stamp, status=guard.POLICY_ERROR, error=self.reset_error)
+            return
+        step = guard.act(self.policy, self._observation(parts), self.budget_ms)
+        if step.status is not None:
+            self.report(stop=True, stamp=stamp, status=step.status, error=step.error)
+        elif self.vln is not None and self.policy.done:  # STOP or the budget: end the episode here
+            self.report(stop=True, stamp=stamp)
+        else:
+            msg = twist_from_command(np.asarray(step.command, np.float32), stamp)
+            self.cmd_pub.publish(msg)
+            self.answer = (self.cmd_pub, msg)
+
+    def _observation(self, parts: dict) -> dict:
+        """The observation AirPlayEnv would give for these odom and images."""
         from airplay.sim.env import goal_in_heading_frame
 
         state = state_from_odometry(parts["odom"])
@@ -330,14 +458,14 @@ class PolicyNode(Node):
             obs["goal_image"] = self.goal_image[1].copy()
         if self.vln is not None:
             obs["instruction"] = self.instruction
-        cmd = np.asarray(self.policy.select_action(obs), np.float32)
-        if self.vln is not None and self.policy.done:  # STOP or the budget: end the episode here
-            self.last = (stamp, None)
-            self.report(stop=True, stamp=stamp)
-        else:
-            self.cmd_pub.publish(twist_from_command(cmd, stamp))
-            self.last = (stamp, cmd)
-        self.pending = {s: v for s, v in self.pending.items() if s > stamp}
+        return obs
+
+    def destroy_node(self) -> None:
+        import sys
+
+        # print, not the logger: at shutdown rosout's publisher may be gone already
+        print(f"observation frames by verdict: {GateLog.summary(self.gate)}", file=sys.stderr, flush=True)
+        super().destroy_node()
 
 
 def main(args=None) -> int:

@@ -30,7 +30,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 
 from airplay.data.bag_writer import QOS_RELIABLE, QOS_SENSOR_DATA, qos_profile
 from airplay.data.episode_recorder import (EpisodeRecorder, basic_metadata, ignore_interrupts,
-                                            scene_task_metadata)
+                                            scene_task_metadata, started_task_metadata)
 from airplay.data.messages import TOPICS
 from airplay.nodes.common import ParameterError, declare, episode_parameters, run_node
 
@@ -108,7 +108,10 @@ class RecorderNode(Node):
         self.recorder.add_topic(topic, msgtype, self.expected_qos(topic))
         q = self.expected_qos(topic)
         # Best effort on the camera without lockstep matches any publisher; depth 100 keeps up with bursts.
-        qos = QoSProfile(depth=100, history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE,
+        # /episode/status is transient-local (airplay.nodes.common.EPISODE_STATUS): a recorder matched late
+        # still gets the statuses sent before.
+        durability = DurabilityPolicy.TRANSIENT_LOCAL if topic == "/episode/status" else DurabilityPolicy.VOLATILE
+        qos = QoSProfile(depth=100, history=HistoryPolicy.KEEP_LAST, durability=durability,
                          reliability=ReliabilityPolicy.BEST_EFFORT if q["reliability"] == "best_effort"
                          else ReliabilityPolicy.RELIABLE)
         self.create_subscription(message_class(msgtype), topic, lambda data, t=topic: self.recorder.on_message(t, data),
@@ -130,14 +133,17 @@ class RecorderNode(Node):
                 self.recorder.set_qos(topic, offered_qos(publishers[0].qos_profile, depth))
                 self.qos_known.add(topic)
 
-    # -- episode metadata: the scene's tasks are loaded in a worker process (see scene_task_metadata)
+    # -- episode metadata: from the task the "started" status carries; else (a status that names only
+    # the scene and index) the scene's tasks are loaded in a worker process (see scene_task_metadata)
     def on_episode_start(self, seg) -> None:
-        self.metadata_pool.submit(scene_task_metadata, seg.started.get("scene_dir", ""), None, *self.task_args)
+        if "task" not in seg.started:
+            self.metadata_pool.submit(scene_task_metadata, seg.started.get("scene_dir", ""), None, *self.task_args)
 
     def episode_metadata(self, seg) -> dict:  # in the closer thread, which waits for the worker
         meta = basic_metadata(seg, self.setting, self.seed)
-        meta.update(self.metadata_pool.submit(scene_task_metadata, seg.started["scene_dir"], seg.started["index"],
-                                              *self.task_args).result(timeout=120))
+        known = started_task_metadata(seg.started)
+        meta.update(known if known is not None else self.metadata_pool.submit(
+            scene_task_metadata, seg.started["scene_dir"], seg.started["index"], *self.task_args).result(timeout=120))
         return meta
 
     def destroy_node(self) -> None:

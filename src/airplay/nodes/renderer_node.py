@@ -1,14 +1,23 @@
-"""``renderer``: RGB + depth for every ``odom``, stamped with the odom's stamp.
+"""``renderer``: RGB + depth for every ``odom`` of a live episode, stamped with the odom's stamp.
 
 Same images as :class:`airplay.sim.env.AirPlayEnv`: the scene's camera on its mount, the
 gimbal-stabilised pose (position + yaw), the scene's background, depth from the collision
-mesh z-buffer clipped at ``MAX_DEPTH_M``. With ``render_images:=false`` it still publishes
-(zero) images, so that the lockstep graph runs without rendering cost.
+mesh z-buffer clipped at ``MAX_DEPTH_M``. It loads the scene's splat, mesh and camera only (no
+collision model, no planning grid). With ``render_images:=false`` it still publishes (zero)
+images, so that the lockstep graph runs without rendering cost.
 
-The scene of an odom comes from ``episode/status`` "started" messages (scene_dir and the
-episode's first stamp); odoms that arrive between an episode's end and the next start are
-held (the latest) until the start is known. For imagegoal it publishes ``goal_image``
-(the camera image at the goal pose) stamped with the episode's first stamp.
+The scene of an episode comes from its ``episode/status`` "started" message (scene_dir, the
+task, the first stamp). Which episode an odom belongs to is decided by its stamp
+(:class:`airplay.sim.lockstep.EpisodeGate`): odoms of an episode whose start has not arrived
+yet are held until it does (DDS may deliver them first), odoms of an ended episode and stale
+ones are dropped, and a repeated odom (the sim re-publishes while it waits) is answered with
+the images already rendered for it; each kind is counted and logged once. For imagegoal it
+publishes ``goal_image`` (the camera image at the task's goal pose) stamped with the episode's
+first stamp, and again with a repeated first odom.
+
+Before it subscribes to ``episode/command`` (the evaluator's sign that it is ready) it renders
+one view of the first scene (:func:`airplay.sim.warmup.warm_camera`), so that no kernel
+compiles inside an episode; a command for a new scene does the same ahead of its episode.
 
 Publishes ``camera/image_raw`` (rgb8), ``camera/depth/image_raw`` (32FC1, m) and
 ``camera/camera_info``; QoS: see :data:`airplay.nodes.common.LOCKSTEP_IMAGES`.
@@ -16,19 +25,24 @@ Publishes ``camera/image_raw`` (rgb8), ``camera/depth/image_raw`` (32FC1, m) and
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 
-from airplay.nodes.common import (LOCKSTEP_IMAGES, RELIABLE, SENSOR_DATA, EpisodeTasks, ParameterError, camera_info,
-                                  declare, episode_parameters, image_from_depth, image_from_rgb, json_payload,
-                                  ns_from_stamp, preload_first_scene, run_node, state_from_odometry, yaw_from_state)
+from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LOCKSTEP_IMAGES, RELIABLE, SENSOR_DATA, GateLog,
+                                  ParameterError, WorldCache, camera_info, declare, episode_parameters, first_scene,
+                                  image_from_depth, image_from_rgb, json_payload, ns_from_stamp, run_node,
+                                  state_from_odometry, yaw_from_state)
 
 
 class RendererNode(Node):
     def __init__(self) -> None:
+        from airplay.sim.lockstep import EpisodeGate
+
         super().__init__("renderer")
         p = episode_parameters(self)
         self.setting = p["setting"]
@@ -39,46 +53,93 @@ class RendererNode(Node):
             raise ParameterError(f"parameter 'render_backend' must be auto, cpu or gsplat, got {self.backend!r}")
         if not isinstance(self.render_images, bool):
             raise ParameterError(f"parameter 'render_images' must be true or false, got {self.render_images!r}")
-        self.tasks = EpisodeTasks.from_parameters(p)
+        if not isinstance(self.lockstep, bool):
+            raise ParameterError(f"parameter 'lockstep' must be true or false, got {self.lockstep!r}")
+        self.worlds = WorldCache()
         self.world = None
-        self.start_ns = None   # first stamp of the live episode; None between episodes
-        self.held = None       # an odom that arrived while no episode was live
-        preload_first_scene(self, p["scenes"], self._load_for_rendering)
+        self.prepared = None   # the scene folder warmed up last
+        self.gate = EpisodeGate(CONTROL_DT_NS, self.lockstep)
+        self.gate_log = GateLog(self, "odom")
+        self.rendered = None   # (stamp, rgb, depth, camera_info messages) of the latest rendered odom
+        self.goal_image = None  # the live episode's goal_image message (imagegoal)
+        scene = first_scene(p["scenes"])
+        if scene is not None:
+            self._prepare(scene)
         qos = LOCKSTEP_IMAGES if self.lockstep else SENSOR_DATA
         self.rgb_pub = self.create_publisher(Image, "camera/image_raw", qos)
         self.depth_pub = self.create_publisher(Image, "camera/depth/image_raw", qos)
         self.info_pub = self.create_publisher(CameraInfo, "camera/camera_info", qos)
         self.goal_image_pub = self.create_publisher(Image, "goal_image", RELIABLE)
         self.create_subscription(Odometry, "odom", self.on_odom, RELIABLE)
-        self.create_subscription(String, "episode/command", self.on_episode_command, RELIABLE)
-        self.create_subscription(String, "episode/status", self.on_episode_status, RELIABLE)
+        self.create_subscription(String, "episode/status", self.on_episode_status, EPISODE_STATUS)
+        self.create_subscription(String, "episode/command", self.on_episode_command, RELIABLE)  # last: ready
 
-    def _load_for_rendering(self, scene_dir: str) -> None:
-        """The scene, and its level-of-detail hierarchy where RGB is rendered with one."""
-        world, _ = self.tasks.load(scene_dir)
-        if self.render_images and world.protocol.render_lod_px > 0:
-            world.lod_hierarchy()
+    def _prepare(self, scene_dir: str) -> None:
+        """Load ``scene_dir``'s splat and mesh and render one view (module docstring); a scene
+        that fails is reported here and again when its episode starts."""
+        from airplay.sim.env import MAX_DEPTH_M
+        from airplay.sim.warmup import warm_camera
+
+        if scene_dir == self.prepared:
+            return
+        t0 = time.monotonic()
+        try:
+            world = self.worlds.get(scene_dir)
+            if self.render_images:
+                warm_camera(world, self.backend, MAX_DEPTH_M)
+        except Exception as exc:
+            self.get_logger().error(f"cannot render {scene_dir}: {exc}")
+            return
+        self.prepared = scene_dir
+        self.get_logger().info(f"ready to render {world.name} ({time.monotonic() - t0:.1f} s)")
 
     def on_episode_command(self, msg: String) -> None:
         try:
-            self.tasks.load(str(json_payload(msg)["scene_dir"]))  # load ahead of the episode
-        except Exception as exc:  # a bad command must not kill the node
-            self.get_logger().error(f"bad episode/command {msg.data!r}: {exc}")
+            scene_dir = json_payload(msg)["scene_dir"]
+        except (ValueError, KeyError, TypeError) as exc:  # a bad command must not kill the node
+            self.get_logger().error(f"bad episode/command {msg.data[:200]!r}: {exc}")
+            return
+        self._prepare(str(scene_dir))  # ahead of the episode
 
     def on_episode_status(self, msg: String) -> None:
-        status = json_payload(msg)
-        if status.get("status") != "started":
-            self.start_ns = None
+        try:
+            status = json_payload(msg)
+            kind = status["status"]
+            if kind != "started":
+                steps = status.get("steps")
+                self.gate.end(status.get("episode"), None if steps is None else int(steps))
+                return
+            start, scene_dir = int(status["stamp_ns"]), str(status["scene_dir"])
+            task = self._task(status)
+        except (ValueError, KeyError, TypeError) as exc:
+            self.get_logger().error(f"bad episode/status {msg.data[:200]!r}: {exc}")
             return
-        self.world, tasks = self.tasks.load(str(status["scene_dir"]))
-        self.start_ns = int(status["stamp_ns"])
+        released = self.gate.start(status.get("episode"), start)
+        if released is None:
+            return  # not newer than the live episode (a repeat)
+        try:
+            self.world = self.worlds.get(scene_dir)
+        except Exception as exc:
+            self.get_logger().error(f"episode {status.get('episode')}: cannot load {scene_dir}: {exc}")
+            return
+        self.goal_image = None
         if self.setting == "imagegoal":
-            task = tasks[int(status["index"])]
-            rgb, _ = self.images(task.goal_position, task.goal_yaw, depth=False)
-            self.goal_image_pub.publish(image_from_rgb(rgb, self.start_ns))
-        held, self.held = self.held, None
-        if held is not None and ns_from_stamp(held.header.stamp) >= self.start_ns:
-            self.on_odom(held)
+            if task is None:
+                self.get_logger().error("an imagegoal episode started without its task: no goal_image")
+            else:
+                rgb, _ = self.images(task.goal_position, task.goal_yaw, depth=False)
+                self.goal_image = image_from_rgb(rgb, start)
+                self.goal_image_pub.publish(self.goal_image)
+        for stamp, odom in released:
+            self.on_odom(odom)
+
+    @staticmethod
+    def _task(status: dict):
+        """The task of a "started" status (the evaluator's command echoed by the sim); None where
+        the status carries none (a vehicle's bridge names only the scene)."""
+        from airplay.tasks.sampler import Task
+
+        return Task.from_dict(status["task"]) if "task" in status else None
 
     def images(self, position, yaw: float, depth: bool = True):
         """(rgb (H, W, 3) uint8, depth (H, W, 1) float32 m) as AirPlayEnv renders them."""
@@ -90,16 +151,38 @@ class RendererNode(Node):
         return self.world.camera_images(position, yaw, self.backend, depth=depth, max_depth_m=MAX_DEPTH_M)
 
     def on_odom(self, msg: Odometry) -> None:
+        from airplay.sim.lockstep import CURRENT, DUPLICATE, HELD
+
         stamp = ns_from_stamp(msg.header.stamp)
-        if self.start_ns is None or self.world is None or stamp < self.start_ns:
-            if self.start_ns is None:
-                self.held = msg
-            return
-        state = state_from_odometry(msg)
-        rgb, depth = self.images(state[0:3], yaw_from_state(state))
-        self.rgb_pub.publish(image_from_rgb(rgb, stamp))
-        self.depth_pub.publish(image_from_depth(depth, stamp))
-        self.info_pub.publish(camera_info(self.world.scene.spec.camera.intrinsics, stamp))
+        verdict = self.gate.classify(stamp)
+        self.gate_log.note(verdict, stamp)
+        if verdict == HELD:
+            self.gate.hold(stamp, msg)
+        elif verdict == DUPLICATE and self.rendered is not None and self.rendered[0] == stamp:
+            # the sim asks again: the images (and the episode's goal image) may not have arrived
+            if self.goal_image is not None and stamp == self.gate.start_ns:
+                self.goal_image_pub.publish(self.goal_image)
+            self.publish(self.rendered)
+        elif verdict == CURRENT and self.world is not None:
+            state = state_from_odometry(msg)
+            rgb, depth = self.images(state[0:3], yaw_from_state(state))
+            self.rendered = (stamp, image_from_rgb(rgb, stamp), image_from_depth(depth, stamp),
+                             camera_info(self.world.scene.spec.camera.intrinsics, stamp))
+            self.gate.handled(stamp)
+            self.publish(self.rendered)
+
+    def publish(self, rendered) -> None:
+        _, rgb, depth, info = rendered
+        self.rgb_pub.publish(rgb)
+        self.depth_pub.publish(depth)
+        self.info_pub.publish(info)
+
+    def destroy_node(self) -> None:
+        import sys
+
+        # print, not the logger: at shutdown rosout's publisher may be gone already
+        print(f"odom frames by verdict: {GateLog.summary(self.gate)}", file=sys.stderr, flush=True)
+        super().destroy_node()
 
 
 def main(args=None) -> int:

@@ -1,44 +1,53 @@
 """``sim``: dynamics + collision (AirPlayEnv without images), /clock, odom, episode status.
 
-Subscribes ``episode/command`` (JSON {"episode", "scene_dir", "index"}) and ``cmd_vel``.
-On a command it loads the scene's World (once per scene), derives the task as
-``sample_tasks(scene, grid, episodes, seed, setting, protocol)[index]`` and resets the env.
-It publishes ``episode/status`` {"episode", "status": "started", "stamp_ns", "scene_dir",
-"index"}, then ``/clock`` and ``odom`` stamped with sim time, and ``goal_pose`` (the task's
-goal, for pointgoal).
+Subscribes ``episode/command`` (JSON, :class:`airplay.sim.lockstep.EpisodeCommand`: episode,
+scene_dir, index, the task itself, the success radius) and ``cmd_vel``. On a command it resets
+the environment of the scene's collision model (loaded once per scene; the splat is never read)
+on the command's task and publishes ``episode/status`` {"status": "started", "stamp_ns", and the
+command's fields} (reliable, transient-local: :data:`airplay.nodes.common.EPISODE_STATUS`), then
+``odom``, ``/clock`` and ``goal_pose`` (the task's goal, not for VLN) stamped with sim time.
 
-Lockstep (``lockstep:=true``): the env steps only on a ``cmd_vel`` whose stamp equals the
-latest odom's stamp. Without one within ``command_timeout_s`` of wall time the episode ends
-as ``no_command`` (logged). While waiting, the latest odom is re-published every
-``republish_s`` (same stamp, with /clock) so that a message lost to discovery never stalls
-the graph; the evaluator also takes it as the sim's heartbeat.
-Without lockstep the env steps on a 50 Hz wall timer with the latest command (hover if none).
+Before it subscribes to ``episode/command`` (the evaluator's sign that it is ready) it flies a
+short warm-up task of the first scene (:mod:`airplay.sim.warmup`), so that no kernel compiles
+inside an episode.
 
-When the episode ends it publishes ``episode/status`` {"episode", "status", "steps",
-"trajectory": [[x, y, z], ...] (every step, start included, float64)} and waits.
+Lockstep (``lockstep:=true``): the environment steps only on a ``cmd_vel`` whose stamp equals
+the latest odom's stamp; other commands (stale, duplicate, for an ended episode) are dropped and
+counted. There is no wall-clock limit on the policy: a slow policy makes the run slower, never
+its result different. The only thing that ends an episode without a command is the policy
+leaving the graph: once ``cmd_vel`` has had a publisher, an episode during which it has none
+(the policy's process ended; DDS notices a killed process after the participant lease of the
+Fast DDS profile) ends as ``no_command``. While waiting, the latest odom is re-published every
+``republish_s`` of wall time (same stamp, with /clock), so that a message lost to DDS discovery
+never stalls the graph; consumers answer the repeat (:mod:`airplay.sim.lockstep`).
+Without lockstep the environment steps on a 50 Hz wall timer with the latest command (hover if none).
 
-Setting vln (AirVLN-R1): the tasks are the VLN episodes' and the env flies them goal-free with
-a zero success radius, as the in-process VLN runner does
-(:func:`airplay.vln.evaluate.vln_scene`: entering the radius does not end the episode); no
-``goal_pose`` is published (the goal is withheld). The policy ends an episode (its STOP, or its
-step budget) with a reliable ``episode/policy`` message {"episode", "stop": true, "stamp_ns",
-"stop_reason", ...}: in lockstep the sim then ends the episode at that observation, without
-stepping, with status ``policy_stop`` (:data:`airplay.vln.evaluate.POLICY_STOP`); the
-evaluator turns it into the AirNav outcome (success within the radius, else ``stopped`` or
-``timeout``). A stop for another episode or another stamp is ignored.
+When an episode ends it publishes ``episode/status`` {"episode", "status", "steps",
+"trajectory": [[x, y, z], ...] (every step, start included, float64)}, with "error" where the
+policy's failure ended it, and waits for the next command.
 
-Sim time: integer nanoseconds, one control period per step; each reset advances it by one
-period as well, so every observation of the run has its own stamp. ``odom`` carries every
-step's stamp; ``/clock`` is published at ``clock_rate_hz`` of sim time (default 10 Hz, the
-rate gazebo_ros publishes it at; 0: every step), and always at an episode's start and end,
-so a node's ROS time is at most one clock period behind the latest odom and exact at episode
-events. Every ``/clock`` message wakes every node of the graph (they all use sim time), so
-at 50 Hz it would be about half of the graph's messages per step.
+The policy ends an episode itself with a reliable ``episode/policy`` message {"episode",
+"stop": true, "stamp_ns", "status"?, "error"?, "stop_reason"?, ...}: with "status"
+``policy_error`` or ``over_budget`` (:mod:`airplay.policies.guard`: it raised, or a step used
+more CPU time than its budget) the episode ends with that status and the report's "error";
+without one (AirVLN-R1's STOP or spent step budget) with :data:`airplay.vln.evaluate.POLICY_STOP`,
+which the evaluator turns into the AirNav outcome. In lockstep the report must be for the
+observation the sim waits on; reports for another episode or stamp are ignored.
+
+Sim time: integer nanoseconds, one control period per step; an episode's first observation comes
+two periods after the previous episode's last (:func:`airplay.sim.lockstep.next_start_ns`), which
+is how the other nodes tell episodes apart. ``odom`` carries every step's stamp; ``/clock`` is
+published at ``clock_rate_hz`` of sim time (default 10 Hz, the rate gazebo_ros publishes it at;
+0: every step), and always at an episode's start and end, so a node's ROS time is at most one
+clock period behind the latest odom and exact at episode events. Every ``/clock`` message wakes
+every node of the graph (they all use sim time), so at 50 Hz it would be about half of the
+graph's messages per step.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped
@@ -48,9 +57,13 @@ from rclpy.node import Node
 from rosgraph_msgs.msg import Clock as ClockMsg
 from std_msgs.msg import String
 
-from airplay.nodes.common import (CONTROL_DT_NS, RELIABLE, EpisodeTasks, ParameterError, command_from_twist, declare,
-                                  episode_parameters, json_message, json_payload, ns_from_stamp,
-                                  odometry_from_state, preload_first_scene, run_node, stamp_from_ns, transform_from_odometry)
+from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, RELIABLE, ParameterError, WorldCache,
+                                  command_from_twist, declare, episode_parameters, first_scene, json_message,
+                                  json_payload, ns_from_stamp, odometry_from_state, run_node, stamp_from_ns,
+                                  transform_from_odometry)
+
+POLICY_END_STATUSES = ("policy_error", "over_budget")
+"""Statuses a policy's report may end an episode with (besides its STOP)."""
 
 
 class SimNode(Node):
@@ -59,13 +72,10 @@ class SimNode(Node):
         p = episode_parameters(self)
         self.setting = p["setting"]
         self.lockstep = declare(self, "lockstep", True)
-        self.command_timeout_s = float(declare(self, "command_timeout_s", 10.0))
         self.republish_s = float(declare(self, "republish_s", 0.5))
         clock_rate_hz = declare(self, "clock_rate_hz", 10.0)
         if not isinstance(self.lockstep, bool):
             raise ParameterError(f"parameter 'lockstep' must be true or false, got {self.lockstep!r}")
-        if not self.command_timeout_s > 0:
-            raise ParameterError(f"parameter 'command_timeout_s' must be > 0, got {self.command_timeout_s!r}")
         if not self.republish_s > 0:
             raise ParameterError(f"parameter 'republish_s' must be > 0, got {self.republish_s!r}")
         if isinstance(clock_rate_hz, bool) or not isinstance(clock_rate_hz, (int, float)) or not clock_rate_hz >= 0:
@@ -73,17 +83,20 @@ class SimNode(Node):
                                  f"got {clock_rate_hz!r}")
         self.clock_period_ns = int(round(1e9 / clock_rate_hz)) if clock_rate_hz > 0 else 0
         self.clock_ns = None  # the stamp /clock last carried
-        self.tasks = EpisodeTasks.from_parameters(p)
+        self.worlds = WorldCache()
+        self.envs: dict = {}  # (scene_dir, success radius) -> AirPlayEnv of the scene's collision model
         self.env = None
-        self.env_source = None  # the World the env was made for
-        self.episode = None
+        self.episode = None       # the live episode's number; None between episodes
+        self.last_ns = None       # the latest observation's stamp (None before the first)
         self.stamp_ns = 0
-        self.published_any = False
-        self.waiting_since = 0.0
         self.last_publish = 0.0
         self.latest_cmd = np.zeros(4)
+        self.policy_seen = False  # cmd_vel has had a publisher (the policy joined the graph)
+        self.dropped: Counter = Counter()  # commands not for the observation waited on, by reason
 
-        preload_first_scene(self, p["scenes"], self.tasks.load)
+        scene = first_scene(p["scenes"])
+        if scene is not None:
+            self._warm_up(scene)
         self.clock_pub = self.create_publisher(ClockMsg, "/clock", 10)
         self.odom_pub = self.create_publisher(Odometry, "odom", RELIABLE)
         try:  # /tf where tf2_msgs exists (a ROS 2 distribution; the pip wheels lack it)
@@ -93,69 +106,95 @@ class SimNode(Node):
         except ImportError:
             self.tf_pub = None
         self.goal_pub = self.create_publisher(PoseStamped, "goal_pose", RELIABLE)
-        self.status_pub = self.create_publisher(String, "episode/status", RELIABLE)
-        self.create_subscription(String, "episode/command", self.on_episode_command, RELIABLE)
-        self.create_subscription(TwistStamped, "cmd_vel", self.on_cmd_vel, RELIABLE)
+        self.status_pub = self.create_publisher(String, "episode/status", EPISODE_STATUS)
+        self.cmd_sub = self.create_subscription(TwistStamped, "cmd_vel", self.on_cmd_vel, RELIABLE)
         self.create_subscription(String, "episode/policy", self.on_policy_report, RELIABLE)
         wall = Clock(clock_type=ClockType.STEADY_TIME)
-        if self.lockstep:
-            self.create_timer(0.05, self.on_watchdog, clock=wall)
-        else:
+        self.create_timer(0.05, self.on_watchdog, clock=wall)
+        if not self.lockstep:
             self.create_timer(CONTROL_DT_NS * 1e-9, self.on_realtime_step, clock=wall)
+        self.create_subscription(String, "episode/command", self.on_episode_command, RELIABLE)  # last: ready
+
+    def _warm_up(self, scene_dir: str) -> None:
+        """Fly the warm-up task of the first scene (module docstring); a scene that fails to
+        load is reported again with the episode that asks for it."""
+        from airplay.sim.warmup import warm_flight, warmup_task
+
+        t0 = time.monotonic()
+        try:
+            world = self.worlds.get(scene_dir)
+            warm_flight(self._env_for(scene_dir, world.protocol.success_radius_m), warmup_task(world))
+        except Exception as exc:
+            self.get_logger().warning(f"warm-up on {scene_dir} failed: {exc}")
+            return
+        self.get_logger().info(f"warmed up on {world.name} in {time.monotonic() - t0:.1f} s")
+
+    def _env_for(self, scene_dir: str, success_radius_m: float):
+        """The environment that flies tasks in ``scene_dir`` with this success radius (no images)."""
+        from dataclasses import replace
+
+        from airplay.sim.env import AirPlayEnv
+
+        key = (scene_dir, float(success_radius_m))
+        if key not in self.envs:
+            world = self.worlds.get(scene_dir)
+            if round(world.vehicle.control_dt_s * 1e9) != CONTROL_DT_NS:
+                self.get_logger().warning("vehicle control_dt_s differs from 20 ms; stamps use the vehicle's")
+            if world.protocol.success_radius_m != success_radius_m:
+                world = replace(world, protocol=replace(world.protocol, success_radius_m=float(success_radius_m)))
+            setting = "goalfree" if self.setting == "vln" else self.setting
+            self.envs = {k: v for k, v in self.envs.items() if k[0] == scene_dir}  # one scene at a time
+            self.envs[key] = AirPlayEnv(world, setting, render_images=False)
+        return self.envs[key]
 
     # -- episodes --------------------------------------------------------------------------
     def on_episode_command(self, msg: String) -> None:
-        from airplay.sim.env import AirPlayEnv
+        from airplay.sim.lockstep import EpisodeCommand, next_start_ns
 
         try:
-            cmd = json_payload(msg)
-            episode, scene_dir, index = int(cmd["episode"]), str(cmd["scene_dir"]), int(cmd["index"])
-        except (ValueError, KeyError, TypeError) as exc:
-            self.get_logger().error(f"bad episode/command {msg.data!r}: {exc}")
+            cmd = EpisodeCommand.from_payload(json_payload(msg))
+        except ValueError as exc:
+            self.get_logger().error(f"bad episode/command {msg.data[:200]!r}: {exc}")
             return
+        if self.episode is not None:
+            if cmd.episode == self.episode:
+                return  # the same command again
+            self.get_logger().warning(f"episode {cmd.episode} commanded while episode {self.episode} runs: "
+                                      f"episode {self.episode} is left unfinished")
         try:
-            world, tasks = self.tasks.load(scene_dir)
+            env = self._env_for(cmd.scene_dir, cmd.success_radius_m)
         except Exception as exc:  # a bad scene folder must not kill the sim
-            self.get_logger().error(f"episode {episode}: cannot load {scene_dir}: {exc}")
+            self.get_logger().error(f"episode {cmd.episode}: cannot load {cmd.scene_dir}: {exc}")
             return
-        if round(world.vehicle.control_dt_s * 1e9) != CONTROL_DT_NS:
-            self.get_logger().warning("vehicle control_dt_s differs from 20 ms; stamps use the vehicle's")
-        if self.env is None or self.env_source is not world:
-            if self.setting == "vln":  # goal-free, no success on entering the radius (as in-process)
-                self.env = AirPlayEnv(self.tasks.vln.env_world, "goalfree", tasks=tasks, render_images=False)
-            else:
-                self.env = AirPlayEnv(world, self.setting, tasks=tasks, render_images=False)
-            self.env_source = world
-        if not 0 <= index < len(tasks):
-            self.get_logger().error(f"episode/command index {index} outside 0..{len(tasks) - 1}")
-            return
-        task = tasks[index]
-        _, info = self.env.reset(options={"task": task})
-        if self.published_any:
-            self.stamp_ns += self._dt_ns()
-        self.episode = episode
+        self.env = env
+        _, info = env.reset(options={"task": cmd.task})
+        self.stamp_ns = next_start_ns(self.last_ns, self._dt_ns())
+        self.episode = cmd.episode
         self.latest_cmd = np.zeros(4)
-        self.status_pub.publish(json_message({"episode": episode, "status": "started", "stamp_ns": self.stamp_ns,
-                                              "scene_dir": scene_dir, "index": index}))
+        self.status_pub.publish(json_message({**cmd.to_payload(), "status": "started", "stamp_ns": self.stamp_ns}))
         if self.setting != "vln":  # VLN withholds the goal
             goal = PoseStamped()
             goal.header.stamp = stamp_from_ns(self.stamp_ns)
             goal.header.frame_id = "map"
+            task = cmd.task
             goal.pose.position.x, goal.pose.position.y, goal.pose.position.z = (float(v) for v in task.goal_position)
-            goal.pose.orientation.z, goal.pose.orientation.w = float(np.sin(task.goal_yaw / 2)), float(
-                np.cos(task.goal_yaw / 2))
+            goal.pose.orientation.z, goal.pose.orientation.w = (float(np.sin(task.goal_yaw / 2)),
+                                                                float(np.cos(task.goal_yaw / 2)))
             self.goal_pub.publish(goal)
         self.publish_observation(episode_start=True)
         if info["status"] != "running":
             self.finish(info["status"])
 
-    def finish(self, status: str) -> None:
+    def finish(self, status: str, error: str | None = None) -> None:
         env = self.env
         traj = [[float(x) for x in p] for p in env.trajectory]
-        self.status_pub.publish(json_message({"episode": self.episode, "status": status, "steps": int(env.steps),
-                                              "trajectory": traj}))
+        report = {"episode": self.episode, "status": status, "steps": int(env.steps), "trajectory": traj}
+        if error is not None:
+            report["error"] = error
+        self.status_pub.publish(json_message(report))
         self.publish_clock(force=True)
-        self.get_logger().info(f"episode {self.episode}: {status} after {env.steps} steps")
+        self.get_logger().info(f"episode {self.episode}: {status} after {env.steps} steps"
+                               + (f" ({error})" if error else ""))
         self.episode = None
 
     def _dt_ns(self) -> int:
@@ -171,17 +210,20 @@ class SimNode(Node):
             self.clock_pub.publish(ClockMsg(clock=stamp_from_ns(self.stamp_ns)))
             self.clock_ns = self.stamp_ns
 
-    def publish_observation(self, episode_start: bool = False) -> None:
-        """odom (and /tf) first - the lockstep chain waits on it -, then /clock when due."""
+    def _odometry(self) -> Odometry:
         v = self.env.vehicle
         state = np.concatenate([v.position[0], v.quat_xyzw[0], v.velocity[0], v.angular_velocity_body[0]])
-        odom = odometry_from_state(state, self.stamp_ns)
+        return odometry_from_state(state, self.stamp_ns)
+
+    def publish_observation(self, episode_start: bool = False) -> None:
+        """odom (and /tf) first - the lockstep chain waits on it -, then /clock when due."""
+        odom = self._odometry()
         self.odom_pub.publish(odom)
         if self.tf_pub is not None:
             self.tf_pub.publish(self._tf_message(transforms=[transform_from_odometry(odom)]))
         self.publish_clock(force=episode_start)
-        self.published_any = True
-        self.last_publish = self.waiting_since = time.monotonic()
+        self.last_ns = self.stamp_ns
+        self.last_publish = time.monotonic()
 
     def step(self, cmd: np.ndarray) -> None:
         _, _, _, _, info = self.env.step(cmd)
@@ -196,18 +238,30 @@ class SimNode(Node):
         if not self.lockstep:
             self.latest_cmd = cmd
             return
-        if self.episode is None or ns_from_stamp(msg.header.stamp) != self.stamp_ns:
-            return  # stale or duplicate: not the command for the latest observation
+        stamp = ns_from_stamp(msg.header.stamp)
+        if self.episode is None or stamp != self.stamp_ns:
+            reason = "between episodes" if self.episode is None else "not for the latest observation"
+            if not self.dropped[reason]:
+                self.get_logger().info(f"dropping commands {reason} (first at {stamp * 1e-9:.2f} s sim time; "
+                                       "counted, logged once)")
+            self.dropped[reason] += 1
+            return
+        if not np.all(np.isfinite(cmd)):
+            self.get_logger().error(f"episode {self.episode}: non-finite command {cmd.tolist()} at "
+                                    f"{stamp * 1e-9:.2f} s sim time")
+            self.finish("policy_error", f"ValueError: non-finite command {cmd.tolist()}")
+            return
         self.step(cmd)
 
     def on_policy_report(self, msg: String) -> None:
-        """The policy ended its episode (STOP or its step budget): end it here at that observation."""
+        """The policy ended its episode (module docstring): end it here at that observation."""
         from airplay.vln.evaluate import POLICY_STOP
 
         try:
             report = json_payload(msg)
             episode, stop = report.get("episode"), bool(report.get("stop", False))
             stamp = int(report["stamp_ns"]) if stop else None
+            status = str(report.get("status") or POLICY_STOP)
         except (ValueError, KeyError, TypeError) as exc:
             self.get_logger().error(f"bad episode/policy {msg.data[:200]!r}: {exc}")
             return
@@ -215,22 +269,29 @@ class SimNode(Node):
             return
         if self.lockstep and stamp != self.stamp_ns:
             return  # not the observation the sim is waiting on
-        self.get_logger().info(f"episode {self.episode}: the policy stopped ({report.get('stop_reason', '')}) "
-                               f"at {self.stamp_ns * 1e-9:.2f} s sim time")
-        self.finish(POLICY_STOP)
+        if status not in (POLICY_STOP, *POLICY_END_STATUSES):
+            self.get_logger().error(f"episode/policy status {status!r} is none of {POLICY_STOP}, "
+                                    f"{', '.join(POLICY_END_STATUSES)}; ending the episode as policy_error")
+            status = "policy_error"
+        error = report.get("error")
+        self.get_logger().info(f"episode {self.episode}: the policy ended it ({status}, "
+                               f"{error or report.get('stop_reason', '')}) at {self.stamp_ns * 1e-9:.2f} s sim time")
+        self.finish(status, None if error is None else str(error))
 
     def on_watchdog(self) -> None:
+        """Every 50 ms of wall time: has the policy left the graph, is a repeat of odom due."""
+        publishers = self.cmd_sub.get_publisher_count()
+        self.policy_seen = self.policy_seen or publishers > 0
         if self.episode is None:
             return
-        now = time.monotonic()
-        if now - self.waiting_since > self.command_timeout_s:
-            self.get_logger().error(f"episode {self.episode}: no command for the observation at "
-                                    f"{self.stamp_ns * 1e-9:.2f} s sim time within {self.command_timeout_s} s")
+        if self.policy_seen and publishers == 0:
+            self.get_logger().error(f"episode {self.episode}: the policy left the graph (cmd_vel has no publisher) "
+                                    f"at {self.stamp_ns * 1e-9:.2f} s sim time; no command will come")
             self.finish("no_command")
-        elif now - self.last_publish > self.republish_s:  # same stamp again: also a heartbeat
-            v = self.env.vehicle
-            state = np.concatenate([v.position[0], v.quat_xyzw[0], v.velocity[0], v.angular_velocity_body[0]])
-            self.odom_pub.publish(odometry_from_state(state, self.stamp_ns))
+            return
+        now = time.monotonic()
+        if self.lockstep and now - self.last_publish > self.republish_s:  # same stamp again: answered again
+            self.odom_pub.publish(self._odometry())
             self.clock_pub.publish(ClockMsg(clock=stamp_from_ns(self.stamp_ns)))
             self.clock_ns = self.stamp_ns
             self.last_publish = now

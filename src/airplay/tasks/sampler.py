@@ -54,15 +54,46 @@ class Task:
     euclidean_distance_m: float
     time_limit_s: float
 
-    def to_dict(self) -> dict:
-        """JSON-ready summary (without the path)."""
-        return {
+    def to_dict(self, path: bool = False) -> dict:
+        """JSON-ready dict: the summary, and with ``path`` also ``path_m`` as a list of
+        [x, y, z]. Floats are Python floats, so ``json.dumps`` writes them exactly and
+        :meth:`from_dict` gives the same task back, bit for bit."""
+        d = {
             "task_id": self.task_id, "scene": self.scene, "setting": self.setting,
             "start_position": [float(v) for v in self.start_position], "start_yaw": float(self.start_yaw),
             "goal_position": [float(v) for v in self.goal_position], "goal_yaw": float(self.goal_yaw),
             "astar_length_m": float(self.astar_length_m),
             "euclidean_distance_m": float(self.euclidean_distance_m), "time_limit_s": float(self.time_limit_s),
         }
+        if path:
+            d["path_m"] = np.asarray(self.path_m, np.float64).reshape(-1, 3).tolist()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Task":
+        """The task of :meth:`to_dict` (``path_m`` may be absent: an empty (0, 3) path).
+
+        Raises ValueError naming the first missing or malformed field."""
+        def vector(key: str) -> np.ndarray:
+            v = np.asarray(d[key], np.float64)
+            if v.shape != (3,) or not np.all(np.isfinite(v)):
+                raise ValueError(f"task field '{key}' must be 3 finite numbers, got {d[key]!r}")
+            return v
+
+        try:
+            path = np.asarray(d.get("path_m", []), np.float64).reshape(-1, 3)
+            task = cls(task_id=str(d["task_id"]), scene=str(d["scene"]), setting=str(d["setting"]),
+                       start_position=vector("start_position"), start_yaw=float(d["start_yaw"]),
+                       goal_position=vector("goal_position"), goal_yaw=float(d["goal_yaw"]), path_m=path,
+                       astar_length_m=float(d["astar_length_m"]), euclidean_distance_m=float(d["euclidean_distance_m"]),
+                       time_limit_s=float(d["time_limit_s"]))
+        except KeyError as exc:
+            raise ValueError(f"task field {exc} is missing") from None
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"malformed task: {exc}") from None
+        if not task.time_limit_s > 0:
+            raise ValueError(f"task field 'time_limit_s' must be > 0, got {task.time_limit_s!r}")
+        return task
 
 
 class TaskSamplingError(RuntimeError):

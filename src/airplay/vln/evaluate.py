@@ -59,10 +59,11 @@ def vln_status(env_status: str, stop_reason: str, final_distance_m: float, radiu
     """The episode's status from the environment's and the navigator's ends (module docstring).
 
     env_status: the environment's status when the episode ended ("running" when the navigator
-    ended it in-process, :data:`POLICY_STOP` from the ROS sim); ``no_command`` (the ROS graph's
-    lockstep without a command) is kept as it is.
+    ended it in-process, :data:`POLICY_STOP` from the ROS sim); ``no_command`` (the policy left
+    the ROS graph), ``policy_error`` and ``over_budget`` (:mod:`airplay.policies.guard`) are kept
+    as they are.
     """
-    if env_status in ("collision", "out_of_bounds", "no_command"):
+    if env_status in ("collision", "out_of_bounds", "no_command", "policy_error", "over_budget"):
         return env_status
     if final_distance_m <= radius_m:
         return "success"
@@ -116,27 +117,41 @@ def vln_episode_result(world, episode, cfg, trajectory: np.ndarray, env_status: 
     status = vln_status(env_status, info.get("stop_reason", ""), final, radius_m)
     base = episode_result(scene=world.name, task_id=episode.episode_id, setting="vln", start=episode.start_position,
                           goal=episode.goal_position, astar_length_m=episode.astar_length_m, trajectory=trajectory,
-                          status=status, seed=cfg.seed, policy=cfg.policy, dt_s=world.vehicle.control_dt_s)
+                          status=status, seed=cfg.seed, policy=cfg.policy, dt_s=world.vehicle.control_dt_s,
+                          error=info.get("error"))
     return VLNEpisodeResult(**base.to_dict(), persona=episode.persona, instruction=episode.instruction,
                             vln_steps=int(info.get("vln_steps", 0)), queries=int(info.get("queries", 0)),
                             format_failures=int(info.get("format_failures", 0)),
                             stop_reason=str(info.get("stop_reason", "")))
 
 
-def run_vln_episode(env, policy, episode, time_limit_s: float):
-    """Fly one episode: (trajectory (T, 3), env status, policy info)."""
+def run_vln_episode(env, policy, episode, time_limit_s: float, budget_ms: float = 0.0):
+    """Fly one episode: (trajectory (T, 3), env status, policy info). The navigator is called
+    through :mod:`airplay.policies.guard`: where it raises (or exceeds ``budget_ms``) the env
+    status is ``policy_error`` (``over_budget``) and ``info["error"]`` says why."""
+    from airplay.policies import guard
+
     task = episode.to_task(time_limit_s)
     env.render_images = True
     obs, info = env.reset(options={"task": task})
-    policy.reset(episode)
-    while info["status"] == "running":
-        cmd = policy.select_action(obs)
+    status, error = info["status"], guard.reset(policy, episode)
+    if error is not None:
+        status = guard.POLICY_ERROR
+    while status == "running":
+        step = guard.act(policy, obs, budget_ms)
+        if step.status is not None:
+            status, error = step.status, step.error
+            break
         if getattr(policy, "done", False):
             break
         env.render_images = bool(getattr(policy, "wants_image", True))
-        obs, _, _, _, info = env.step(cmd)
+        obs, _, _, _, info = env.step(step.command)
+        status = info["status"]
     env.render_images = True
-    return np.asarray(env.trajectory), info["status"], policy.episode_info() if hasattr(policy, "episode_info") else {}
+    report = policy.episode_info() if hasattr(policy, "episode_info") else {}
+    if error is not None:
+        report["error"] = error
+    return np.asarray(env.trajectory), status, report
 
 
 def evaluate_vln(cfg, out_dir: Path, policy_factory, episodes_file: str | None = None, progress: bool = True,
@@ -171,7 +186,7 @@ def evaluate_vln(cfg, out_dir: Path, policy_factory, episodes_file: str | None =
         trajectories, statuses = [], []
         for ep in vs.episodes:
             t0 = time.perf_counter()
-            trajectory, env_status, info = run_vln_episode(env, policy, ep, vs.time_limit_s)
+            trajectory, env_status, info = run_vln_episode(env, policy, ep, vs.time_limit_s, cfg.policy_budget_ms)
             flying_s += time.perf_counter() - t0
             model_s += float(info.get("model_time_s", 0.0))
             total_steps += len(trajectory) - 1
