@@ -374,9 +374,12 @@ def test_evaluator_gives_up_when_the_graph_does_not_come_up(scene_dir, tmp_path)
     assert not (tmp_path / "out" / "summary.json").exists()
 
 
-def test_dead_sim_stops_the_run(scene_dir, tmp_path):
-    """A killed sim leaves the graph when its DDS participant lease (10 s in
-    config/fastdds_localhost.xml) runs out: the evaluator stops the run then, not sooner."""
+@pytest.mark.parametrize("victim,words", [("sim", "the sim left the graph"),
+                                          ("renderer", "the node (renderer) left the graph")])
+def test_dead_sim_or_renderer_stops_the_run(victim, words, scene_dir, tmp_path):
+    """A killed sim or renderer leaves the graph when its DDS participant lease (10 s in
+    config/fastdds_localhost.xml) runs out: the evaluator stops the run then (no episode can end
+    without them), writes the finished episodes and exits 1."""
     common = _graph_params(scene_dir, 3)
     listener = StatusListener()
     procs = {}
@@ -390,18 +393,18 @@ def test_dead_sim_stops_the_run(scene_dir, tmp_path):
             time.sleep(0.01)
         assert 1 in listener.started(), _logs(tmp_path)
         t_kill = time.monotonic()
-        procs["sim"].kill()
+        procs[victim].kill()
         try:
             code = procs["evaluator"].wait(timeout=45)
         except subprocess.TimeoutExpired:
-            pytest.fail("the evaluator hung after the sim died\n" + _logs(tmp_path))
+            pytest.fail(f"the evaluator hung after the {victim} died\n" + _logs(tmp_path))
         waited = time.monotonic() - t_kill
     finally:
         stop_all(procs)
         listener.close()
     assert code == 1, _logs(tmp_path)
-    assert "the sim left the graph" in (tmp_path / "evaluator.log").read_text()
-    assert waited < 15, f"the evaluator noticed the dead sim only after {waited:.1f} s"
+    assert words in (tmp_path / "evaluator.log").read_text(), _logs(tmp_path)
+    assert waited < 15, f"the evaluator noticed the dead {victim} only after {waited:.1f} s"
     lines = (tmp_path / "out" / "episodes.jsonl").read_text().splitlines()
     assert [json.loads(line)["status"] for line in lines] == ["success"]  # episode 0, written before stopping
 

@@ -56,6 +56,8 @@ WAITING_LOG_S = 10.0
 """While the graph comes up, whom the evaluator waits for is logged this often (wall s)."""
 MEMBERSHIP_CHECK_S = 0.5
 """How often (wall s) the evaluator looks whether a node has left the graph."""
+PARTICIPANT_PREFIX = 12
+"""Bytes of an endpoint's GID that name its DDS participant (the RTPS GUID prefix)."""
 
 
 class EvaluatorNode(Node):
@@ -111,8 +113,9 @@ class EvaluatorNode(Node):
         self.k = -1
         self.t0 = time.monotonic()
         self.waiting_logged = self.t0
-        self.members: dict[tuple, str] = {}  # (namespace, name) of the graph's nodes at start -> role
-        self.left: set[tuple] = set()
+        self.members: dict[bytes, str] = {}  # the graph's episode/command subscriptions at start -> role
+        self.member_names: dict[bytes, str] = {}  # their nodes' names, once DDS has told them
+        self.left: set[bytes] = set()
         self.membership_checked = 0.0
         self.total_steps = 0
         self.outcomes: list[tuple] = []  # scene_dir, index, status, steps, trajectory, error, policy report (vln)
@@ -136,18 +139,28 @@ class EvaluatorNode(Node):
             missing.append("episode/policy has 0 publishers (need policy)")
         return missing
 
-    def _endpoints(self, topic: str, publishers: bool) -> set[tuple]:
+    def _endpoints(self, topic: str, publishers: bool) -> dict[bytes, str]:
+        """The endpoints of ``topic`` in the graph: endpoint GID -> its node's name ("" while DDS
+        has not told it yet: node names arrive on their own topic, after the endpoints)."""
         name = self.resolve_topic_name(topic)
         infos = self.get_publishers_info_by_topic(name) if publishers else self.get_subscriptions_info_by_topic(name)
-        return {(i.node_namespace, i.node_name) for i in infos}
+        return {bytes(i.endpoint_gid): "" if "_UNKNOWN_" in i.node_name else i.node_name for i in infos}
+
+    @staticmethod
+    def _participants(endpoints: dict[bytes, str]) -> set[bytes]:
+        """The DDS participants (one per node process) of these endpoints: their GID's GUID prefix."""
+        return {gid[:PARTICIPANT_PREFIX] for gid in endpoints}
 
     def _record_members(self) -> None:
-        """The graph's nodes as it starts: the subscribers of episode/command, with the sim
-        (publisher of episode/status) and the policy (publisher of cmd_vel / episode/policy) named."""
-        sims = self._endpoints("episode/status", publishers=True)
-        policies = self._endpoints("cmd_vel", publishers=True) | self._endpoints("episode/policy", publishers=True)
-        for member in self._endpoints("episode/command", publishers=False):
-            self.members[member] = "sim" if member in sims else "policy" if member in policies else "node"
+        """The graph's nodes as it starts: the subscribers of episode/command, by endpoint, with
+        the sim (whose process publishes episode/status) and the policy (cmd_vel, episode/policy) told apart."""
+        sims = self._participants(self._endpoints("episode/status", publishers=True))
+        policies = self._participants({**self._endpoints("cmd_vel", publishers=True),
+                                       **self._endpoints("episode/policy", publishers=True)})
+        for gid, name in self._endpoints("episode/command", publishers=False).items():
+            prefix = gid[:PARTICIPANT_PREFIX]
+            self.members[gid] = "sim" if prefix in sims else "policy" if prefix in policies else "node"
+            self.member_names[gid] = name
 
     def _check_members(self) -> bool:
         """False (and the run stopped) when the sim or another node the run needs has left the
@@ -156,16 +169,19 @@ class EvaluatorNode(Node):
             self._abort(f"the sim left the graph during episode {self.k} (episode/status has no publisher)")
             return False
         present = self._endpoints("episode/command", publishers=False)
-        for member, role in self.members.items():
-            if member in present or member in self.left:
+        for gid, name in present.items():
+            if gid in self.members and name:
+                self.member_names[gid] = name
+        for gid, role in self.members.items():
+            if gid in present or gid in self.left:
                 continue
-            self.left.add(member)
-            name = "/".join(part for part in member if part.strip("/")) or str(member)
+            self.left.add(gid)
+            name = self.member_names.get(gid) or "a node"
             if role == "policy":
                 self.get_logger().error(f"the policy ({name}) left the graph during episode {self.k}; the sim ends "
                                         "its episodes as no_command")
             else:
-                self._abort(f"the {role} {name} left the graph during episode {self.k}")
+                self._abort(f"the {role} ({name}) left the graph during episode {self.k}")
                 return False
         return True
 

@@ -274,8 +274,9 @@ class SimNode(Node):
                                     f"{', '.join(POLICY_END_STATUSES)}; ending the episode as policy_error")
             status = "policy_error"
         error = report.get("error")
-        self.get_logger().info(f"episode {self.episode}: the policy ended it ({status}, "
-                               f"{error or report.get('stop_reason', '')}) at {self.stamp_ns * 1e-9:.2f} s sim time")
+        what = (f"the policy stopped ({report.get('stop_reason', '')})" if status == POLICY_STOP
+                else f"the policy failed ({status}: {error})")
+        self.get_logger().info(f"episode {self.episode}: {what} at {self.stamp_ns * 1e-9:.2f} s sim time")
         self.finish(status, None if error is None else str(error))
 
     def on_watchdog(self) -> None:

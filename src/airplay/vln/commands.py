@@ -40,9 +40,6 @@ def add_eval_arguments(ev: argparse.ArgumentParser) -> None:
     g.add_argument("--vln-episodes", default=None, metavar="FILE",
                    help="episode file (airplay's, or AirNav/CityNav-style) instead of sampling")
     g.add_argument("--vln-config", default=None, metavar="YAML", help="instead of config/vln.yaml")
-    g.add_argument("--command-timeout-s", type=float, default=None, metavar="S",
-                   help="--runtime ros: the sim's wait for each command, wall seconds (default 10; more than "
-                        "one model call)")
 
 
 def eval_vln(args: argparse.Namespace, cfg, vln_backend: str | None) -> int:
@@ -95,8 +92,8 @@ def ros_launch_arguments(args: argparse.Namespace, cfg, vln_backend: str) -> lis
         tokens.append(f"image_size:={args.image_size[0]},{args.image_size[1]}")
     if args.history_offsets:
         tokens.append(f"history_offsets:={','.join(str(k) for k in args.history_offsets)}")
-    if args.command_timeout_s is not None:
-        tokens.append(f"command_timeout_s:={float(args.command_timeout_s)}")
+    if args.policy_budget_ms:
+        tokens.append(f"policy_budget_ms:={float(args.policy_budget_ms)}")
     return tokens
 
 
