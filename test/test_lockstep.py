@@ -310,3 +310,14 @@ def test_policy_node_survives_frames_out_of_order_and_flies_as_in_process(scene_
     for words in ("held until its start", "answered again", "of an episode that has ended are dropped",
                   "older than the live episode's latest observation"):
         assert text.count(words) == 1, f"{words!r} not logged exactly once:\n{text}"
+
+
+def test_apply_reads_statuses_and_refuses_malformed_ones_unchanged():
+    gate = EpisodeGate(DT)
+    assert gate.apply({"status": "started", "episode": 0, "stamp_ns": 0, "scene_dir": "s"}) == []
+    gate.handled(0)
+    assert gate.apply({"status": "success", "episode": 0, "steps": 3}) is None
+    assert gate.end_ns == 3 * DT and not gate.live
+    with pytest.raises(ValueError, match="stamp_ns"):
+        gate.apply({"status": "started", "episode": 1})
+    assert gate.episode == 0 and gate.end_ns == 3 * DT  # nothing changed

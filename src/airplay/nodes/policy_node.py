@@ -312,21 +312,19 @@ class PolicyNode(Node):
     def on_episode_status(self, msg: String) -> None:
         try:
             status = json_payload(msg)
-            kind = status["status"]
-            if kind != "started":
-                steps = status.get("steps")
-                self.gate.end(status.get("episode"), None if steps is None else int(steps))
-                if self.vln is not None and self.policy is not None and status.get("episode") == self.episode:
-                    self.report(stop=False)  # the sim ended it (no-op when we stopped it)
-                return
-            start, scene_dir = int(status["stamp_ns"]), str(status["scene_dir"])
+            started = status.get("status") == "started"
+            scene_dir = str(status["scene_dir"]) if started else None
+            released = self.gate.apply(status)
         except (ValueError, KeyError, TypeError) as exc:
             self.get_logger().error(f"bad episode/status {msg.data[:200]!r}: {exc}")
             return
-        released = self.gate.start(status.get("episode"), start)
+        if not started:
+            if self.vln is not None and self.policy is not None and status.get("episode") == self.episode:
+                self.report(stop=False)  # the sim ended it (no-op when we stopped it)
+            return
         if released is None:
             return  # not newer than the live episode (a repeat)
-        self.start_ns, self.episode = start, status.get("episode")
+        self.start_ns, self.episode = self.gate.start_ns, status.get("episode")
         self.pending, self.answer, self.reset_error = {}, None, None
         try:
             self.task = self._task_of(status)
@@ -343,7 +341,7 @@ class PolicyNode(Node):
             self.instruction = str(status["instruction"])
         if self.on_vehicle and self.instruction is None:
             self._default_instruction(int(status["index"]))
-        if self.goal_image is not None and self.goal_image[0] < start:
+        if self.goal_image is not None and self.goal_image[0] < self.start_ns:
             self.goal_image = None
         for _, (key, item) in released:
             self.on_part(item, key)

@@ -104,19 +104,15 @@ class RendererNode(Node):
     def on_episode_status(self, msg: String) -> None:
         try:
             status = json_payload(msg)
-            kind = status["status"]
-            if kind != "started":
-                steps = status.get("steps")
-                self.gate.end(status.get("episode"), None if steps is None else int(steps))
-                return
-            start, scene_dir = int(status["stamp_ns"]), str(status["scene_dir"])
-            task = self._task(status)
+            if status.get("status") == "started":
+                scene_dir, task = str(status["scene_dir"]), self._task(status)
+            released = self.gate.apply(status)
         except (ValueError, KeyError, TypeError) as exc:
             self.get_logger().error(f"bad episode/status {msg.data[:200]!r}: {exc}")
             return
-        released = self.gate.start(status.get("episode"), start)
         if released is None:
-            return  # not newer than the live episode (a repeat)
+            return  # an end, or a start not newer than the live episode (a repeat)
+        start = self.gate.start_ns
         try:
             self.world = self.worlds.get(scene_dir)
         except Exception as exc:

@@ -108,6 +108,21 @@ class EpisodeGate:
         else:
             self.end_ns = self.start_ns if self.last_ns is None else self.last_ns
 
+    def apply(self, status: dict) -> list[tuple[int, object]] | None:
+        """Apply an ``episode/status`` payload: a terminal one ends its episode (None), a
+        "started" one starts it (what :meth:`start` returns). ValueError for a malformed one,
+        before anything changes."""
+        try:
+            kind, episode = status["status"], status.get("episode")
+            stamp = int(status["stamp_ns"]) if kind == "started" else None
+            steps = None if kind == "started" or status.get("steps") is None else int(status["steps"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed episode/status ({type(exc).__name__}: {exc})") from None
+        if kind != "started":
+            self.end(episode, steps)
+            return None
+        return self.start(episode, stamp)
+
     def classify(self, stamp: int, count: bool = True) -> str:
         """The verdict for a frame stamped ``stamp`` (ns); counted in ``counts`` unless ``count`` is False."""
         verdict = self._verdict(int(stamp))
