@@ -39,8 +39,8 @@
    subscription; evaluator: its publisher), polled every 20 ms by the bench's own node; the
    table gives seconds from the node's process start to ready, the CPU seconds its process
    had used by then (steadier than wall time on a loaded machine) and its peak resident
-   memory (the larger of the last VmHWM read from /proc/<pid>/status and ru_maxrss from
-   wait4 at exit), and when the first episode started. The scene and its disk caches (SDF,
+   memory (VmHWM of /proc/<pid>/status, read every 20 ms until it exits; see NodeRun for
+   why not ru_maxrss), and when the first episode started. The scene and its disk caches (SDF,
    LOD hierarchy) are prepared first by a child process with a numba cache of its own, so a
    run with an empty NUMBA_CACHE_DIR really starts the nodes cold. Only the topic names
    episode/command and episode/status and the evaluator's results files are relied on.
@@ -100,7 +100,18 @@ def ros_environment() -> dict[str, str]:
             log(f"[ros] domain {domain} is in use ({', '.join(others[:4])}); drawing another")
         os.environ["ROS_DOMAIN_ID"] = str(domain)
     env["ROS_DOMAIN_ID"] = os.environ["ROS_DOMAIN_ID"]
+    env["PYTHONPATH"] = with_airplay_on_path(env.get("PYTHONPATH", ""))
     return env
+
+
+def with_airplay_on_path(pythonpath: str) -> str:
+    """``pythonpath`` with the folder of the ``airplay`` this process imported first, so that
+    every child (nodes, publisher) runs the code this bench reports, whatever is installed."""
+    import airplay
+
+    root = str(Path(airplay.__file__).resolve().parents[1])
+    parts = [p for p in pythonpath.split(os.pathsep) if p]
+    return os.pathsep.join([root] + [p for p in parts if os.path.abspath(p) != root])
 
 
 def nodes_on_domain(domain: int, wait_s: float = 1.5) -> list[str]:
@@ -219,13 +230,18 @@ class GraphWatcher:
 
 
 class NodeRun:
-    """One node process of a graph run: started now, sampled while it runs, reaped by ``wait4``.
+    """One node process of a graph run: started now, sampled while it runs, reaped by ``waitpid``.
 
-    Peak memory is the process's peak resident set: the larger of the last ``VmHWM`` read
-    from /proc/<pid>/status while it lived and the ``ru_maxrss`` the kernel reports when it
-    is reaped (both KiB; the latter covers the very end, the former a process killed before
-    it could be reaped normally).
+    Peak memory is the process's peak resident set, ``VmHWM`` of /proc/<pid>/status (KiB),
+    read every ``SAMPLE_S`` seconds until it is reaped (through its shutdown when the bench
+    stops it): a high-water mark, so the last read holds every peak but one in the last
+    sample interval before the process exits. Not ``ru_maxrss`` from wait4: Linux keeps in
+    it the RSS high-water mark of the memory image the child replaced at exec, i.e. this
+    bench's own size when it forked the node (965 MiB for every node after the in-process
+    run; a child with a VmHWM of 10.5 MiB reports 527 MiB under a 500 MiB parent).
     """
+
+    SAMPLE_S = 0.02
 
     def __init__(self, name: str, cmd: list[str], env: dict, log_path: Path) -> None:
         self.name = name
@@ -234,7 +250,6 @@ class NodeRun:
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         self.hwm_kib: int | None = None
-        self.maxrss_kib: int | None = None
         self.cpu_s: float | None = None
         self.code: int | None = None
 
@@ -251,19 +266,19 @@ class NodeRun:
             self.cpu_s = cpu if cpu is not None else self.cpu_s
 
     def reap(self, timeout_s: float = 0.0) -> bool:
-        """Collect the exit status and ru_maxrss if the process has ended (waiting up to
-        ``timeout_s`` seconds); True once it has."""
+        """Collect the exit status if the process has ended (waiting up to ``timeout_s``
+        seconds); True once it has."""
         deadline = time.monotonic() + timeout_s
         while self.running:
-            pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+            self.sample()  # VmHWM and CPU time up to the last moment (a stopped node's shutdown too)
+            pid, status = os.waitpid(self.proc.pid, os.WNOHANG)
             if pid:
                 self.code = self.proc.returncode = os.waitstatus_to_exitcode(status)
-                self.maxrss_kib = usage.ru_maxrss
                 self.log.close()
             elif time.monotonic() >= deadline:
                 return False
             else:
-                time.sleep(0.02)
+                time.sleep(self.SAMPLE_S)
         return True
 
     def signal(self, sig: int) -> None:
@@ -275,9 +290,8 @@ class NodeRun:
                 pass
 
     def peak_mib(self) -> float | None:
-        """Peak resident memory (MiB): max(last VmHWM, ru_maxrss at exit)."""
-        kib = max((v for v in (self.hwm_kib, self.maxrss_kib) if v is not None), default=None)
-        return None if kib is None else round(kib / 1024.0, 1)
+        """Peak resident memory (MiB): the last VmHWM read."""
+        return None if self.hwm_kib is None else round(self.hwm_kib / 1024.0, 1)
 
 
 def proc_status_kib(pid: int, key: str) -> int | None:
@@ -341,9 +355,8 @@ def run_graph(scene_dir: Path, out: Path, episodes: int, render_images: bool, en
         evaluator = runs["evaluator"]
         while not evaluator.reap() and time.perf_counter() - t0 < timeout_s:
             for run in runs.values():
-                run.sample()
-                run.reap()
-            time.sleep(0.05)
+                run.reap()  # samples it first
+            time.sleep(NodeRun.SAMPLE_S)
         code = evaluator.code
         total_s = time.perf_counter() - t0
         for run in runs.values():
@@ -387,12 +400,15 @@ def cpu_seconds(pid: int) -> float | None:
 
 
 def _stop(runs: dict, wait_s: float = 5.0) -> None:
-    """SIGINT each running node's process group, reap it; SIGKILL what is left after ``wait_s``."""
+    """SIGINT each running node's process group and reap them all (sampling each until it exits);
+    SIGKILL what is left after ``wait_s``."""
     for run in runs.values():
         run.signal(signal.SIGINT)
     deadline = time.monotonic() + wait_s
+    while not all([run.reap() for run in runs.values()]) and time.monotonic() < deadline:
+        time.sleep(NodeRun.SAMPLE_S)
     for run in runs.values():
-        if not run.reap(max(0.0, deadline - time.monotonic())):
+        if not run.reap():
             run.signal(signal.SIGKILL)
             run.reap(5.0)
 
@@ -701,7 +717,8 @@ def print_startup(st: dict, title: str) -> None:
           "the first process start")
     print("ready: the node's endpoint on /episode/command seen in the ROS graph (sim, renderer, policy: its "
           "subscription; evaluator: its publisher), from its own process start; CPU s: user + system of its "
-          "process then; peak RSS: max(VmHWM, ru_maxrss at exit)." + (" Median (min-max) over runs." if many else ""))
+          "process then; peak RSS: VmHWM, read every 20 ms until it exited."
+          + (" Median (min-max) over runs." if many else ""))
     if foreign:
         print(f"WARNING: nodes of other processes were on the ROS domain during the run(s): {', '.join(foreign)}; "
               "the ready times may be theirs")
@@ -714,7 +731,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--quick", action="store_true", help="under a minute: 1 episode, 3 s of images")
-    parser.add_argument("--episodes", type=int, default=None, help="episodes of the throughput runs (default 4, quick 1)")
+    parser.add_argument("--episodes", type=int, default=None,
+                        help="episodes of each graph run (default 4; --quick and --startup: 1)")
     parser.add_argument("--no-images", dest="images", action="store_false",
                         help="render_images false: the renderer publishes zero frames (the expert does not look)")
     parser.add_argument("--density", type=float, default=None,
