@@ -84,7 +84,14 @@ def _rgb_to_uint8(rgb, out):
 
 
 def gsplat_available() -> bool:
-    """True when torch sees a CUDA device and gsplat imports (no compilation is triggered)."""
+    """True when torch sees a CUDA device and gsplat imports (no compilation is triggered).
+
+    Where gsplat is not installed this answers without importing torch, which would cost a
+    CPU-only renderer process about 480 MB of memory for nothing."""
+    import importlib.util
+
+    if importlib.util.find_spec("gsplat") is None:
+        return False
     try:
         import torch
     except ImportError:
