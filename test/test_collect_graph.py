@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from airplay.cli import main
-from airplay.graph import COLLECT_ARGUMENTS, GRAPHS, collect_graph, parse_launch_arguments
+from airplay.graph import COLLECT_ARGUMENTS, GRAPHS, collect_graph, defaults, parse_launch_arguments
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH_FILE = REPO / "launch" / "collect.launch.py"
@@ -58,14 +58,23 @@ def test_collect_launch_file_reads_the_shared_graph(tmp_path):
     imported = {(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                 for alias in node.names}
     assert {("airplay.graph", "collect_graph"), ("airplay.graph", "COLLECT_ARGUMENTS"),
-            ("launch_ros.actions", "Node"), ("launch.event_handlers", "OnProcessExit")} <= imported
+            ("airplay.ros2_launch", "graph_launch_description")} <= imported
+    generate = next(node for node in ast.walk(tree)
+                    if isinstance(node, ast.FunctionDef) and node.name == "generate_launch_description")
+    assert [ast.unparse(n) for n in ast.walk(generate) if isinstance(n, ast.Call)] == [
+        "graph_launch_description(collect_graph, COLLECT_ARGUMENTS)"]
+    helper = ast.parse((REPO / "src" / "airplay" / "ros2_launch.py").read_text())
+    assert {("launch_ros.actions", "Node"), ("launch.event_handlers", "OnProcessExit")} <= {
+        (n.module, a.name) for n in ast.walk(helper) if isinstance(n, ast.ImportFrom) for a in n.names}
     text = (REPO / "setup.py").read_text()
     for spec in collect_graph():
         assert f'"{spec.executable} = {spec.module}:main"' in text, spec.executable
 
 
 def test_collect_launch_file_under_launch_ros():
-    pytest.importorskip("launch_ros")
+    from installs import import_launch_ros
+
+    import_launch_ros()
     import importlib.util
 
     from launch import LaunchContext
@@ -76,9 +85,11 @@ def test_collect_launch_file_under_launch_ros():
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
     description = module.generate_launch_description()
-    assert {d.name for d in description.entities if isinstance(d, DeclareLaunchArgument)} == set(COLLECT_ARGUMENTS)
+    declared = {d.name: d for d in description.entities if isinstance(d, DeclareLaunchArgument)}
+    assert set(declared) == set(COLLECT_ARGUMENTS)
+    assert all(declared[k].description == a.description for k, a in COLLECT_ARGUMENTS.items())
     context = LaunchContext()
-    context.launch_configurations.update(COLLECT_ARGUMENTS)
+    context.launch_configurations.update(defaults(COLLECT_ARGUMENTS))
     actions = next(e for e in description.entities if isinstance(e, OpaqueFunction)).execute(context)
     assert len([a for a in actions if isinstance(a, Node)]) == len(collect_graph(parse_launch_arguments([],
                                                                                           COLLECT_ARGUMENTS))) == 5

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airplay.graph import GRAPHS, SIM_EVAL_ARGUMENTS, GraphArgumentError, parse_launch_arguments, sim_eval_graph
+from airplay.graph import (COLLECT_ARGUMENTS, FLY_ARGUMENTS, GRAPHS, SIM_EVAL_ARGUMENTS, GraphArgumentError,
+                           LaunchArgument, collect_graph, defaults, fly_graph, parse_launch_arguments, sim_eval_graph)
 
 
 def test_sim_eval_graph_nodes_and_parameters():
@@ -14,7 +15,13 @@ def test_sim_eval_graph_nodes_and_parameters():
     assert [n.name for n in sim_eval_graph(values) if n.required] == ["evaluator"]
     assert nodes["sim"].parameters["lockstep"] is False
     assert nodes["sim"].parameters["episodes"] == 3 and isinstance(nodes["sim"].parameters["episodes"], int)
-    assert nodes["sim"].parameters["command_timeout_s"] == pytest.approx(10.0)
+    # No wall-clock limit ends an episode (issue 18): the sim and evaluator get none.
+    assert not {"command_timeout_s", "episode_timeout_s"} & (set(nodes["sim"].parameters)
+                                                             | set(nodes["evaluator"].parameters))
+    for name in ("policy", "evaluator"):  # the policy's CPU budget: off by default, a float
+        budget = nodes[name].parameters["policy_budget_ms"]
+        assert budget == 0.0 and isinstance(budget, float), name
+    assert "policy_budget_ms" not in nodes["sim"].parameters and "policy_budget_ms" not in nodes["renderer"].parameters
     assert all(n.parameters["use_sim_time"] is True for n in nodes.values())
     assert nodes["policy"].parameters["policy"] == "expert"
     assert "sim_eval" in GRAPHS
@@ -70,3 +77,40 @@ def test_vln_arguments_reach_the_nodes(tmp_path):
     assert "model" not in nodes["sim"].parameters
     plain = {n.name: n for n in sim_eval_graph(parse_launch_arguments([], SIM_EVAL_ARGUMENTS))}
     assert "vln_config" not in plain["sim"].parameters and "model" not in plain["policy"].parameters
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_every_launch_argument_has_a_default_and_a_description(name):
+    builder, arguments = GRAPHS[name]
+    assert arguments and all(isinstance(a, LaunchArgument) for a in arguments.values())
+    for key, argument in arguments.items():
+        assert isinstance(argument.default, str), key
+        assert argument.description.strip() and argument.description != key, key
+        assert "\n" not in argument.description, key
+    needed = {"fly": {"scene": "scenes/indoor_0"}}.get(name, {})  # fly: a rehearsal scene or a camera topic
+    assert builder({**defaults(arguments), **needed}), name
+
+
+def test_policy_budget_reaches_the_policy_and_the_evaluator():
+    nodes = {n.name: n for n in sim_eval_graph(parse_launch_arguments(["policy_budget_ms:=2.5"], SIM_EVAL_ARGUMENTS))}
+    assert nodes["policy"].parameters["policy_budget_ms"] == 2.5 == nodes["evaluator"].parameters["policy_budget_ms"]
+    collect = {n.name: n for n in collect_graph(parse_launch_arguments(["policy_budget_ms:=4"], COLLECT_ARGUMENTS))}
+    assert collect["policy"].parameters["policy_budget_ms"] == 4.0
+    for bad in ("-1", "nan", "inf", "fast"):
+        with pytest.raises(GraphArgumentError, match=f"policy_budget_ms:={bad} must be a number"):
+            sim_eval_graph(parse_launch_arguments([f"policy_budget_ms:={bad}"], SIM_EVAL_ARGUMENTS))
+
+
+@pytest.mark.parametrize("key", ["command_timeout_s", "episode_timeout_s"])
+def test_wall_clock_limits_are_gone_from_sim_eval_and_collect(key):
+    for accepted in (SIM_EVAL_ARGUMENTS, COLLECT_ARGUMENTS):
+        with pytest.raises(GraphArgumentError, match=f"unknown launch argument '{key}'"):
+            parse_launch_arguments([f"{key}:=10"], accepted)
+    assert "policy_budget_ms" in SIM_EVAL_ARGUMENTS and "policy_budget_ms" in COLLECT_ARGUMENTS
+
+
+def test_fly_keeps_the_supervisor_watchdog():
+    watchdog = FLY_ARGUMENTS["command_timeout_s"]
+    assert watchdog.default == "0.5" and "watchdog" in watchdog.description
+    nodes = fly_graph(parse_launch_arguments(["scene:=s", "command_timeout_s:=0.3"], FLY_ARGUMENTS))
+    assert nodes[-1].name == "mavlink_bridge" and nodes[-1].parameters["command_timeout_s"] == 0.3

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from airplay.cli import main
-from airplay.graph import SIM_EVAL_ARGUMENTS, NodeSpec, sim_eval_graph
+from airplay.graph import SIM_EVAL_ARGUMENTS, NodeSpec, defaults, sim_eval_graph
 from airplay.launcher import format_parameter, graph_environment, launch_graph, node_command
 
 REPO = Path(__file__).resolve().parents[1]
@@ -275,10 +275,20 @@ def test_cli_launch_print(capsys):
         assert "episodes:=3" in cmd or name == "renderer"
         assert "use_sim_time:=true" in cmd
     sim, renderer, policy, evaluator = commands
-    assert "lockstep:=true" in sim and "command_timeout_s:=10.0" in sim and "seed:=0" in sim
+    assert "lockstep:=true" in sim and "seed:=0" in sim
+    assert not any("timeout" in arg for arg in sim + evaluator)  # no wall-clock limit ends an episode
+    assert "policy_budget_ms:=0.0" in policy and "policy_budget_ms:=0.0" in evaluator
     assert "render_images:=true" in renderer and "scenes:=scenes" in renderer
     assert "policy:=expert" in policy and "policy:=expert" in evaluator
     assert "out:=out/sim-eval-ros" in evaluator
+
+
+def test_cli_launch_help_lists_each_argument_with_its_description(capsys):
+    assert main(["launch", "sim_eval", "--help"]) == 0
+    out = capsys.readouterr().out
+    for key, argument in SIM_EVAL_ARGUMENTS.items():
+        assert f"  {key}:={argument.default}\n" in out, key
+        assert " ".join(argument.description.split()[:4]) in " ".join(out.split()), key
 
 
 def test_cli_launch_errors_name_the_problem(capsys):
@@ -293,24 +303,33 @@ def test_cli_launch_errors_name_the_problem(capsys):
 # --- ros2 launch, console scripts, Docker ----------------------------------------------------------
 
 LAUNCH_FILE = REPO / "launch" / "sim_eval.launch.py"
+ROS2_LAUNCH = REPO / "src" / "airplay" / "ros2_launch.py"
+
+
+def imports_of(path: Path) -> set[tuple[str, str]]:
+    """(module, name) of every ``from module import name`` in the file, in functions too."""
+    return {(node.module, alias.name) for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) for alias in node.names}
 
 
 def test_launch_file_compiles_and_reads_the_shared_graph(tmp_path):
     py_compile.compile(str(LAUNCH_FILE), cfile=str(tmp_path / "sim_eval.pyc"), doraise=True)
+    assert {("airplay.graph", "sim_eval_graph"), ("airplay.graph", "SIM_EVAL_ARGUMENTS"),
+            ("airplay.ros2_launch", "graph_launch_description")} <= imports_of(LAUNCH_FILE)
     tree = ast.parse(LAUNCH_FILE.read_text())
-    imported = {(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                for alias in node.names}
-    assert ("airplay.graph", "sim_eval_graph") in imported
-    assert ("airplay.graph", "SIM_EVAL_ARGUMENTS") in imported
-    assert ("launch_ros.actions", "Node") in imported
-    assert ("launch.event_handlers", "OnProcessExit") in imported
-    assert ("launch.events", "Shutdown") in imported
-    functions = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
-    assert "generate_launch_description" in functions
+    functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    calls = [ast.unparse(node) for node in ast.walk(functions["generate_launch_description"])
+             if isinstance(node, ast.Call)]
+    assert calls == ["graph_launch_description(sim_eval_graph, SIM_EVAL_ARGUMENTS)"]
+    # The one helper all three launch files call: launch_ros Nodes, exit handlers, Shutdown.
+    assert {("launch_ros.actions", "Node"), ("launch.event_handlers", "OnProcessExit"), ("launch.events", "Shutdown"),
+            ("launch.actions", "DeclareLaunchArgument")} <= imports_of(ROS2_LAUNCH)
 
 
 def test_launch_file_under_launch_ros():
-    pytest.importorskip("launch_ros")
+    from installs import import_launch_ros
+
+    import_launch_ros()
     import importlib.util
 
     from launch import LaunchContext
@@ -323,13 +342,17 @@ def test_launch_file_under_launch_ros():
     description = module.generate_launch_description()
     declared = [e for e in description.entities if isinstance(e, DeclareLaunchArgument)]
     assert {d.name for d in declared} == set(SIM_EVAL_ARGUMENTS)
+    for d in declared:  # --show-args prints the graph's own descriptions and defaults
+        assert d.description == SIM_EVAL_ARGUMENTS[d.name].description
+        assert [t.describe() for t in d.default_value] == [repr(SIM_EVAL_ARGUMENTS[d.name].default)]
     context = LaunchContext()
-    context.launch_configurations.update(dict(SIM_EVAL_ARGUMENTS, episodes="3"))
+    context.launch_configurations.update(dict(defaults(SIM_EVAL_ARGUMENTS), episodes="3"))
     opaque = next(e for e in description.entities if isinstance(e, OpaqueFunction))
     actions = opaque.execute(context)
     nodes = [a for a in actions if isinstance(a, Node)]
     assert len(nodes) == len(sim_eval_graph()) == 4
-    assert sum(isinstance(a, RegisterEventHandler) for a in actions) == 1
+    # Every node's exit is watched (a non-zero code fails the launch), the required one's too.
+    assert sum(isinstance(a, RegisterEventHandler) for a in actions) == 4
 
 
 def test_setup_installs_node_executables_and_launch_files():

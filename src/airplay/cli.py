@@ -171,6 +171,19 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.scenes), Path(args.out), args.categories, args.seed, args.views, args.backend)
 
 
+def _launch_arguments_help(graph: str, arguments: dict) -> str:
+    """The launch arguments of ``graph`` for ``airplay launch GRAPH --help``: ``key:=default``
+    and the description below it, as ``ros2 launch ... --show-args`` prints them."""
+    import textwrap
+
+    lines = [f"launch arguments of {graph} (key:=value), with their defaults:"]
+    for key, argument in arguments.items():
+        lines.append(f"  {key}:={argument.default}")
+        lines.extend(textwrap.wrap(argument.description, width=100, initial_indent=" " * 6,
+                                   subsequent_indent=" " * 6))
+    return "\n".join(lines)
+
+
 def _cmd_launch(args: argparse.Namespace) -> int:
     import shlex
 
@@ -179,9 +192,7 @@ def _cmd_launch(args: argparse.Namespace) -> int:
     if "-h" in args.arguments or "--help" in args.arguments:
         print(args.launch_help())
         if args.graph in GRAPHS:
-            print(f"launch arguments of {args.graph} (key:=value), with their defaults:")
-            for key, default in GRAPHS[args.graph][1].items():
-                print(f"  {key}:={default}")
+            print(_launch_arguments_help(args.graph, GRAPHS[args.graph][1]))
         return 0
     # Options may also follow GRAPH, among the key:=value tokens (argparse leaves them there).
     late = argparse.ArgumentParser(prog=f"airplay launch {args.graph}", add_help=False)
@@ -301,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         "forward their output behind their names, and stop them all on Ctrl-C "
                                         "or when the required node (the evaluator) exits. The same graph as "
                                         "`ros2 launch airplay <graph>.launch.py key:=value ...`.")
-    launch.add_argument("graph", help="graph name (sim_eval)")
+    launch.add_argument("graph", help="graph name: sim_eval, collect or fly (airplay.graph.GRAPHS); "
+                                      "`airplay launch GRAPH --help` lists its launch arguments")
     launch.add_argument("arguments", nargs=argparse.REMAINDER, metavar="key:=value",
                         help="launch arguments, as for ros2 launch (e.g. policy:=expert episodes:=3)")
     launch.add_argument("--print", action="store_true",

@@ -5,11 +5,14 @@ Both ways of starting a graph read these descriptions: ``launch/sim_eval.launch.
 pip ROS 2 wheels only: separate processes). No rclpy here (DESIGN.md section 1).
 
 Launch arguments are ``key:=value`` strings (as ``ros2 launch`` takes them); each graph
-lists the ones it accepts with defaults, and unknown keys are an error naming the key.
+lists the ones it accepts, each with its default and description (:class:`LaunchArgument`:
+the launch files declare them from here, ``airplay launch GRAPH --help`` prints them), and
+unknown keys are an error naming the key.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -32,52 +35,82 @@ class NodeSpec:
     required: bool = False
 
 
-SIM_EVAL_ARGUMENTS: dict[str, str] = {
-    "scenes": "scenes",            # scene folders, comma-separated, or a folder of scenes;
-                                   # relative paths are taken from each node's working folder
-    "scene": "",                   # one scene folder (the same as scenes:=FOLDER)
-    "policy": "expert",
-    "checkpoint": "",              # checkpoint folder of a learned policy (act, dp, cnn_bc; airplay train --out)
-    "execution_horizon": "0",      # controls executed per predicted chunk (0: the policy's own)
-    "setting": "pointgoal",
-    "episodes": "10",              # per scene
-    "seed": "0",
-    "out": "out/sim-eval-ros",     # results folder, relative to the evaluator's working folder
-    "lockstep": "true",
-    "command_timeout_s": "10.0",   # lockstep: bounded wall-clock wait for the policy's command
-    "clock_rate_hz": "10.0",       # /clock per second of sim time (0: every 20 ms step); odom has every stamp
-    "render_backend": "auto",
-    "render_images": "true",
-    "episode_timeout_s": "300.0",  # the evaluator's wall-clock limit per episode (then: no_command)
-    "bootstrap": "1000",           # bootstrap resamples of the confidence intervals in summary.json
+@dataclass(frozen=True)
+class LaunchArgument:
+    """One launch argument: its default (a ``key:=value`` string, as ``ros2 launch`` takes it)
+    and the one-line description that ``ros2 launch ... --show-args`` and ``airplay launch
+    GRAPH --help`` print."""
+
+    default: str
+    description: str
+
+
+def defaults(arguments: dict[str, LaunchArgument]) -> dict[str, str]:
+    """{key: default} of a graph's launch arguments."""
+    return {key: argument.default for key, argument in arguments.items()}
+
+
+_A = LaunchArgument
+
+SIM_EVAL_ARGUMENTS: dict[str, LaunchArgument] = {
+    "scenes": _A("scenes", "scene folders, comma-separated, or a folder of scenes; relative paths are taken "
+                          "from each node's working folder"),
+    "scene": _A("", "one scene folder (the same as scenes:=FOLDER, and used instead of it when given)"),
+    "policy": _A("expert", "the policy flown: expert, random, act, dp, cnn_bc, or airvln_r1 (with setting:=vln)"),
+    "checkpoint": _A("", "checkpoint folder of a learned policy (act, dp, cnn_bc; what airplay train --out wrote)"),
+    "execution_horizon": _A("0", "controls executed per predicted chunk (0: the policy's own)"),
+    "setting": _A("pointgoal", "task setting: pointgoal, imagegoal, goalfree, or vln (with policy:=airvln_r1)"),
+    "episodes": _A("10", "episodes per scene"),
+    "seed": _A("0", "seed of the task sampling"),
+    "out": _A("out/sim-eval-ros", "results folder (episodes.jsonl, summary.json, plots), relative to the "
+                                 "evaluator's working folder"),
+    "lockstep": _A("true", "true: the sim advances a step only once the command for its latest observation has "
+                          "come (results independent of timing); false: real time, as on a vehicle"),
+    "policy_budget_ms": _A("0", "per-step compute budget of the policy in its own CPU time, ms; a step over it "
+                               "ends the episode as over_budget (0: none)"),
+    "clock_rate_hz": _A("10.0", "/clock messages per second of sim time (0: one every 20 ms step); odom carries "
+                               "every step's stamp"),
+    "render_backend": _A("auto", "renderer backend: auto, cpu or gsplat (CUDA)"),
+    "render_images": _A("true", "render RGB and depth every step (false: nothing is rendered; for policies that "
+                               "read no camera)"),
+    "bootstrap": _A("1000", "bootstrap resamples of the confidence intervals in summary.json"),
     # setting:=vln with policy:=airvln_r1 (README "Vision-language navigation"; airplay.vln.options)
-    "vln_backend": "transformers",  # transformers (model:=DIR) or openai (endpoint:=URL)
-    "model": "",                   # transformers: local Qwen2.5-VL folder (e.g. the AirVLN-R1 weights)
-    "endpoint": "",                # openai: API base of an OpenAI-compatible server, http://127.0.0.1:8000/v1
-    "served_model": "",            # openai: model name ("" = the server's first)
-    "device": "cpu",               # transformers: cpu or cuda[:N]
-    "max_new_tokens": "64",        # tokens per answer
-    "image_size": "",              # W,H: resize the views sent to the model ("" = as rendered)
-    "history_offsets": "",         # history views, steps back, e.g. -7,-4,-2,-1 ("" = that default)
-    "vln_config": "",              # YAML instead of config/vln.yaml
-    "vln_episodes": "",            # episode file (airplay's, or AirNav/CityNav-style) instead of sampling
+    "vln_backend": _A("transformers", "setting:=vln: AirVLN-R1's model backend, transformers (model:=DIR) or "
+                                     "openai (endpoint:=URL)"),
+    "model": _A("", "vln_backend:=transformers: local Qwen2.5-VL folder (e.g. the AirVLN-R1 weights)"),
+    "endpoint": _A("", "vln_backend:=openai: API base of an OpenAI-compatible server, e.g. "
+                      "http://127.0.0.1:8000/v1"),
+    "served_model": _A("", "vln_backend:=openai: the model name (empty: the server's first)"),
+    "device": _A("cpu", "vln_backend:=transformers: cpu or cuda[:N]"),
+    "max_new_tokens": _A("64", "setting:=vln: tokens per model answer"),
+    "image_size": _A("", "setting:=vln: W,H to resize the views sent to the model (empty: as rendered)"),
+    "history_offsets": _A("", "setting:=vln: history views, steps back, e.g. -7,-4,-2,-1 (empty: that default)"),
+    "vln_config": _A("", "setting:=vln: a YAML file used instead of config/vln.yaml"),
+    "vln_episodes": _A("", "setting:=vln: an episode file (airplay's, or AirNav/CityNav-style) used instead of "
+                          "sampling"),
 }
-"""Launch arguments of the sim_eval graph and their defaults."""
+"""Launch arguments of the sim_eval graph: default and description of each."""
 
 
 class GraphArgumentError(ValueError):
     """A launch argument that the graph does not accept or cannot parse."""
 
 
-def parse_launch_arguments(tokens: list[str], accepted: dict[str, str]) -> dict[str, str]:
-    """``["policy:=expert", ...]`` -> {key: value} over ``accepted``'s defaults."""
-    values = dict(accepted)
+def unknown_argument_message(key: str, accepted) -> str:
+    """The error for a launch argument ``key`` that is not among ``accepted`` (names)."""
+    return f"unknown launch argument {key!r}; accepted: {', '.join(sorted(accepted))}"
+
+
+def parse_launch_arguments(tokens: list[str], accepted: dict[str, LaunchArgument]) -> dict[str, str]:
+    """``["policy:=expert", ...]`` -> {key: value} over ``accepted``'s defaults; a token that is
+    not ``key:=value`` or names a key not in ``accepted`` is a GraphArgumentError naming it."""
+    values = defaults(accepted)
     for token in tokens:
         if ":=" not in token:
             raise GraphArgumentError(f"launch argument {token!r} must look like key:=value")
         key, value = token.split(":=", 1)
         if key not in accepted:
-            raise GraphArgumentError(f"unknown launch argument {key!r}; accepted: {', '.join(sorted(accepted))}")
+            raise GraphArgumentError(unknown_argument_message(key, accepted))
         values[key] = value
     return values
 
@@ -97,6 +130,13 @@ def _number(values: dict[str, str], key: str, kind=float):
         raise GraphArgumentError(f"launch argument {key}:={values[key]} must be {what}") from None
 
 
+def _budget_ms(values: dict[str, str], key: str) -> float:
+    budget = _number(values, key)
+    if not (budget >= 0.0 and math.isfinite(budget)):
+        raise GraphArgumentError(f"launch argument {key}:={values[key]} must be a number >= 0 (0: no budget)")
+    return budget
+
+
 def _choice(values: dict[str, str], key: str, choices: tuple[str, ...]) -> str:
     if values[key] not in choices:
         raise GraphArgumentError(f"launch argument {key}:={values[key]} must be one of {', '.join(choices)}")
@@ -105,7 +145,7 @@ def _choice(values: dict[str, str], key: str, choices: tuple[str, ...]) -> str:
 
 def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     """The closed-loop evaluation graph: sim, renderer, policy, evaluator (DESIGN.md section 4)."""
-    v = dict(SIM_EVAL_ARGUMENTS)
+    v = defaults(SIM_EVAL_ARGUMENTS)
     v.update(arguments or {})
     if v["scene"]:
         v["scenes"] = v["scene"]
@@ -118,23 +158,23 @@ def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
         "seed": _number(v, "seed", int),
     }
     lockstep = _flag(v, "lockstep")
-    timeout_s = _number(v, "command_timeout_s")
+    budget_ms = _budget_ms(v, "policy_budget_ms")
     render_images = _flag(v, "render_images")
     learned = {"checkpoint": v["checkpoint"], "execution_horizon": _number(v, "execution_horizon", int)}
     vln = _vln_arguments(v, episode, render_images)
     return [
         NodeSpec("sim", "airplay.nodes.sim_node", "sim_node",
-                 {**common, **episode, "lockstep": lockstep, "command_timeout_s": timeout_s,
-                  "clock_rate_hz": _number(v, "clock_rate_hz")}),
+                 {**common, **episode, "lockstep": lockstep, "clock_rate_hz": _number(v, "clock_rate_hz")}),
         NodeSpec("renderer", "airplay.nodes.renderer_node", "renderer_node",
                  {**common, **episode, "lockstep": lockstep, "render_backend": v["render_backend"],
                   "render_images": render_images}),
         NodeSpec("policy", "airplay.nodes.policy_node", "policy_node",
-                 {**common, **episode, "lockstep": lockstep, "policy": v["policy"], **learned, **vln}),
+                 {**common, **episode, "lockstep": lockstep, "policy": v["policy"], **learned,
+                  "policy_budget_ms": budget_ms, **vln}),
         NodeSpec("evaluator", "airplay.nodes.evaluator_node", "evaluator_node",
                  {**common, **episode, "policy": v["policy"], **learned, "out": v["out"],
                   "render_images": render_images, "bootstrap": _number(v, "bootstrap", int),
-                  "episode_timeout_s": _number(v, "episode_timeout_s")},
+                  "policy_budget_ms": budget_ms},
                  required=True),
     ]
 
@@ -166,22 +206,22 @@ def _vln_arguments(v: dict[str, str], episode: dict, render_images: bool) -> dic
     return {k: v[k] for k in VLN_OPTIONS if k not in EPISODE_OPTIONS}
 
 
-COLLECT_ARGUMENTS: dict[str, str] = {
+COLLECT_ARGUMENTS: dict[str, LaunchArgument] = {
     **{k: v for k, v in SIM_EVAL_ARGUMENTS.items()
        if k not in ("policy", "checkpoint", "execution_horizon", "out") and k not in _VLN_ARGUMENTS},
-    "out": "bags",                 # the recorder's bags: OUT/<scene>/<task_id>/
-    "results": "out/collect-ros",  # the evaluator's results of the expert flights
-    "record_depth": "false",
-    "split": "episode",            # episode | none (one bag for the run)
-    "max_bytes": "0",              # split the bag's files at this many bytes (0: never)
-    "topics": "",                  # the recorder's topics, comma-separated absolute names ("": its defaults)
+    "out": _A("bags", "the recorder's bags, one per episode: OUT/<scene>/<task_id>/"),
+    "results": _A("out/collect-ros", "the evaluator's results folder for the expert flights"),
+    "record_depth": _A("false", "record the depth images as well as RGB"),
+    "split": _A("episode", "episode: one bag per episode; none: one bag for the whole run"),
+    "max_bytes": _A("0", "split a bag's files at this many bytes (0: never)"),
+    "topics": _A("", "the recorder's topics, comma-separated absolute names (empty: its defaults)"),
 }
 """Launch arguments of the collect graph (sim_eval with the expert, plus the recorder)."""
 
 
 def collect_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     """Expert demonstrations recorded from the live graph: sim_eval's nodes with the expert + ``recorder``."""
-    v = dict(COLLECT_ARGUMENTS)
+    v = defaults(COLLECT_ARGUMENTS)
     v.update(arguments or {})
     nodes = sim_eval_graph({**{k: v[k] for k in SIM_EVAL_ARGUMENTS if k in v}, "policy": "expert", "out": v["results"]})
     sim = nodes[0].parameters
@@ -191,40 +231,41 @@ def collect_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     return nodes + [NodeSpec("recorder", "airplay.nodes.recorder_node", "recorder_node", recorder)]
 
 
-FLY_ARGUMENTS: dict[str, str] = {
-    "connection": "udp:127.0.0.1:14540",  # MAVLink: udp:/udpin: listen, udpout:, tcp:, serial:DEVICE:BAUD
-    "policy": "expert",
-    "checkpoint": "",              # checkpoint folder of a learned policy (act, dp, cnn_bc)
-    "execution_horizon": "0",      # controls executed per predicted chunk (0: the policy's own)
-    "scene": "",                   # scene folder: the expert's task, and the rehearsal camera (renderer)
-    "index": "0",                  # task index in the scene (as `airplay vehicle --scene --task`)
-    "episodes": "10",
-    "seed": "0",
-    "setting": "",                 # "": pointgoal, or vln with policy:=airvln_r1
-    "camera_topic": "",            # a real camera driver's RGB topic; empty: render the scene at odom
-    "depth_topic": "",             # a real depth topic (with camera_topic)
-    "render_backend": "auto",
-    "render_images": "true",
-    "takeoff_height_m": "1.5",
-    "flight_time_s": "0",          # land after this long in the air under the policy (0: on `land`/`estop`)
-    "command_timeout_s": "0.5",    # supervisor watchdog: hover when the newest cmd_vel is older
-    "heartbeat_timeout_s": "1.5",
-    "fence_box": "",               # x_min,y_min,x_max,y_max map metres ("": none)
-    "fence_z_min": "nan",
-    "fence_z_max": "nan",
+FLY_ARGUMENTS: dict[str, LaunchArgument] = {
+    "connection": _A("udp:127.0.0.1:14540", "MAVLink connection: udp:/udpin: (listen), udpout:, tcp:, or "
+                                           "serial:DEVICE:BAUD"),
+    "policy": _A("expert", "the policy flown: expert, act, dp, cnn_bc, or airvln_r1"),
+    "checkpoint": _A("", "checkpoint folder of a learned policy (act, dp, cnn_bc)"),
+    "execution_horizon": _A("0", "controls executed per predicted chunk (0: the policy's own)"),
+    "scene": _A("", "scene folder: the expert's task, and the rehearsal camera (the renderer)"),
+    "index": _A("0", "task index in the scene (as airplay vehicle --scene --task)"),
+    "episodes": _A("10", "tasks sampled in the scene (index picks one of them)"),
+    "seed": _A("0", "seed of the task sampling"),
+    "setting": _A("", "task setting (empty: pointgoal, or vln with policy:=airvln_r1)"),
+    "camera_topic": _A("", "a real camera driver's RGB topic (empty: render the scene at odom)"),
+    "depth_topic": _A("", "a real depth topic (with camera_topic)"),
+    "render_backend": _A("auto", "renderer backend of a rehearsal: auto, cpu or gsplat (CUDA)"),
+    "render_images": _A("true", "render RGB and depth in a rehearsal (false: zero images)"),
+    "takeoff_height_m": _A("1.5", "takeoff height above the start, m"),
+    "flight_time_s": _A("0", "land after this long in the air under the policy, s (0: on land or estop)"),
+    "command_timeout_s": _A("0.5", "supervisor watchdog: hover when the newest cmd_vel is older than this, s"),
+    "heartbeat_timeout_s": _A("1.5", "supervisor: the autopilot's heartbeat counts as lost after this long, s"),
+    "fence_box": _A("", "geofence x_min,y_min,x_max,y_max in map metres (empty: none)"),
+    "fence_z_min": _A("nan", "geofence floor, map metres (nan: none)"),
+    "fence_z_max": _A("nan", "geofence ceiling, map metres (nan: none)"),
     # policy:=airvln_r1 (README "Vision-language navigation", "On a vehicle"): the sim_eval VLN arguments, and
-    "instruction": "",             # the instruction to fly ("": the operator's on the `instruction` topic; in a
-                                   # rehearsal, the VLN episode's for (scene, index) when none has come)
+    "instruction": _A("", "policy:=airvln_r1: the instruction to fly (empty: the operator's on the instruction "
+                         "topic; in a rehearsal, the VLN episode's for (scene, index) when none has come)"),
     **{k: SIM_EVAL_ARGUMENTS[k] for k in _VLN_ARGUMENTS},
 }
-"""Launch arguments of the fly graph and their defaults."""
+"""Launch arguments of the fly graph: default and description of each."""
 
 
 def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     """The policy on a vehicle: camera (the renderer at the vehicle's odom for a rehearsal, or a
     driver's topics remapped in), ``policy`` (not lockstep), ``mavlink_bridge`` (supervisor +
     MAVLink; required: the graph ends when it has landed). No sim (DESIGN.md sections 4 and 8)."""
-    v = dict(FLY_ARGUMENTS)
+    v = defaults(FLY_ARGUMENTS)
     v.update(arguments or {})
     _choice(v, "render_backend", ("auto", "cpu", "gsplat"))
     if not v["scene"] and not v["camera_topic"]:
@@ -272,3 +313,8 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
 GRAPHS = {"sim_eval": (sim_eval_graph, SIM_EVAL_ARGUMENTS), "collect": (collect_graph, COLLECT_ARGUMENTS),
           "fly": (fly_graph, FLY_ARGUMENTS)}
 """Graph name -> (builder, accepted launch arguments)."""
+
+EXTRA_ROS2_LAUNCH_ARGUMENTS = ("launch-prefix", "launch-prefix-filter")
+"""Launch arguments that ``ros2 launch`` itself adds for its ``--launch-prefix`` and
+``--launch-prefix-filter`` options (read by launch_ros's Node): accepted by every graph's
+launch file, unknown to ``airplay launch``."""
