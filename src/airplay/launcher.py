@@ -8,8 +8,9 @@ process group) when the required node exits, when any node exits with a non-zero
 Ctrl-C / SIGTERM to the launcher. No rclpy here: the nodes import it, the launcher does not.
 
 DDS stays on this machine unless the caller's environment says otherwise:
-``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and ``FASTDDS_DEFAULT_PROFILES_FILE=<config>/
-fastdds_localhost.xml`` are set where absent.
+``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and ``FASTDDS_DEFAULT_PROFILES_FILE`` (Fast DDS 3) /
+``FASTRTPS_DEFAULT_PROFILES_FILE`` (Fast DDS 2, ROS 2 Jazzy) ``=<config>/fastdds_localhost.xml`` are
+set where absent.
 """
 
 from __future__ import annotations
@@ -90,10 +91,14 @@ def graph_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     where absent, and unbuffered Python output so that lines are forwarded as they come."""
     result = dict(os.environ if env is None else env)
     result.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    if "FASTDDS_DEFAULT_PROFILES_FILE" not in result:
+    profile = result.get("FASTDDS_DEFAULT_PROFILES_FILE") or result.get("FASTRTPS_DEFAULT_PROFILES_FILE")
+    if not profile:
         from airplay.config import config_dir
 
-        result["FASTDDS_DEFAULT_PROFILES_FILE"] = str(config_dir() / "fastdds_localhost.xml")
+        profile = str(config_dir() / "fastdds_localhost.xml")
+    # Fast DDS 2.x (ROS 2 Jazzy) reads FASTRTPS_DEFAULT_PROFILES_FILE, 3.x FASTDDS_DEFAULT_PROFILES_FILE.
+    result.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", profile)
+    result.setdefault("FASTRTPS_DEFAULT_PROFILES_FILE", profile)
     result.setdefault("PYTHONUNBUFFERED", "1")
     return result
 
@@ -153,7 +158,9 @@ def launch_graph(nodes: list[NodeSpec], env: dict[str, str] | None = None, pytho
     with a non-zero code (reported by name; that code is returned), when every node has
     exited, or on SIGINT/SIGTERM to this process (130/143). Then each remaining node's process
     group gets SIGINT, SIGTERM after ``grace_s`` seconds, and SIGKILL after another
-    ``grace_s``; a second Ctrl-C skips to SIGKILL. Nothing the nodes started outlives this call.
+    ``grace_s``. Further SIGINT/SIGTERM while the graph stops are ignored (reported once), as
+    ``ros2 launch`` does: each node gets one SIGINT, which airplay's nodes answer with a clean
+    shutdown (:func:`airplay.nodes.common.run_node`). Nothing the nodes started outlives this call.
     """
     if not nodes:
         raise ValueError("a graph needs at least one node")
@@ -237,8 +244,10 @@ def _killpg(pid: int, signum: int) -> None:
 
 
 def _stop(running: list[_Running], grace_s: float, signals_received: list[int], out: _Output) -> None:
-    """SIGINT, SIGTERM, SIGKILL to each node's process group until all have exited."""
-    interrupts_before = len(signals_received)
+    """SIGINT, SIGTERM, SIGKILL to each node's process group until all have exited; signals to
+    the launcher meanwhile are ignored (reported once)."""
+    signals_before = len(signals_received)
+    reported = False
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
         alive = [node for node in running if node.proc.poll() is None]
         if not alive:
@@ -249,8 +258,11 @@ def _stop(running: list[_Running], grace_s: float, signals_received: list[int], 
             _killpg(node.proc.pid, signum)
         deadline = time.monotonic() + (grace_s if signum != signal.SIGKILL else 10.0)
         while time.monotonic() < deadline and any(node.proc.poll() is None for node in alive):
-            if len(signals_received) > interrupts_before and signum != signal.SIGKILL:
-                break  # asked again: do not wait out the grace period
+            if len(signals_received) > signals_before and not reported:
+                name = signal.Signals(signals_received[-1]).name
+                out.launch_message(f"{name} again: ignored, the graph is stopping (SIGTERM {grace_s:g} s after "
+                                   "SIGINT, then SIGKILL)")
+                reported = True
             time.sleep(POLL_S)
     for node in running:
         # Leftovers the node started in its own group (pools, helpers): never orphans.
