@@ -382,7 +382,13 @@ def test_dockerfile_structure():
     instructions = dockerfile_instructions()
     assert instructions[0] == ("FROM", "ros:jazzy")
     runs = [args for op, args in instructions if op == "RUN"]
-    assert any("colcon build" in run for run in runs)
+    builds = [run for run in runs if "colcon build" in run]
+    assert builds and not any("--symlink-install" in run for run in builds)  # the nodes read the installed share
+    entrypoint = next(run for run in runs if "/entrypoint.sh" in run)
+    # DDS on the container's loopback under the profile name Jazzy's Fast DDS 2 reads, and Fast DDS 3's
+    for words in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_DEFAULT_PROFILES_FILE",
+                  "/ws/install/airplay/share/airplay/config/fastdds_localhost.xml"):
+        assert words in entrypoint, words
     assert any("apt-get install" in run and "python3-pip" in run and "python3-numpy" in run for run in runs)
     pip_runs = [run for run in runs if "pip install" in run]
     assert pip_runs and all("--break-system-packages" in run and "constraints" in run for run in pip_runs)
