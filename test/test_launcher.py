@@ -201,6 +201,49 @@ def test_sigint_to_the_launcher_stops_every_process(fake_env, tmp_path):
     assert wait_dead(pids) == []
 
 
+@pytest.mark.ros
+def test_ctrl_c_stops_a_real_graph_quietly(tmp_path, own_ros_domain):
+    """`airplay launch sim_eval` mid-run, Ctrl-C to its process group (its nodes have sessions of
+    their own, so each gets the launcher's one SIGINT): every node ends cleanly, in time, with no
+    traceback, no SIGTERM and nothing left (run_node's shutdown, airplay.nodes.shutdown)."""
+    pytest.importorskip("rclpy")
+    from conftest import descendants, sparse_indoor_scene
+    from installs import isolated
+
+    scene = sparse_indoor_scene(tmp_path / "indoor_1")
+    log = tmp_path / "launch.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(isolated([sys.executable, "-m", "airplay.cli", "launch", "sim_eval", f"scenes:={scene}",
+                                          "episodes:=50", "render_images:=false", f"out:={tmp_path / 'out'}"]),
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    nodes: list[int] = []
+    try:
+        deadline = time.monotonic() + 600  # a hang guard: nodes warm their kernels before "graph ready"
+        while "graph ready" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        time.sleep(2.0)  # mid-episode
+        nodes = [pid for pid in descendants(proc.pid) if alive(pid)]
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=30)
+        elapsed = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        for pid in nodes:  # on failure only: the nodes' own groups, started by this test
+            if alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+    text = log.read_text()
+    assert code == 130, text
+    assert len(nodes) >= 4 and wait_dead(nodes) == [], text
+    assert "SIGINT received; stopping the graph" in text
+    # No SIGTERM: every node ended within the launcher's 5 s grace after its SIGINT.
+    assert "Traceback" not in text and "sending SIGTERM" not in text and "sending SIGKILL" not in text, text
+    assert elapsed < 10.0, (elapsed, text)
+
+
 # --- parameters ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("value, text", [
