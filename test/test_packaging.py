@@ -15,6 +15,7 @@ def test_package_xml_declares_ament_python():
     assert root.find("export/build_type").text == "ament_python"
     deps = {e.text for e in root.findall("exec_depend")}
     assert {"rclpy", "std_msgs", "sensor_msgs", "geometry_msgs", "nav_msgs", "rosgraph_msgs"} <= deps
+    assert {"ament_index_python", "launch", "launch_ros", "ros2launch"} <= deps  # config.py, launch/*.launch.py
     assert (REPO / "resource" / "airplay").is_file()
 
 
