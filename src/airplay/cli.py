@@ -142,7 +142,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     cfg = EvalConfig(scenes=_scene_dirs(args.scenes), policy=args.policy, setting=setting,
                      episodes=args.episodes, seed=args.seed, render_backend=render_backend,
                      render_images=not args.no_images, bootstrap=args.bootstrap,
-                     checkpoint=args.checkpoint or "", execution_horizon=args.execution_horizon)
+                     checkpoint=args.checkpoint or "", execution_horizon=args.execution_horizon,
+                     policy_budget_ms=args.policy_budget_ms)
+    if not cfg.policy_budget_ms >= 0:
+        print(f"error: --policy-budget-ms must be >= 0 (0: none), got {args.policy_budget_ms}", file=sys.stderr)
+        return 2
     if setting == "vln" or args.policy == "airvln_r1":
         from airplay.vln.commands import eval_vln
 
@@ -160,6 +164,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             tokens.append(f"checkpoint:={Path(cfg.checkpoint).resolve()}")
         if cfg.execution_horizon:
             tokens.append(f"execution_horizon:={cfg.execution_horizon}")
+        if cfg.policy_budget_ms:
+            tokens.append(f"policy_budget_ms:={cfg.policy_budget_ms}")
         return launch_graph(sim_eval_graph(parse_launch_arguments(tokens, SIM_EVAL_ARGUMENTS)))
     evaluate_inprocess(cfg, Path(args.out), progress=not args.no_progress)
     return 0
@@ -277,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="checkpoint folder of a learned policy (the --out of airplay train)")
     ev.add_argument("--execution-horizon", type=int, default=0, metavar="H",
                     help="controls executed per predicted chunk (default: the policy's own, e.g. ACT 50, DP 16)")
+    ev.add_argument("--policy-budget-ms", type=float, default=0.0, metavar="MS",
+                    help="per-step compute budget of the policy in its own CPU time: a step over it ends the "
+                         "episode as over_budget (default 0: none; wall time never ends an episode)")
     ev.add_argument("--setting", default=None, choices=("pointgoal", "imagegoal", "goalfree", "vln"),
                     help="task setting (default: vln for --policy airvln_r1, else pointgoal)")
     ev.add_argument("--episodes", type=int, default=10, help="episodes per scene")
