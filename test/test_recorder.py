@@ -126,13 +126,20 @@ def recorded(scene_dir, tmp_path_factory):
         if not listener.snapshot()[0]:
             pytest.fail("the first episode did not start\n" + _logs(tmp))
         while time.monotonic() < deadline and len(listener.snapshot()[1]) < 50:
-            time.sleep(0.05)  # 1 s of sim time into the first episode
-        time.sleep(1.5)
-        procs["recorder_sigint"].send_signal(signal.SIGINT)
-        workers = descendants(procs["recorder_sigkill"].pid)  # its metadata worker
-        killed_at["sigkill"] = time.monotonic()
-        procs["recorder_sigkill"].send_signal(signal.SIGKILL)
-        assert procs["recorder_sigint"].wait(timeout=20) == 0, _logs(tmp)
+            time.sleep(0.005)  # 1 s of sim time into the first episode
+        # The sim is paused, so the first episode is still on when the recorders are signalled
+        # however fast the graph flies; in lockstep a paused node makes the run slower, never
+        # different (and 1.5 s is far inside the DDS lease that would count it gone).
+        procs["sim"].send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(1.5)
+            procs["recorder_sigint"].send_signal(signal.SIGINT)
+            workers = descendants(procs["recorder_sigkill"].pid)  # its metadata worker
+            killed_at["sigkill"] = time.monotonic()
+            procs["recorder_sigkill"].send_signal(signal.SIGKILL)
+            assert procs["recorder_sigint"].wait(timeout=20) == 0, _logs(tmp)
+        finally:
+            procs["sim"].send_signal(signal.SIGCONT)
         assert procs["evaluator"].wait(timeout=120) == 0, _logs(tmp)
     finally:
         for proc in procs.values():
