@@ -43,6 +43,15 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie waiting for a reaper (containers without init)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def sparse_indoor_scene(folder: Path) -> Path:
     """The synthetic indoor scene of seed 1 at 4 Gaussians/m^2 in ``folder`` (named indoor_1),
     with its disk-cached SDF built, so that the processes a test starts do not all build it."""

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import alive
 
 from airplay.cli import main
 from airplay.graph import SIM_EVAL_ARGUMENTS, NodeSpec, defaults, sim_eval_graph
@@ -93,15 +94,6 @@ def fake(name: str, required: bool = False, **params) -> NodeSpec:
 def pids_in(text: str, label: str = "pid") -> list[int]:
     """Pids the fake nodes printed ("[name] pid N"), not those in the launcher's own messages."""
     return [int(m) for m in re.findall(rf"^\[\w+\] {label} (\d+)$", text, flags=re.MULTILINE)]
-
-
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie waiting for a reaper (containers without init)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def wait_dead(pids: list[int], timeout_s: float = 5.0) -> list[int]:

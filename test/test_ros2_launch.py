@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import descendants, sparse_indoor_scene, stop_process_trees
+from conftest import alive, descendants, sparse_indoor_scene, stop_process_trees
 from installs import colcon_install, isolated, ros2_launch_environment
 
 from airplay.graph import COLLECT_ARGUMENTS, FLY_ARGUMENTS, SIM_EVAL_ARGUMENTS
@@ -80,15 +80,6 @@ def wait_for(log: Path, words: str, proc: subprocess.Popen, timeout: float) -> N
         if proc.poll() is not None or time.monotonic() > deadline:
             pytest.fail(f"no {words!r} in the output (exit code {proc.poll()})\n" + log.read_text())
         time.sleep(0.2)
-
-
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.mark.parametrize("graph", sorted(GRAPH_ARGUMENTS))
