@@ -111,7 +111,6 @@ class PolicyNode(Node):
         self.policy = None
         self.policy_scene = None    # the scene folder the policy was made for
         self.task = None
-        self.start_ns = None        # the live episode's first stamp
         self.episode = None         # the sim's episode number of the live episode
         self.reset_error = None     # why the policy's reset failed for the live episode (policy_error)
         self.goal_image = None      # (stamp, rgb) of the latest goal_image
@@ -249,7 +248,7 @@ class PolicyNode(Node):
 
     def on_instruction(self, msg: String) -> None:
         if self.on_vehicle:
-            flying = self.policy is not None and self.start_ns is not None and self.policy.steps > 0
+            flying = self.policy is not None and self.gate.start_ns is not None and self.policy.steps > 0
             if flying and self.reported is None:
                 if str(msg.data) != self.instruction:
                     self.get_logger().warning(f"instruction {msg.data!r} came while the navigator flies "
@@ -324,7 +323,7 @@ class PolicyNode(Node):
             return
         if released is None:
             return  # not newer than the live episode (a repeat)
-        self.start_ns, self.episode = self.gate.start_ns, status.get("episode")
+        self.episode = status.get("episode")
         self.pending, self.answer, self.reset_error = {}, None, None
         try:
             self.task = self._task_of(status)
@@ -341,7 +340,7 @@ class PolicyNode(Node):
             self.instruction = str(status["instruction"])
         if self.on_vehicle and self.instruction is None:
             self._default_instruction(int(status["index"]))
-        if self.goal_image is not None and self.goal_image[0] < self.start_ns:
+        if self.goal_image is not None and self.goal_image[0] < self.gate.start_ns:
             self.goal_image = None
         for _, (key, item) in released:
             self.on_part(item, key)
@@ -366,7 +365,7 @@ class PolicyNode(Node):
         from airplay.vln.executor import HOVER
 
         stamp = ns_from_stamp(msg.header.stamp)
-        if self.start_ns is None or stamp < self.start_ns:
+        if self.gate.start_ns is None or stamp < self.gate.start_ns:
             return
         if self.reported is not None and self.reported[0] == self.episode:
             self.cmd_pub.publish(twist_from_command(HOVER, stamp))  # the episode is over: hover until landed
@@ -420,7 +419,7 @@ class PolicyNode(Node):
         parts = self.pending.get(stamp)
         if parts is None or len(parts) < 3 or not self.gate.live:
             return
-        if self.setting == "imagegoal" and (self.goal_image is None or self.goal_image[0] != self.start_ns):
+        if self.setting == "imagegoal" and (self.goal_image is None or self.goal_image[0] != self.gate.start_ns):
             return
         if self.vln is not None and (self.instruction is None or self.reported is not None
                                      and self.reported[0] == self.episode):

@@ -61,8 +61,9 @@ from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, RELIABLE, Param
                                   command_from_twist, declare, episode_parameters, first_scene, json_message,
                                   json_payload, ns_from_stamp, odometry_from_state, run_node, stamp_from_ns,
                                   transform_from_odometry)
+from airplay.policies import guard
 
-POLICY_END_STATUSES = ("policy_error", "over_budget")
+POLICY_END_STATUSES = (guard.POLICY_ERROR, guard.OVER_BUDGET)
 """Statuses a policy's report may end an episode with (besides its STOP)."""
 
 
@@ -249,7 +250,7 @@ class SimNode(Node):
         if not np.all(np.isfinite(cmd)):
             self.get_logger().error(f"episode {self.episode}: non-finite command {cmd.tolist()} at "
                                     f"{stamp * 1e-9:.2f} s sim time")
-            self.finish("policy_error", f"ValueError: non-finite command {cmd.tolist()}")
+            self.finish(guard.POLICY_ERROR, f"ValueError: non-finite command {cmd.tolist()}")
             return
         self.step(cmd)
 
@@ -271,8 +272,8 @@ class SimNode(Node):
             return  # not the observation the sim is waiting on
         if status not in (POLICY_STOP, *POLICY_END_STATUSES):
             self.get_logger().error(f"episode/policy status {status!r} is none of {POLICY_STOP}, "
-                                    f"{', '.join(POLICY_END_STATUSES)}; ending the episode as policy_error")
-            status = "policy_error"
+                                    f"{', '.join(POLICY_END_STATUSES)}; ending the episode as {guard.POLICY_ERROR}")
+            status = guard.POLICY_ERROR
         error = report.get("error")
         what = (f"the policy stopped ({report.get('stop_reason', '')})" if status == POLICY_STOP
                 else f"the policy failed ({status}: {error})")
