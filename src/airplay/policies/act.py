@@ -20,8 +20,7 @@ from torch import nn
 
 from airplay.policies.base import check
 from airplay.policies.learned import LearnedConfig, LearnedPolicy, masked_mean, positive
-from airplay.policies.observation import (ACTION, ACTION_DIM, ACTION_IS_PAD, GOAL, GOAL_DIM, GOAL_IMAGE, IMAGE,
-                                          STATE, STATE_DIM)
+from airplay.policies.observation import ACTION, ACTION_DIM, ACTION_IS_PAD, GOAL, GOAL_DIM, GOAL_IMAGE, IMAGE, STATE
 from airplay.policies.vision import ImageEncoder
 
 
@@ -95,10 +94,10 @@ class ACTPolicy(LearnedPolicy):
         c, d = config, config.dim_model
         self.backbone = ImageEncoder(c.backbone, c.backbone_width, c.pretrained_backbone, c.group_norm)
         self.image_proj = nn.Conv2d(self.backbone.channels, d, 1)
-        self.state_proj = nn.Linear(STATE_DIM, d)
+        self.state_proj = nn.Linear(self.state_dim, d) if self.state_dim else None
         self.goal_proj = nn.Linear(GOAL_DIM, d) if c.goal == "point" else None
         self.latent_proj = nn.Linear(c.latent_dim, d)
-        n_low = 3 if c.goal == "point" else 2  # latent, state, goal
+        n_low = 1 + (self.state_proj is not None) + (self.goal_proj is not None)  # latent, state, goal
         self.low_pos = nn.Parameter(torch.zeros(n_low, d))
         self.goal_image_embed = nn.Parameter(torch.zeros(1, 1, d)) if c.goal == "image" else None
         self.encoder = _encoder(c, c.n_encoder_layers)
@@ -109,11 +108,12 @@ class ACTPolicy(LearnedPolicy):
         self.head = nn.Linear(d, ACTION_DIM)
         if c.use_vae:
             self.vae_cls = nn.Parameter(torch.zeros(1, 1, d))
-            self.vae_state = nn.Linear(STATE_DIM, d)
+            self.vae_state = nn.Linear(self.state_dim, d) if self.state_dim else None
             self.vae_action = nn.Linear(ACTION_DIM, d)
             self.vae_encoder = _encoder(c, c.n_vae_encoder_layers)
             self.vae_out = nn.Linear(d, 2 * c.latent_dim)
-            self.register_buffer("vae_pos", sine_1d(c.chunk_size + 2, d), persistent=False)
+            self.vae_prefix = 2 if self.state_dim else 1  # [CLS] (and the state) before the chunk
+            self.register_buffer("vae_pos", sine_1d(c.chunk_size + self.vae_prefix, d), persistent=False)
 
     def _image_tokens(self, images: torch.Tensor) -> torch.Tensor:
         fmap = self.image_proj(self.backbone(images))  # (B, d, h, w)
@@ -122,13 +122,16 @@ class ACTPolicy(LearnedPolicy):
 
     def _latent(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """(z, mu, log_var): from the CVAE encoder in training, zeros otherwise."""
-        b = batch[STATE].shape[0]
+        b = batch[IMAGE].shape[0]
         if not (self.config.use_vae and self.training and ACTION in batch):
-            return torch.zeros(b, self.config.latent_dim, device=batch[STATE].device), None, None
-        tokens = torch.cat([self.vae_cls.expand(b, -1, -1), self.vae_state(batch[STATE][:, -1])[:, None],
-                            self.vae_action(batch[ACTION])], 1) + self.vae_pos
+            return torch.zeros(b, self.config.latent_dim, device=batch[IMAGE].device), None, None
+        first = [self.vae_cls.expand(b, -1, -1)]
+        if self.vae_state is not None:
+            first.append(self.vae_state(batch[STATE][:, -1])[:, None])
+        tokens = torch.cat([*first, self.vae_action(batch[ACTION])], 1) + self.vae_pos
         pad = batch.get(ACTION_IS_PAD)
-        mask = None if pad is None else torch.cat([torch.zeros(b, 2, dtype=torch.bool, device=pad.device), pad], 1)
+        mask = None if pad is None else torch.cat(
+            [torch.zeros(b, self.vae_prefix, dtype=torch.bool, device=pad.device), pad], 1)
         out = self.vae_out(self.vae_encoder(tokens, src_key_padding_mask=mask)[:, 0])
         mu, log_var = out.chunk(2, -1)
         z = mu + torch.randn_like(mu) * (0.5 * log_var).exp()
@@ -136,7 +139,9 @@ class ACTPolicy(LearnedPolicy):
 
     def _decode(self, batch: dict[str, torch.Tensor], z: torch.Tensor) -> torch.Tensor:
         b = z.shape[0]
-        low = [self.latent_proj(z), self.state_proj(batch[STATE][:, -1])]
+        low = [self.latent_proj(z)]
+        if self.state_proj is not None:
+            low.append(self.state_proj(batch[STATE][:, -1]))
         if self.goal_proj is not None:
             low.append(self.goal_proj(batch[GOAL][:, -1]))
         tokens = [torch.stack(low, 1) + self.low_pos, self._image_tokens(batch[IMAGE][:, -1])]

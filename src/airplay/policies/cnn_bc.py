@@ -10,8 +10,7 @@ import torch
 from torch import nn
 
 from airplay.policies.learned import LearnedConfig, LearnedPolicy, masked_mean, positive
-from airplay.policies.observation import (ACTION, ACTION_DIM, ACTION_IS_PAD, GOAL, GOAL_DIM, GOAL_IMAGE, IMAGE,
-                                          STATE, STATE_DIM)
+from airplay.policies.observation import ACTION, ACTION_DIM, ACTION_IS_PAD, GOAL, GOAL_DIM, GOAL_IMAGE, IMAGE, STATE
 from airplay.policies.vision import ImageEncoder, PooledImageEncoder
 
 
@@ -46,20 +45,22 @@ class CNNBCPolicy(LearnedPolicy):
         c = config
         self.image = PooledImageEncoder(ImageEncoder(c.backbone, c.backbone_width, c.pretrained_backbone,
                                                      c.group_norm), c.image_features)
-        low_dim = STATE_DIM + (GOAL_DIM if c.goal == "point" else 0)
-        self.low = nn.Sequential(nn.Linear(low_dim * c.n_obs_steps, c.hidden_dim), nn.ReLU())
+        low_dim = self.state_dim + (GOAL_DIM if c.goal == "point" else 0)
+        self.low = nn.Sequential(nn.Linear(low_dim * c.n_obs_steps, c.hidden_dim), nn.ReLU()) if low_dim else None
         n_images = c.n_obs_steps + (1 if c.goal == "image" else 0)
-        self.head = nn.Sequential(nn.Linear(n_images * c.image_features + c.hidden_dim, c.hidden_dim), nn.ReLU(),
+        low_out = c.hidden_dim if low_dim else 0
+        self.head = nn.Sequential(nn.Linear(n_images * c.image_features + low_out, c.hidden_dim), nn.ReLU(),
                                   nn.Linear(c.hidden_dim, c.hidden_dim), nn.ReLU(),
                                   nn.Linear(c.hidden_dim, c.chunk_size * ACTION_DIM))
 
     def generate(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        b = batch[STATE].shape[0]
+        b = batch[IMAGE].shape[0]
         feats = [self.image(batch[IMAGE]).reshape(b, -1)]
         if self.config.goal == "image":
             feats.append(self.image(batch[GOAL_IMAGE]))
-        low = [batch[STATE]] + ([batch[GOAL]] if self.config.goal == "point" else [])
-        feats.append(self.low(torch.cat(low, -1).reshape(b, -1)))
+        if self.low is not None:
+            low = ([batch[STATE]] if self.state_dim else []) + ([batch[GOAL]] if self.config.goal == "point" else [])
+            feats.append(self.low(torch.cat(low, -1).reshape(b, -1)))
         return self.head(torch.cat(feats, -1)).reshape(b, self.config.chunk_size, ACTION_DIM)
 
     def compute_loss(self, batch: dict[str, torch.Tensor]):

@@ -20,8 +20,7 @@ from torch import nn
 
 from airplay.policies.base import check
 from airplay.policies.learned import LearnedConfig, LearnedPolicy, masked_mean, positive
-from airplay.policies.observation import (ACTION, ACTION_DIM, ACTION_IS_PAD, GOAL, GOAL_DIM, GOAL_IMAGE, IMAGE,
-                                          STATE, STATE_DIM)
+from airplay.policies.observation import ACTION, ACTION_DIM, ACTION_IS_PAD, GOAL, GOAL_DIM, GOAL_IMAGE, IMAGE, STATE
 from airplay.policies.vision import ImageEncoder, PooledImageEncoder
 
 
@@ -189,14 +188,14 @@ class DiffusionPolicy(LearnedPolicy):
         c = config
         self.image = PooledImageEncoder(ImageEncoder(c.backbone, c.backbone_width, c.pretrained_backbone,
                                                      c.group_norm), c.image_features)
-        per_step = c.image_features + STATE_DIM + (GOAL_DIM if c.goal == "point" else 0)
+        per_step = c.image_features + self.state_dim + (GOAL_DIM if c.goal == "point" else 0)
         cond_dim = per_step * c.n_obs_steps + (c.image_features if c.goal == "image" else 0)
         self.unet = ConditionalUnet1D(c, cond_dim)
         self.sampler = DDIMSampler(squared_cosine_alphas_cumprod(c.num_train_timesteps), c.prediction_type)
 
     def _condition(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        b = batch[STATE].shape[0]
-        parts = [self.image(batch[IMAGE]), batch[STATE]]
+        b = batch[IMAGE].shape[0]
+        parts = [self.image(batch[IMAGE])] + ([batch[STATE]] if self.state_dim else [])
         if self.config.goal == "point":
             parts.append(batch[GOAL])
         cond = [torch.cat(parts, -1).reshape(b, -1)]

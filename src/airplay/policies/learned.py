@@ -16,9 +16,9 @@ import torch
 from torch import nn
 
 from airplay.policies.base import Policy, PolicyConfig, check
-from airplay.policies.normalize import MODES, Normalizer
-from airplay.policies.observation import (ACTION, ACTION_DIM, GOAL, GOAL_DIM, GOAL_KINDS, STATE, STATE_DIM,
-                                          ObservationHistory)
+from airplay.policies.normalize import MODES, Normalizer, compute_stats
+from airplay.policies.observation import (ACTION, ACTION_DIM, GOAL, GOAL_DIM, GOAL_IMAGE, GOAL_KINDS, IMAGE, STATE,
+                                          STATE_FEATURES, ObservationHistory, state_features)
 from airplay.policies.vision import BACKBONES
 
 
@@ -38,6 +38,15 @@ class LearnedConfig(PolicyConfig):
         weights, which carry BatchNorm statistics).
     state_norm, goal_norm, action_norm: normalization mode per feature, "mean_std" or "min_max".
     seed: seed of the inference noise (DP) at each ``reset``.
+    state_features: what the model reads of ``observation.state``: "none" (default; camera
+        and goal only), "velocity" (heading-frame velocity and yaw rate) or "full" (all 13
+        values); see :data:`airplay.policies.observation.STATE_FEATURES` for why.
+    state_noise_std: Gaussian noise added to the state features in training (their units:
+        m/s, rad/s, m), so that they cannot be copied exactly (0 = none).
+    augment_shift_px: in training, shift each image by up to this many pixels (edge
+        replicated), a small random crop (0 = none).
+    augment_jitter: in training, scale each image's brightness and contrast by a random
+        factor in [1 - j, 1 + j] (0 = none).
     """
 
     type: ClassVar[str] = "learned"
@@ -52,6 +61,10 @@ class LearnedConfig(PolicyConfig):
     goal_norm: str = "mean_std"
     action_norm: str = "mean_std"
     seed: int = 0
+    state_features: str = "none"
+    state_noise_std: float = 0.0
+    augment_shift_px: int = 0
+    augment_jitter: float = 0.0
 
     def validate(self) -> None:
         super().validate()
@@ -67,6 +80,12 @@ class LearnedConfig(PolicyConfig):
               "must be False when pretrained_backbone is set (ImageNet weights use BatchNorm)")
         check(not (self.pretrained_backbone and self.backbone != "resnet18"), "pretrained_backbone",
               "is only for backbone 'resnet18'")
+        check(self.state_features in STATE_FEATURES, "state_features",
+              f"must be one of {', '.join(STATE_FEATURES)}, got {self.state_features!r}")
+        check(self.state_noise_std >= 0, "state_noise_std", f"must be >= 0, got {self.state_noise_std!r}")
+        check(isinstance(self.augment_shift_px, int) and 0 <= self.augment_shift_px < self.image_size // 2,
+              "augment_shift_px", f"must be an integer in 0..{self.image_size // 2 - 1}, got {self.augment_shift_px!r}")
+        check(0 <= self.augment_jitter < 1, "augment_jitter", f"must be in [0, 1), got {self.augment_jitter!r}")
         for name in ("state_norm", "goal_norm", "action_norm"):
             check(getattr(self, name) in MODES, name, f"must be one of {', '.join(MODES)}, got {getattr(self, name)!r}")
 
@@ -88,7 +107,10 @@ class LearnedPolicy(nn.Module, Policy):
     def __init__(self, config: LearnedConfig) -> None:
         nn.Module.__init__(self)
         Policy.__init__(self, config)
-        features = {STATE: (STATE_DIM, config.state_norm), ACTION: (ACTION_DIM, config.action_norm)}
+        self.state_dim = STATE_FEATURES[config.state_features]
+        features = {ACTION: (ACTION_DIM, config.action_norm)}
+        if self.state_dim:
+            features[STATE] = (self.state_dim, config.state_norm)
         if config.goal == "point":
             features[GOAL] = (GOAL_DIM, config.goal_norm)
         self.normalizer = Normalizer(features)
@@ -115,20 +137,72 @@ class LearnedPolicy(nn.Module, Policy):
         actions = self.predict_batch(self.history.batch(self.device))
         return actions[0].float().cpu().numpy()
 
+    def set_normalization(self, stats: dict[str, dict], states: np.ndarray | torch.Tensor) -> None:
+        """Normalization statistics from a dataset: ``stats`` of the action (and goal) as
+        :meth:`ChunkDataset.stats` gives them, the state's computed here on this policy's
+        state features of the recorded (N, 13) ``states``."""
+        stats = dict(stats)
+        if self.state_dim:
+            stats[STATE] = compute_stats(state_features(torch.as_tensor(states, dtype=torch.float32),
+                                                        self.config.state_features).numpy())
+        self.normalizer.set_stats(stats)
+
+    def model_inputs(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """A raw batch (recorded 13-value states, images in [0, 1]) -> the normalized model
+        inputs: the configured state features (none: no state key), and in training the
+        state noise and image augmentation of the config."""
+        out = dict(batch)
+        c = self.config
+        if self.state_dim:
+            out[STATE] = state_features(batch[STATE], c.state_features)
+            if self.training and c.state_noise_std > 0:
+                out[STATE] = out[STATE] + c.state_noise_std * torch.randn_like(out[STATE])
+        else:
+            out.pop(STATE, None)
+        if self.training:
+            for key in (IMAGE, GOAL_IMAGE):
+                if key in out:
+                    out[key] = augment_images(out[key], c.augment_shift_px, c.augment_jitter)
+        return self.normalizer.normalize(out)
+
     @torch.no_grad()
     def predict_batch(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Unnormalized (B, K, 4) commands for a batch of raw observations."""
-        return self.normalizer.unnormalize(ACTION, self.generate(self.normalizer.normalize(batch)))
+        return self.normalizer.unnormalize(ACTION, self.generate(self.model_inputs(batch)))
 
     def forward(self, batch: dict[str, torch.Tensor]):
         """(loss, info) on a raw training batch (normalized here)."""
-        return self.compute_loss(self.normalizer.normalize(batch))
+        return self.compute_loss(self.model_inputs(batch))
 
     def generate(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         raise NotImplementedError
 
     def compute_loss(self, batch: dict[str, torch.Tensor]):
         raise NotImplementedError
+
+
+def augment_images(images: torch.Tensor, shift_px: int, jitter: float) -> torch.Tensor:
+    """Training augmentation of (..., 3, S, S) images in [0, 1], one draw per image of torch's
+    global generator: a shift by up to ``shift_px`` pixels per axis (edges replicated) and
+    brightness / contrast factors in [1 - jitter, 1 + jitter]."""
+    if not shift_px and not jitter:
+        return images
+    lead, (ch, h, w) = images.shape[:-3], images.shape[-3:]
+    x = images.reshape(-1, ch, h, w)
+    n = x.shape[0]
+    if shift_px:
+        padded = torch.nn.functional.pad(x, (shift_px,) * 4, mode="replicate")
+        dy, dx = torch.randint(0, 2 * shift_px + 1, (2, n))
+        rows = (dy[:, None] + torch.arange(h))[:, None, :, None].expand(n, ch, h, w + 2 * shift_px)
+        x = padded.gather(2, rows)
+        cols = (dx[:, None] + torch.arange(w))[:, None, None, :].expand(n, ch, h, w)
+        x = x.gather(3, cols)
+    if jitter:
+        bright = 1.0 + jitter * (2 * torch.rand(n, 1, 1, 1) - 1)
+        contrast = 1.0 + jitter * (2 * torch.rand(n, 1, 1, 1) - 1)
+        mean = x.mean(dim=(1, 2, 3), keepdim=True)
+        x = ((x - mean) * contrast + mean * bright).clamp(0.0, 1.0)
+    return x.reshape(*lead, ch, h, w)
 
 
 def masked_mean(err: torch.Tensor, is_pad: torch.Tensor | None) -> torch.Tensor:

@@ -34,6 +34,41 @@ ACTION_IS_PAD = "action_is_pad"
 STATE_DIM, GOAL_DIM, ACTION_DIM = 13, 3, 4
 GOAL_KINDS = ("point", "image", "none")
 """What the policy is told of the goal: PointGoal vector, ImageGoal image, or nothing."""
+STATE_FEATURES = {"none": 0, "velocity": 4, "full": STATE_DIM}
+"""What a learned policy reads of ``observation.state`` (config field ``state_features``) and
+its width:
+
+* ``none``: nothing (the default): the camera and the goal only. With the full state at
+  50 Hz the expert's next command is nearly the vehicle's current motion (correlation 0.86-0.97
+  per component over 40 flights), so a model learns to copy its own lagging motion and never
+  finishes a turn in the closed loop (issue 19: "copycat").
+* ``velocity``: [vx vy vz] in the heading frame (m/s) and the yaw rate (rad/s, map z),
+  meant to be trained with ``state_noise_std`` so it cannot be copied exactly.
+* ``full``: the 13 values as recorded (map position, quaternion, map velocity, body rates);
+  checkpoints written before the field existed read this way.
+"""
+
+
+def state_features(state: torch.Tensor, kind: str) -> torch.Tensor:
+    """(..., 13) recorded states -> (..., STATE_FEATURES[kind]) model inputs (see :data:`STATE_FEATURES`).
+
+    ``velocity``: the map velocity rotated by -heading (heading = atan2(2 (w z + x y),
+    1 - 2 (y^2 + z^2)), the definition of :mod:`airplay.data.export`) and the body rates
+    rotated into the map, of which the z component (the yaw rate, rad/s)."""
+    if kind == "full":
+        return state
+    if kind == "none":
+        return state[..., :0]
+    if kind != "velocity":
+        raise ValueError(f"state_features must be one of {', '.join(STATE_FEATURES)}, got {kind!r}")
+    x, y, z, w = state[..., 3], state[..., 4], state[..., 5], state[..., 6]
+    heading = torch.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+    c, s = torch.cos(heading), torch.sin(heading)
+    vx, vy, vz = state[..., 7], state[..., 8], state[..., 9]
+    wx, wy, wz = state[..., 10], state[..., 11], state[..., 12]
+    # third row of the rotation matrix of (x, y, z, w): map z of a body vector
+    yaw_rate = 2.0 * (x * z - w * y) * wx + 2.0 * (y * z + w * x) * wy + (1.0 - 2.0 * (x * x + y * y)) * wz
+    return torch.stack([c * vx + s * vy, -s * vx + c * vy, vz, yaw_rate], -1)
 
 
 def resize_images(images: np.ndarray | torch.Tensor, size: int) -> torch.Tensor:

@@ -85,7 +85,7 @@ def build_policy(kind: str, dataset: ChunkDataset | None = None, **fields):
     cls = policy_class(kind)
     policy = cls(cls.config_class(**fields))
     if dataset is not None:
-        policy.normalizer.set_stats(dataset.stats())
+        policy.set_normalization(dataset.stats(), dataset.state)
     return policy
 
 
