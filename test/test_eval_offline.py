@@ -134,7 +134,8 @@ def test_summarize_reports_every_metric_in_its_unit():
 # -- the command, end to end ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """A 3-episode LeRobot dataset (scenes a, a, b) and tiny CNN-BC and ACT checkpoints trained on it."""
+    """A 3-episode LeRobot dataset (scenes a, a, b) and tiny CNN-BC (two: reading no state, the
+    default, and the full state) and ACT checkpoints trained on it."""
     import torch
     from policy_data import tiny_episodes
 
@@ -149,10 +150,12 @@ def tiny(tmp_path_factory):
     sets = {"cnn_bc": ["backbone=small", "backbone_width=8", "image_features=32", "hidden_dim=64"],
             "act": ["backbone=small", "backbone_width=8", "chunk_size=8", "execution_horizon=4", "dim_model=32",
                     "n_heads=4", "dim_feedforward=64", "n_encoder_layers=1", "n_vae_encoder_layers=1", "latent_dim=8"]}
+    # A CNN-BC that reads the full state (the default reads none), for the rollout test.
+    sets["cnn_bc_state"] = sets["cnn_bc"] + ["state_features=full"]
     ckpts = {}
     for kind, fields in sets.items():
         out = tmp_path_factory.mktemp(f"offline-{kind}")
-        args = ["train", "--policy", kind, "--dataset", str(root), "--out", str(out), "--steps", "20", "--batch-size",
+        args = ["train", "--policy", kind.removesuffix("_state"), "--dataset", str(root), "--out", str(out), "--steps", "20", "--batch-size",
                 "8", "--image-size", "32", "--threads", "1", "--save-every", "0", "--no-progress"]
         for item in fields:
             args += ["--set", item]
@@ -161,11 +164,14 @@ def tiny(tmp_path_factory):
     return root, ckpts
 
 
+@pytest.mark.parametrize("rollout", ["reobserve", "open-loop"])
 @pytest.mark.parametrize("kind", ["cnn_bc", "act"])
-def test_eval_offline_equals_the_policy_acting_on_the_recorded_observations(kind, tiny, capsys):
-    """The command's ADE/FDE/yaw error equal those of the commands that ``select_action`` gives
-    on the recorded observations from each anchor (after a reset there): CNN-BC acts on every
-    frame, ACT (H = 4) executes 4 controls of each chunk, so frames t, t + 4, t + 8 predict."""
+def test_eval_offline_equals_the_policy_acting_on_the_recorded_observations(kind, rollout, tiny, capsys):
+    """reobserve: the command's ADE/FDE/yaw error equal those of the commands that
+    ``select_action`` gives on the recorded observations from each anchor (after a reset there):
+    CNN-BC acts on every frame, ACT (H = 4) executes 4 controls of each chunk, so frames t, t + 4,
+    t + 8 predict. open-loop: those of the one chunk predicted at the anchor (CNN-BC: 1 command,
+    ACT: 8), its last command held up to 10."""
     from policy_data import env_obs
 
     from airplay.cli import main
@@ -174,8 +180,9 @@ def test_eval_offline_equals_the_policy_acting_on_the_recorded_observations(kind
 
     root, ckpts = tiny
     assert main(["eval-offline", "--checkpoint", str(ckpts[kind]), "--dataset", str(root), "--json",
-                 "--threads", "1"]) == 0
+                 "--threads", "1", "--rollout", rollout]) == 0
     result = json.loads(capsys.readouterr().out)
+    assert result["meta"]["rollout"] == rollout
     overall = result["overall"]
     assert overall["trajectories"] == 3 and overall["anchors"] == 3 * (30 - 10) and overall["scenes"] == 2
     assert set(result["per_scene"]) == {"a", "b"} and result["per_scene"]["a"]["trajectories"] == 2
@@ -188,7 +195,12 @@ def test_eval_offline_equals_the_policy_acting_on_the_recorded_observations(kind
         pred, rec = [], []
         for t in range(30 - 10):
             policy.reset()
-            pred.append([policy.select_action(env_obs(ep, t + k)) for k in range(10)])
+            if rollout == "reobserve":
+                pred.append([policy.select_action(env_obs(ep, t + k)) for k in range(10)])
+            else:
+                policy.observe(env_obs(ep, t))
+                chunk = policy.predict_action_chunk(env_obs(ep, t))
+                pred.append([chunk[min(k, len(chunk) - 1)] for k in range(10)])
             rec.append(ep.action[t:t + 10])
         m = anchor_metrics(np.array(pred, float), np.array(rec, float))
         per_scene.setdefault(scene, []).append({k: float(np.mean(v)) for k, v in m.items()})
@@ -214,3 +226,202 @@ def test_eval_offline_table_and_errors(tiny, capsys, tmp_path):
     assert "config.json" in capsys.readouterr().err
     assert main(["eval-offline", "--checkpoint", str(ckpts["cnn_bc"]), "--dataset", str(tmp_path)]) == 2
     assert "info.json" in capsys.readouterr().err
+
+
+# -- baselines, rollouts, offline vs closed loop ----------------------------------------------------
+def level_quat(yaw):
+    yaw = np.asarray(yaw, float)
+    return np.stack([np.zeros_like(yaw), np.zeros_like(yaw), np.sin(yaw / 2), np.cos(yaw / 2)], -1)
+
+
+def test_copycat_turns_the_map_velocity_into_the_heading_frame():
+    rng = np.random.default_rng(1)
+    yaw = rng.uniform(-3, 3, 20)
+    v_head, rate = rng.uniform(-1, 1, (20, 3)), rng.uniform(-1, 1, 20)
+    c, s = np.cos(yaw), np.sin(yaw)
+    v_map = np.stack([c * v_head[:, 0] - s * v_head[:, 1], s * v_head[:, 0] + c * v_head[:, 1], v_head[:, 2]], 1)
+    states = np.concatenate([rng.uniform(-5, 5, (20, 3)), level_quat(yaw), v_map, np.zeros((20, 2)), rate[:, None]], 1)
+    np.testing.assert_allclose(offline.copycat_commands(states), np.concatenate([v_head, rate[:, None]], 1),
+                               atol=1e-12)
+    # Tilted by 0.3 rad of roll, turning about the world z axis at 0.7 rad/s: body rates (0, sin, cos) * 0.7.
+    q = np.array([math.sin(0.15), 0, 0, math.cos(0.15)])  # roll about x, yaw 0
+    state = np.concatenate([np.zeros(3), q, [1.0, 0, 0], 0.7 * np.array([0, math.sin(0.3), math.cos(0.3)])])
+    np.testing.assert_allclose(offline.copycat_commands(state), [1.0, 0, 0, 0.7], atol=1e-12)
+    with pytest.raises(ValueError, match="13"):
+        offline.copycat_commands(np.zeros((2, 12)))
+
+
+def test_open_loop_reads_only_the_anchor_chunk_and_holds_its_last_command():
+    chunks = {3: np.arange(4)[:, None] * np.ones(4), 9: np.full((12, 4), 5.0)}  # no other frame exists
+    cmds = offline.open_loop_commands(chunks, np.array([3, 9]), horizon=6)
+    assert cmds[0, :, 0].tolist() == [0, 1, 2, 3, 3, 3] and cmds[1, :, 0].tolist() == [5.0] * 6
+    assert offline.rollout_frames(np.array([3, 9]), "open-loop", 10, 1).tolist() == [3, 9]
+    assert offline.rollout_frames(np.array([3]), "reobserve", 10, 4).tolist() == [3, 7, 11]
+    with pytest.raises(KeyError):
+        offline.rollout_commands(chunks, np.array([3]), "reobserve", horizon=6, execution_horizon=1)
+    with pytest.raises(ValueError, match="rollout"):
+        offline.rollout_commands(chunks, np.array([3]), "closed")
+
+
+def test_hold_last_held_chunks_and_skill():
+    a = np.arange(12.0).reshape(3, 4)
+    assert offline.hold_last_commands(a).tolist() == [[0, 0, 0, 0], [0, 1, 2, 3], [4, 5, 6, 7]]
+    assert offline.HeldChunks(a, 3)[2].tolist() == [[8, 9, 10, 11]] * 3
+    assert offline.skill(1.0, 4.0) == (0.25, 0.75) and offline.skill(2.0, 1.0) == (2.0, -1.0)
+    assert all(math.isnan(v) for v in offline.skill(1.0, 0.0) + offline.skill(None, 1.0))
+
+
+def test_spearman_of_monotone_and_tied_sets():
+    x = np.array([0.5, 1.0, 2.0, 7.0, 30.0])
+    assert offline.spearman(x, x ** 3 + 1) == pytest.approx(1.0)  # monotone, not linear
+    assert offline.spearman(x, -np.log(x)) == pytest.approx(-1.0)
+    assert offline.average_ranks(np.array([3.0, 1.0, 3.0, 2.0])).tolist() == [3.5, 1.0, 3.5, 2.0]
+    assert math.isnan(offline.spearman(x, np.ones(5)))  # constant: undefined
+    b = offline.spearman_bootstrap(x, x ** 3 + 1, bootstrap=200, seed=0)
+    assert b["rho"] == pytest.approx(1.0) and b["ci95"] == pytest.approx([1.0, 1.0]) and b["n"] == 5
+    assert all(math.isnan(v) for v in offline.spearman_bootstrap(x, x, bootstrap=0)["ci95"])
+
+
+def write_dataset(root, episodes, scenes):
+    from airplay.data.lerobot import LeRobotWriter
+
+    with LeRobotWriter(root, image_shape=(32, 32)) as writer:
+        for ep, scene in zip(episodes, scenes):
+            writer.add_episode(ep.rgb, ep.state, ep.action, goal=ep.goal, meta={"scene": scene})
+    return root
+
+
+def circle_episodes(n=2, length=30):
+    """Flights at constant heading-frame commands (circles): states consistent with the commands,
+    map velocity = the command rotated by the yaw, body rates (0, 0, yaw rate)."""
+    from policy_data import tiny_episodes
+
+    eps = tiny_episodes(n, length=length)
+    for e, ep in enumerate(eps):
+        cmd = np.array([0.8 + 0.2 * e, 0.1, -0.05, 0.6 - 0.9 * e])
+        action = np.tile(cmd, (length, 1))
+        pos, yaw = integrate_commands(action[None])
+        yaw = yaw[0, :length] + 0.4
+        c, s = np.cos(yaw), np.sin(yaw)
+        v_map = np.stack([c * cmd[0] - s * cmd[1], s * cmd[0] + c * cmd[1], np.full(length, cmd[2])], 1)
+        state = np.concatenate([pos[0, :length], level_quat(yaw), v_map, np.zeros((length, 2)),
+                                np.full((length, 1), cmd[3])], 1)
+        ep.state, ep.action = state.astype(np.float32), action.astype(np.float32)
+    return eps
+
+
+@pytest.mark.parametrize("rollout", ["open-loop", "reobserve"])
+def test_copycat_scores_zero_when_the_commands_are_the_current_motion(rollout, tiny, tmp_path, capsys):
+    from airplay.cli import main
+
+    _, ckpts = tiny
+    root = write_dataset(tmp_path / "circles", circle_episodes(), ("a", "b"))
+    assert main(["eval-offline", "--checkpoint", str(ckpts["cnn_bc"]), "--dataset", str(root), "--json",
+                 "--threads", "1", "--rollout", rollout]) == 0
+    result = json.loads(capsys.readouterr().out)
+    base = result["baselines"]
+    assert set(base) == {"copycat", "zero", "hold_last"}
+    copycat = base["copycat"]["overall"]
+    assert copycat["ade_cm"] < 1e-3 and copycat["fde_cm"] < 1e-3 and copycat["yaw_err_deg"] < 1e-3
+    assert copycat["anchors"] == result["overall"]["anchors"] == 2 * 20
+    assert base["zero"]["overall"]["ade_cm"] > 5  # 0.8-1 m/s over 0.2 s
+    assert 0 < base["hold_last"]["overall"]["ade_cm"] < base["zero"]["overall"]["ade_cm"]  # 0 only at frame 0
+    assert set(base["copycat"]["per_scene"]) == {"a", "b"}
+    # skill = 1 - policy / baseline; against a copycat error of (rounded) 0 it is undefined.
+    assert base["zero"]["ratio"]["ade"] == pytest.approx(result["overall"]["ade_cm"]
+                                                         / base["zero"]["overall"]["ade_cm"], abs=1e-3)
+    assert base["zero"]["skill"]["fde"] == pytest.approx(1 - result["overall"]["fde_cm"]
+                                                         / base["zero"]["overall"]["fde_cm"], abs=1e-3)
+    if copycat["ade_cm"] == 0:
+        assert base["copycat"]["skill"]["ade"] is None and base["copycat"]["ratio"]["ade"] is None
+    else:
+        assert base["copycat"]["skill"]["ade"] < 0  # the policy is worse than copying
+
+
+def test_open_loop_does_not_read_states_after_the_anchor(tiny, tmp_path, capsys):
+    """Anchors 0 and 10 (stride 10 on 30 frames): corrupting the states of every other frame
+    leaves the open-loop figures of a state-reading CNN-BC and of copycat unchanged (the recorded
+    commands are kept), while their reobserve figures (predicted on frames t+1..t+9) change."""
+    from policy_data import tiny_episodes
+
+    from airplay.cli import main
+
+    _, ckpts = tiny
+    eps = tiny_episodes(3, length=30)
+    clean = write_dataset(tmp_path / "clean", eps, ("a", "a", "b"))
+    rng = np.random.default_rng(5)
+    for ep in eps:
+        later = np.setdiff1d(np.arange(30), [0, 10])
+        ep.state[later] = rng.uniform(-20, 20, (len(later), 13)).astype(np.float32)
+    bad = write_dataset(tmp_path / "corrupt", eps, ("a", "a", "b"))
+
+    def run(root, rollout):
+        assert main(["eval-offline", "--checkpoint", str(ckpts["cnn_bc_state"]), "--dataset", str(root), "--json",
+                     "--threads", "1", "--stride", "10", "--rollout", rollout]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    a, b = run(clean, "open-loop"), run(bad, "open-loop")
+    assert a["overall"]["anchors"] == 3 * 2
+    keys = [k for k in offline.METRICS if k != "corner_fde_cm"]
+    for k in keys:
+        assert a["overall"][k] == b["overall"][k], k
+        assert a["baselines"]["copycat"]["overall"][k] == b["baselines"]["copycat"]["overall"][k], k
+    assert a["overall"]["lag_ade_cm"] != b["overall"]["lag_ade_cm"]  # the recorded positions did change
+    a, b = run(clean, "reobserve"), run(bad, "reobserve")
+    assert a["overall"]["ade_cm"] != b["overall"]["ade_cm"]
+    assert a["baselines"]["copycat"]["overall"]["ade_cm"] != b["baselines"]["copycat"]["overall"]["ade_cm"]
+
+
+def test_eval_offline_table_prints_the_baselines_and_skill(tiny, capsys):
+    from airplay.cli import main
+
+    root, ckpts = tiny
+    assert main(["eval-offline", "--checkpoint", str(ckpts["act"]), "--dataset", str(root), "--stride", "5",
+                 "--threads", "1", "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    print(text)
+    for name in ("copycat", "zero", "hold_last"):
+        assert f"baseline {name}" in text and f"skill vs {name}" in text
+    assert "rollout open-loop" in text
+
+
+def fake_closed_loop(out, sr, cr, n=10):
+    from airplay.eval.aggregate import aggregate
+    from airplay.eval.metrics import EpisodeResult
+    from airplay.eval.results import write_results
+
+    results = []
+    for i in range(n):
+        status = "success" if i < round(sr * n) else "collision" if i < round((sr + cr) * n) else "timeout"
+        results.append(EpisodeResult(scene="s", task_id=i, setting="seen", status=status, steps=100,
+                                     path_length_m=5.0, shortest_length_m=5.0, euclidean_distance_m=4.0,
+                                     final_distance_m=0.5 if status == "success" else 3.0, min_distance_m=0.5,
+                                     time_to_success_s=2.0 if status == "success" else None, seed=i, policy="p"))
+    write_results(out, results, aggregate(results, bootstrap=0))
+    return out
+
+
+def test_eval_offline_relate_ranks_offline_errors_against_closed_loop(tmp_path, capsys):
+    from airplay.cli import main
+
+    args = ["eval-offline-relate", "--bootstrap", "200"]
+    # Lower ADE, higher SR and lower CR: a perfectly monotone set of 4 policies.
+    for i, (ade, sr, cr) in enumerate([(0.7, 0.6, 0.1), (1.4, 0.5, 0.2), (3.0, 0.3, 0.3), (9.0, 0.0, 0.5)]):
+        off = tmp_path / f"off{i}.json"
+        off.write_text(json.dumps({"overall": {"ade_cm": ade, "fde_cm": 2 * ade + i},
+                                   "baselines": {"copycat": {"skill": {"ade": 1 - ade / 1.4}}},
+                                   "meta": {"policy": f"p{i}", "rollout": "open-loop"}}))
+        args += ["--pair", str(off), str(fake_closed_loop(tmp_path / f"eval{i}", sr, cr))]
+    assert main(args + ["--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    corr = result["correlations"]
+    assert corr["ade_cm"]["sr"]["rho"] == pytest.approx(-1.0) and corr["ade_cm"]["cr"]["rho"] == pytest.approx(1.0)
+    assert corr["copycat_skill_ade"]["sr"]["rho"] == pytest.approx(1.0)
+    assert corr["fde_cm"]["sr"]["ci95"] == pytest.approx([-1.0, -1.0])
+    assert [r["sr"] for r in result["rows"]] == pytest.approx([0.6, 0.5, 0.3, 0.0])
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    print(text)
+    assert "Spearman rho" in text and "-1.00 [-1.00, -1.00]" in text
+    assert main(args[:3] + args[3:9]) == 2  # two pairs only
+    assert "at least 3" in capsys.readouterr().err

@@ -13,11 +13,30 @@ trail the commands by the 0.15 s velocity time constant) is not counted against 
 That lag is reported on its own as ``lag_ade_cm``: the ADE between the integrated recorded
 commands and the recorded future positions ``state[t+1 .. t+K, 0:3]``.
 
-**Which commands a policy predicts at an anchor.** As the prefix adapter would execute them
-on the recorded observations: the first H (execution horizon) commands of the chunk
-predicted at t, then the first H of the chunk predicted at t + H from the recorded
-observation there, and so on until K (:func:`anchor_commands`). With the defaults ACT
-(H = 50) and DP (H = 16) use one chunk; CNN-BC (H = 1) predicts at each of the K frames.
+**Which commands a policy predicts at an anchor** (the ``rollout``, two modes):
+
+* ``open-loop`` (the default of ``airplay eval-offline``, the headline figure): the policy sees
+  only the anchor's observation; its chunk predicted at t gives the K commands, and a chunk
+  shorter than K is extended by holding its last command (:func:`open_loop_commands`). No
+  recorded observation after the anchor enters the prediction: a policy cannot score by
+  re-observing the motion the expert's commands produced. (There is no vehicle response
+  model here: both command sequences are integrated kinematically, as above.) ACT and DP
+  with chunks of >= K commands give the same figures in both modes; CNN-BC (one command per
+  chunk) holds its anchor command for the K controls.
+* ``reobserve`` (the older mode): as the prefix adapter would execute them on the recorded
+  observations: the first H (execution horizon) commands of the chunk predicted at t, then
+  the first H of the chunk predicted at t + H from the *recorded* observation there, and so
+  on until K (:func:`anchor_commands`). With the defaults ACT (H = 50) and DP (H = 16) use
+  one chunk; CNN-BC (H = 1) predicts at each of the K frames, from recorded states that
+  already contain the expert's response to the commands being scored.
+
+**Baselines** scored the same way, on the same anchors and with the same rollout (each gives
+one command per frame, held as a chunk): ``copycat`` (:func:`copycat_commands`: no image, no
+goal, the vehicle's current motion from ``observation.state`` as the command), ``zero``
+(hover: all commands 0) and ``hold_last`` (:func:`hold_last_commands`: the previous recorded
+command, 0 at frame 0). ``skill`` = 1 - policy / baseline (of ADE or FDE): > 0 means the policy
+beats the baseline; a policy that does not beat ``copycat`` has learned nothing the current
+motion does not already give.
 
 **Metrics per anchor** (:func:`anchor_metrics`), then averaged over the anchors of a
 trajectory (a demonstration), then over the trajectories of a scene, then over scenes
@@ -251,3 +270,137 @@ def summarize(per_anchor: dict[str, np.ndarray], scenes: np.ndarray, trajectorie
     if "lag_ade_m" in per_anchor:
         out["lag_ade_cm"] = m("lag_ade_m", 100.0)
     return out
+
+
+# -- rollouts and baselines -----------------------------------------------------------------------
+ROLLOUTS = ("open-loop", "reobserve")
+
+
+def open_loop_commands(chunks: dict[int, np.ndarray] | np.ndarray, anchors: np.ndarray,
+                       horizon: int = HORIZON) -> np.ndarray:
+    """(N, horizon, 4): for each anchor t the first ``horizon`` commands of the chunk predicted
+    at t alone (``chunks[t]``, (C, 4)); a chunk with C < horizon is extended by holding its last
+    command. Only ``chunks[t]`` of the anchors is read: nothing observed after an anchor."""
+    out = np.empty((len(anchors), horizon, 4), np.float64)
+    for n, t in enumerate(np.asarray(anchors, int)):
+        chunk = np.asarray(chunks[t], np.float64)
+        if chunk.ndim != 2 or len(chunk) < 1:
+            raise ValueError(f"chunk predicted at frame {t} must be (C >= 1, 4), got {chunk.shape}")
+        c = min(len(chunk), horizon)
+        out[n, :c] = chunk[:c]
+        out[n, c:] = chunk[c - 1]
+    return out
+
+
+def rollout_commands(chunks: dict[int, np.ndarray] | np.ndarray, anchors: np.ndarray, rollout: str,
+                     horizon: int = HORIZON, execution_horizon: int = 1) -> np.ndarray:
+    """(N, horizon, 4) predicted commands per anchor in the ``rollout`` mode (:data:`ROLLOUTS`)."""
+    if rollout == "open-loop":
+        return open_loop_commands(chunks, anchors, horizon)
+    if rollout == "reobserve":
+        return anchor_commands(chunks, anchors, horizon, execution_horizon)
+    raise ValueError(f"rollout must be one of {ROLLOUTS}, got {rollout!r}")
+
+
+def rollout_frames(anchors: np.ndarray, rollout: str, horizon: int = HORIZON, execution_horizon: int = 1) -> np.ndarray:
+    """Sorted frames at which :func:`rollout_commands` needs a predicted chunk."""
+    if rollout == "open-loop":
+        return np.unique(np.asarray(anchors, int))
+    if rollout == "reobserve":
+        return prediction_frames(anchors, horizon, execution_horizon)
+    raise ValueError(f"rollout must be one of {ROLLOUTS}, got {rollout!r}")
+
+
+def copycat_commands(states: np.ndarray) -> np.ndarray:
+    """The copycat predictor: (..., 13) ``observation.state`` -> (..., 4) commands that copy the
+    vehicle's current motion, with no image and no goal.
+
+    State: [x y z (map ENU, m), qx qy qz qw (base_link in map), vx vy vz (map, m/s),
+    wx wy wz (body rates FLU, rad/s)]. Command: [vx vy vz (heading frame: x forward, y left,
+    z up; m/s), yaw_rate (rad/s)]: the map velocity rotated into the heading frame of the yaw
+    atan2(2(wz + xy), 1 - 2(y^2 + z^2)), and the body rates rotated into the map frame, their
+    z component (the yaw rate up to terms in the tilt; the exact body z rate when level)."""
+    s = np.asarray(states, np.float64)
+    if s.shape[-1] != 13:
+        raise ValueError(f"states must be (..., 13), got {s.shape}")
+    x, y, z, w = (s[..., i] for i in range(3, 7))
+    yaw = np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+    v = heading_frame(s[..., 7:10], yaw)
+    # Third row of the rotation matrix of (x, y, z, w) times the body rates: world-z angular rate.
+    yaw_rate = (2.0 * (x * z - w * y) * s[..., 10] + 2.0 * (y * z + w * x) * s[..., 11]
+                + (1.0 - 2.0 * (x * x + y * y)) * s[..., 12])
+    return np.concatenate([v, yaw_rate[..., None]], axis=-1)
+
+
+def hold_last_commands(actions: np.ndarray) -> np.ndarray:
+    """(T, 4) recorded commands -> (T, 4): at frame f the command recorded at f - 1 (0 at f = 0)."""
+    a = np.asarray(actions, np.float64)
+    return np.concatenate([np.zeros((1, a.shape[-1])), a[:-1]], axis=0)
+
+
+class HeldChunks:
+    """Frame f -> a (length, 4) chunk that holds the per-frame command ``commands[f]``: how a
+    one-command baseline enters :func:`rollout_commands`."""
+
+    def __init__(self, commands: np.ndarray, length: int) -> None:
+        self.commands, self.length = np.asarray(commands, np.float64), int(length)
+
+    def __getitem__(self, frame: int) -> np.ndarray:
+        return np.repeat(self.commands[int(frame)][None], self.length, axis=0)
+
+
+def skill(policy: float | None, baseline: float | None) -> tuple[float, float]:
+    """(policy / baseline, 1 - policy / baseline); NaN where undefined (a None or 0 baseline)."""
+    if policy is None or baseline is None or not math.isfinite(policy) or not math.isfinite(baseline) \
+            or baseline == 0:
+        return float("nan"), float("nan")
+    r = policy / baseline
+    return r, 1.0 - r
+
+
+# -- offline vs closed loop -----------------------------------------------------------------------
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n of ``x`` (n,), ties given their average rank."""
+    x = np.asarray(x, np.float64)
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x), np.float64)
+    sx = x[order]
+    i = 0
+    while i < len(x):
+        j = i
+        while j + 1 < len(x) and sx[j + 1] == sx[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman rank correlation (Pearson of average ranks) of paired values; NaN if either is
+    constant or fewer than 2 pairs remain after leaving out pairs with a NaN."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    ok = np.isfinite(a) & np.isfinite(b)
+    a, b = a[ok], b[ok]
+    if len(a) < 2:
+        return float("nan")
+    ra, rb = average_ranks(a), average_ranks(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    den = math.sqrt(float((ra * ra).sum() * (rb * rb).sum()))
+    return float((ra * rb).sum() / den) if den > 0 else float("nan")
+
+
+def spearman_bootstrap(a: np.ndarray, b: np.ndarray, bootstrap: int = 1000, seed: int = 0) -> dict:
+    """``{"rho", "ci95": [lo, hi], "n"}``: Spearman's rho of the pairs (a_i, b_i) and a 95%
+    percentile bootstrap interval over the pairs (each replicate resamples the n pairs with
+    replacement; replicates where rho is undefined, e.g. all ranks tied, are left out, as
+    :func:`airplay.eval.aggregate._ci` does). ``bootstrap=0``: NaN bounds."""
+    from airplay.eval.aggregate import _ci
+
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    rho = spearman(a, b)
+    ci = [float("nan"), float("nan")]
+    if bootstrap > 0 and len(a) >= 2:
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, len(a), size=(bootstrap, len(a)))
+        ci = _ci(np.array([spearman(a[i], b[i]) for i in idx]))
+    return {"rho": rho, "ci95": ci, "n": len(a)}

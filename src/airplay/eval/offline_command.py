@@ -1,9 +1,16 @@
 """``airplay eval-offline``: a learned policy's open-loop errors on held-out demonstrations
 (a LeRobot v3 dataset of issue 5's export), on the 0.2 s horizon of DESIGN.md section 6.
 
-How predicted commands become a trajectory, and every metric, is documented in
-:mod:`airplay.eval.offline` (the maths, pure numpy); this module runs the policy on the
-recorded observations and prints the table (or ``--json``).
+How predicted commands become a trajectory, the two rollouts (``open-loop``, the default:
+the policy sees only the anchor's observation; ``reobserve``: it re-predicts on the recorded
+observations every H controls), the baselines (``copycat``, ``zero``, ``hold_last``) and every
+metric are documented in :mod:`airplay.eval.offline` (the maths, pure numpy); this module
+runs the policy and the baselines on the recorded observations and prints the table (or
+``--json``).
+
+``airplay eval-offline-relate`` pairs several offline results (``eval-offline --out``) with
+closed-loop evaluation folders (``summary.json``) and prints Spearman's rank correlation
+between offline ADE / FDE and closed-loop SR / CR, with bootstrap intervals.
 """
 
 from __future__ import annotations
@@ -16,12 +23,19 @@ import sys
 UNITS = {"ade_cm": "ADE cm", "fde_cm": "FDE cm", "p95_cm": "P95 cm", "yaw_err_deg": "yaw err deg",
          "motion_dir_err_deg": "motion dir deg", "dtw_cm": "DTW cm", "lateral_dir_err_pct": "lat dir err %",
          "yaw_dir_err_pct": "yaw dir err %", "corner_fde_cm": "corner FDE cm", "lag_ade_cm": "lag ADE cm"}
+BASELINES = ("copycat", "zero", "hold_last")
+"""Baseline predictors scored beside every policy (:mod:`airplay.eval.offline`)."""
 
 
 def evaluate_offline(checkpoint: str, dataset: str, horizon: int = 10, execution_horizon: int = 0, stride: int = 1,
-                     max_episodes: int = 0, batch_size: int = 64, device: str = "cpu", progress: bool = False) -> dict:
+                     max_episodes: int = 0, batch_size: int = 64, device: str = "cpu", progress: bool = False,
+                     rollout: str = "open-loop") -> dict:
     """The offline metrics of the policy in ``checkpoint`` on the LeRobot dataset ``dataset``:
-    ``{"overall": {metric: value}, "per_scene": {scene: {...}}, "meta": {...}}`` (NaN -> None)."""
+    ``{"overall": {metric: value}, "per_scene": {scene: {...}}, "baselines": {name: {"overall",
+    "per_scene", "ratio": {"ade", "fde"}, "skill": {"ade", "fde"}}}, "meta": {...}}`` (NaN -> None).
+    ``rollout``: "open-loop" (the policy sees only each anchor's observation) or "reobserve"
+    (it predicts again every H controls on the recorded observations); the baselines are
+    rolled out the same way. ``ratio`` is policy / baseline, ``skill`` 1 - ratio."""
     from pathlib import Path
 
     import numpy as np
@@ -37,6 +51,8 @@ def evaluate_offline(checkpoint: str, dataset: str, horizon: int = 10, execution
     for name, value in (("horizon", horizon), ("stride", stride), ("batch_size", batch_size)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if rollout not in offline.ROLLOUTS:
+        raise ValueError(f"rollout must be one of {', '.join(offline.ROLLOUTS)}, got {rollout!r}")
     policy = load_policy(checkpoint, device=device)
     cfg = policy.config
     h = int(execution_horizon or cfg.execution_horizon)
@@ -59,7 +75,7 @@ def evaluate_offline(checkpoint: str, dataset: str, horizon: int = 10, execution
         anchors = offline.episode_anchors(len(ep.rgb), horizon, stride)
         if len(anchors):
             plan.append((e, anchors))
-            needed.append(starts[e] + offline.prediction_frames(anchors, horizon, h))
+            needed.append(starts[e] + offline.rollout_frames(anchors, rollout, horizon, h))
     if not plan:
         raise ValueError(f"{dataset}: no episode is longer than the horizon ({horizon} frames)")
     flat = np.concatenate(needed)
@@ -73,41 +89,64 @@ def evaluate_offline(checkpoint: str, dataset: str, horizon: int = 10, execution
             pred = policy.predict_batch(batch).float().cpu().numpy()
             chunks.update(zip(idx.tolist(), pred))
 
-    per_anchor: dict[str, list] = {}
+    predictors = ("policy",) + BASELINES
+    per_anchor: dict[str, dict[str, list]] = {name: {} for name in predictors}
     scenes, trajectories, corners = [], [], []
     for e, anchors in plan:
         ep, s0 = episodes[e], int(starts[e])
-        predicted = offline.anchor_commands(_Shifted(chunks, s0), anchors, horizon, h)
         recorded = np.stack([ep.action[t:t + horizon] for t in anchors]).astype(np.float64)
-        metrics = offline.anchor_metrics(predicted, recorded, 1.0 / fps)
         positions = ep.state[:, 0:3].astype(np.float64)
         yaws = np.array([yaw_from_quat_xyzw(q) for q in ep.state[:, 3:7]])
-        metrics["lag_ade_m"] = offline.lag_ade(recorded, positions, yaws, anchors, 1.0 / fps)
-        for key, value in metrics.items():
-            per_anchor.setdefault(key, []).append(value)
+        lag = offline.lag_ade(recorded, positions, yaws, anchors, 1.0 / fps)
+        sources = {"policy": _Shifted(chunks, s0),
+                   "copycat": offline.HeldChunks(offline.copycat_commands(ep.state), horizon),
+                   "zero": offline.HeldChunks(np.zeros((len(ep.action), 4)), horizon),
+                   "hold_last": offline.HeldChunks(offline.hold_last_commands(ep.action), horizon)}
+        for name, source in sources.items():
+            predicted = offline.rollout_commands(source, anchors, rollout, horizon, h)
+            metrics = offline.anchor_metrics(predicted, recorded, 1.0 / fps)
+            metrics["lag_ade_m"] = lag
+            for key, value in metrics.items():
+                per_anchor[name].setdefault(key, []).append(value)
         scenes += [names[e]] * len(anchors)
         trajectories += [e] * len(anchors)
         corners.append(offline.corner_anchors(positions, anchors))
-    per_anchor = {k: np.concatenate(v) for k, v in per_anchor.items()}
     scenes, trajectories, corners = np.array(scenes), np.array(trajectories), np.concatenate(corners)
 
     def clean(d: dict) -> dict:
         return {k: (None if isinstance(v, float) and math.isnan(v) else round(v, 4)) for k, v in d.items()}
 
-    per_scene = {}
-    for s in dict.fromkeys(scenes.tolist()):
-        sel = scenes == s
-        per_scene[s] = clean(offline.summarize({k: v[sel] for k, v in per_anchor.items()}, scenes[sel],
-                                               trajectories[sel], corners[sel]))
-        per_scene[s].update(trajectories=int(len(set(trajectories[sel].tolist()))), anchors=int(sel.sum()),
-                            corner_anchors=int(corners[sel].sum()))
-    overall = clean(offline.summarize(per_anchor, scenes, trajectories, corners))
-    overall.update(scenes=len(per_scene), trajectories=len(plan), anchors=int(len(scenes)),
-                   corner_anchors=int(corners.sum()))
+    summaries = {}
+    for name in predictors:
+        pa = {k: np.concatenate(v) for k, v in per_anchor[name].items()}
+        per_scene = {}
+        for s in dict.fromkeys(scenes.tolist()):
+            sel = scenes == s
+            per_scene[s] = clean(offline.summarize({k: v[sel] for k, v in pa.items()}, scenes[sel],
+                                                   trajectories[sel], corners[sel]))
+            per_scene[s].update(trajectories=int(len(set(trajectories[sel].tolist()))), anchors=int(sel.sum()),
+                                corner_anchors=int(corners[sel].sum()))
+        overall = clean(offline.summarize(pa, scenes, trajectories, corners))
+        overall.update(scenes=len(per_scene), trajectories=len(plan), anchors=int(len(scenes)),
+                       corner_anchors=int(corners.sum()))
+        summaries[name] = {"overall": overall, "per_scene": per_scene}
+    policy_overall = summaries["policy"]["overall"]
+    baselines = {}
+    for name in BASELINES:
+        b = summaries[name]
+        ratios = {m: offline.skill(policy_overall[f"{m}_cm"], b["overall"][f"{m}_cm"]) for m in ("ade", "fde")}
+        b["ratio"] = clean({m: r for m, (r, _) in ratios.items()})
+        b["skill"] = clean({m: k for m, (_, k) in ratios.items()})
+        baselines[name] = b
     meta = {"checkpoint": str(checkpoint), "dataset": str(dataset), "policy": policy.name,
             "horizon_controls": horizon, "horizon_s": horizon / fps, "execution_horizon": h, "stride": stride,
-            "reference": "recorded commands integrated like the predicted ones (airplay.eval.offline)"}
-    return {"overall": overall, "per_scene": per_scene, "meta": meta}
+            "rollout": rollout,
+            "reference": "recorded commands integrated like the predicted ones (airplay.eval.offline)",
+            "baselines": "copycat: the current map velocity in the heading frame and yaw rate from "
+                         "observation.state (no image, no goal); zero: hover; hold_last: the previous recorded "
+                         "command; rolled out like the policy. ratio = policy / baseline, skill = 1 - ratio "
+                         "(> 0: the policy beats the baseline)"}
+    return {**summaries["policy"], "baselines": baselines, "meta": meta}
 
 
 class _Shifted:
@@ -121,7 +160,8 @@ class _Shifted:
 
 
 def format_offline_table(result: dict) -> str:
-    """One row per scene and an 'all (equal weight)' row; '-' where a metric is undefined."""
+    """One row per scene and an 'all (equal weight)' row for the policy, then one 'all' row per
+    baseline and the policy's skill against each; '-' where a metric is undefined."""
     keys = list(UNITS)
     head = f"{'scene':<20}" + "".join(f"{UNITS[k]:>15}" for k in keys) + f"{'trajectories':>14}{'anchors':>9}"
     lines = [head]
@@ -133,11 +173,26 @@ def format_offline_table(result: dict) -> str:
     for scene, d in result["per_scene"].items():
         lines.append(row(scene, d))
     lines.append(row("all (equal weight)", result["overall"]))
+    baselines = result.get("baselines", {})
+    for name, b in baselines.items():
+        lines.append(row(f"baseline {name}", b["overall"]))
     m = result["meta"]
+    rollout = m.get("rollout", "reobserve")
+    how = ("the policy sees only the anchor's observation, its chunk (last command held) gives the "
+           f"{m['horizon_controls']} commands" if rollout == "open-loop" else
+           f"the policy predicts again every H = {m['execution_horizon']} controls on the recorded observations")
     lines.append(f"\n{m['policy']} from {m['checkpoint']} on {m['dataset']}: horizon {m['horizon_controls']} controls "
-                 f"({m['horizon_s']:.2f} s), H = {m['execution_horizon']}, every {m['stride']} frame(s) an anchor; "
+                 f"({m['horizon_s']:.2f} s), rollout {rollout} ({how}), every {m['stride']} frame(s) an anchor; "
                  f"{result['overall']['corner_anchors']} corner anchors. Lag ADE: the recorded commands integrated vs "
                  f"the recorded positions (the vehicle's response lag, not the policy's error).")
+    if baselines:
+        lines.append("Baselines, rolled out the same way: copycat = the current motion from observation.state as the "
+                     "command (no image, no goal); zero = hover; hold_last = the previous recorded command.")
+        f = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+        for name, b in baselines.items():
+            lines.append(f"skill vs {name:<9} (1 - policy/{name}, > 0: the policy is better): "
+                         f"ADE {f(b['skill']['ade'], '+.2f')} (ratio {f(b['ratio']['ade'], '.2f')}), "
+                         f"FDE {f(b['skill']['fde'], '+.2f')} (ratio {f(b['ratio']['fde'], '.2f')})")
     return "\n".join(lines)
 
 
@@ -155,7 +210,7 @@ def _cmd_eval_offline(args: argparse.Namespace) -> int:
         result = evaluate_offline(args.checkpoint, args.dataset, horizon=args.horizon,
                                   execution_horizon=args.execution_horizon, stride=args.stride,
                                   max_episodes=args.max_episodes, batch_size=args.batch_size, device=args.device,
-                                  progress=not args.no_progress and not args.json)
+                                  progress=not args.no_progress and not args.json, rollout=args.rollout)
     except (CheckpointError, DatasetError, ValueError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -167,6 +222,110 @@ def _cmd_eval_offline(args: argparse.Namespace) -> int:
     return 0
 
 
+RELATE_OFFLINE = {"ade_cm": "ADE cm", "fde_cm": "FDE cm", "copycat_skill_ade": "skill ADE"}
+"""Offline figures related to closed loop: the policy's ADE / FDE and its ADE skill vs copycat."""
+RELATE_CLOSED = {"sr": "SR", "cr": "CR"}
+
+
+def relate_offline_closed_loop(pairs: list[tuple[str, str]], bootstrap: int = 1000, seed: int = 0) -> dict:
+    """Spearman's rank correlation between offline and closed-loop figures over several policies.
+
+    ``pairs``: (offline JSON of ``eval-offline --out``, closed-loop eval folder or its
+    ``summary.json``), one per policy, at least 3. Offline: the overall ``ade_cm``, ``fde_cm``
+    and ``baselines.copycat.skill.ade`` (as ``copycat_skill_ade``; None if absent); closed loop:
+    the overall ``sr`` and ``cr`` means of the summary. Returns ``{"rows": [...], "correlations":
+    {offline_key: {closed_key: {"rho", "ci95", "n"}}}, "meta": {...}}``; the intervals are 95%
+    percentile bootstrap over the pairs (:func:`airplay.eval.offline.spearman_bootstrap`).
+    A good offline metric has rho < 0 against SR (lower error, more successes)."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from airplay.eval import offline
+    from airplay.eval.results import read_summary
+
+    if bootstrap < 0:
+        raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
+    if len(pairs) < 3:
+        raise ValueError(f"need at least 3 (offline JSON, eval folder) pairs for a rank correlation, got {len(pairs)}")
+    rows = []
+    for off_path, eval_path in pairs:
+        try:
+            off = json.loads(Path(off_path).read_text())
+            summary = read_summary(eval_path)
+        except OSError as err:
+            raise ValueError(f"cannot read {err.filename}: {err.strerror}") from err
+        if "overall" not in off or "ade_cm" not in off["overall"]:
+            raise ValueError(f"{off_path}: not an eval-offline result (no overall.ade_cm)")
+        if "overall" not in summary or "sr" not in summary["overall"]:
+            raise ValueError(f"{eval_path}: not a closed-loop summary (no overall.sr)")
+        skill = off.get("baselines", {}).get("copycat", {}).get("skill", {}).get("ade")
+        row = {"offline": str(off_path), "eval": str(eval_path), "policy": off.get("meta", {}).get("policy", ""),
+               "rollout": off.get("meta", {}).get("rollout", "reobserve"),
+               "ade_cm": off["overall"]["ade_cm"], "fde_cm": off["overall"]["fde_cm"], "copycat_skill_ade": skill}
+        for k in RELATE_CLOSED:
+            row[k] = summary["overall"][k]["mean"]
+        rows.append(row)
+    if len({r["rollout"] for r in rows}) > 1:
+        raise ValueError("the offline results mix rollouts (open-loop and reobserve); relate one kind at a time")
+    num = lambda key: np.array([np.nan if r[key] is None else float(r[key]) for r in rows])  # noqa: E731
+    correlations = {ok: {ck: offline.spearman_bootstrap(num(ok), num(ck), bootstrap, seed) for ck in RELATE_CLOSED}
+                    for ok in RELATE_OFFLINE}
+    meta = {"pairs": len(rows), "bootstrap": int(bootstrap), "bootstrap_seed": int(seed),
+            "ci": "95% percentile bootstrap over the pairs (replicates with an undefined rho left out)",
+            "rho": "Spearman (average ranks for ties)"}
+    return _nan_to_none({"rows": rows, "correlations": correlations, "meta": meta})
+
+
+def _nan_to_none(x):
+    if isinstance(x, dict):
+        return {k: _nan_to_none(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_nan_to_none(v) for v in x]
+    return None if isinstance(x, float) and math.isnan(x) else x
+
+
+def format_relate_table(result: dict) -> str:
+    """The pairs, then rho [95% CI] of each offline figure against SR and CR."""
+    f = lambda v, spec: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)  # noqa: E731
+    head = (f"{'policy':<10}{'offline result':<34}{'closed-loop eval':<34}{'ADE cm':>9}{'FDE cm':>9}"
+            f"{'skill ADE':>11}{'SR %':>8}{'CR %':>8}")
+    lines = [head]
+    short = lambda t: t if len(t) <= 32 else "..." + t[-29:]  # noqa: E731
+    for r in result["rows"]:
+        lines.append(f"{r['policy']:<10}{short(r['offline']):<34}{short(r['eval']):<34}{f(r['ade_cm'], '.2f'):>9}"
+                     f"{f(r['fde_cm'], '.2f'):>9}{f(r['copycat_skill_ade'], '+.2f'):>11}"
+                     f"{f(None if r['sr'] is None else 100 * r['sr'], '.1f'):>8}"
+                     f"{f(None if r['cr'] is None else 100 * r['cr'], '.1f'):>8}")
+    m = result["meta"]
+    lines.append(f"\nSpearman rho [95% CI, bootstrap over the {m['pairs']} pairs, {m['bootstrap']} replicates]:")
+    lines.append(f"{'':<12}" + "".join(f"{name:>26}" for name in RELATE_CLOSED.values()))
+    for ok, label in RELATE_OFFLINE.items():
+        cells = ""
+        for ck in RELATE_CLOSED:
+            c = result["correlations"][ok][ck]
+            cells += f"{f(c['rho'], '+.2f') + ' [' + f(c['ci95'][0], '+.2f') + ', ' + f(c['ci95'][1], '+.2f') + ']':>26}"
+        lines.append(f"{label:<12}{cells}")
+    lines.append("A useful offline error has rho < 0 against SR (lower error, more successes) and > 0 against CR.")
+    return "\n".join(lines)
+
+
+def _cmd_eval_offline_relate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    try:
+        result = relate_offline_closed_loop([tuple(p) for p in args.pair], bootstrap=args.bootstrap, seed=args.seed)
+    except (ValueError, KeyError, TypeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    text = json.dumps(result, indent=2)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + "\n")
+    print(text if args.json else format_relate_table(result))
+    return 0
+
+
 def register(sub) -> None:
     """Add ``airplay eval-offline`` to the sub-parsers ``sub``."""
     p = sub.add_parser(
@@ -175,13 +334,19 @@ def register(sub) -> None:
                     "every anchor frame, its commands for the next 0.2 s (10 controls) with the recorded ones, both "
                     "integrated into trajectories from the anchor: ADE, FDE, P95 (cm), yaw error, motion-direction "
                     "error (deg), DTW (cm), lateral / yaw direction error rates (%%), corner FDE (cm). Scenes are "
-                    "weighted equally (DESIGN.md section 6; definitions in airplay.eval.offline).")
+                    "weighted equally (DESIGN.md section 6; definitions in airplay.eval.offline). The same metrics "
+                    "are printed for the baselines copycat (the current motion as the command), zero and hold_last, "
+                    "with the policy's skill 1 - policy/baseline of ADE and FDE.")
     p.add_argument("--checkpoint", required=True, metavar="DIR", help="checkpoint folder (airplay train --out)")
     p.add_argument("--dataset", required=True, metavar="DS",
                    help="LeRobot v3 dataset of held-out demonstrations (e.g. EXPORT/unseen)")
     p.add_argument("--horizon", type=int, default=10, help="controls compared per anchor (default 10 = 0.2 s)")
     p.add_argument("--execution-horizon", type=int, default=0, metavar="H",
                    help="commands used from each predicted chunk before predicting again (default: the checkpoint's)")
+    p.add_argument("--rollout", choices=("open-loop", "reobserve"), default="open-loop",
+                   help="open-loop (default): the policy sees only the anchor's observation, its chunk (last "
+                        "command held) gives the horizon's commands; reobserve: it predicts again every H controls "
+                        "on the recorded observations (recorded states after the anchor enter the prediction)")
     p.add_argument("--stride", type=int, default=1, help="every N-th frame is an anchor (default 1: all)")
     p.add_argument("--max-episodes", type=int, default=0, help="only the first N episodes (0: all)")
     p.add_argument("--batch-size", type=int, default=64, help="observations per forward pass")
@@ -191,3 +356,17 @@ def register(sub) -> None:
     p.add_argument("--out", default=None, metavar="JSON", help="also write the JSON result to this file")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_cmd_eval_offline)
+
+    p = sub.add_parser(
+        "eval-offline-relate", help="rank correlation of offline errors (eval-offline) with closed-loop SR / CR",
+        description="Given several policies' offline results (airplay eval-offline --out JSON) and their closed-loop "
+                    "evaluation folders (airplay eval --out: summary.json), print Spearman's rank correlation of the "
+                    "offline ADE, FDE and ADE skill vs copycat with the closed-loop SR and CR, with 95%% bootstrap "
+                    "intervals over the pairs.")
+    p.add_argument("--pair", nargs=2, action="append", required=True, metavar=("OFFLINE_JSON", "EVAL_DIR"),
+                   help="one policy's offline JSON and closed-loop eval folder (repeat, at least 3 times)")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (0: no intervals)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
+    p.add_argument("--out", default=None, metavar="JSON", help="also write the JSON result to this file")
+    p.set_defaults(func=_cmd_eval_offline_relate)
