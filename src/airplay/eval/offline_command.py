@@ -342,7 +342,8 @@ def register(sub) -> None:
                    help="LeRobot v3 dataset of held-out demonstrations (e.g. EXPORT/unseen)")
     p.add_argument("--horizon", type=int, default=10, help="controls compared per anchor (default 10 = 0.2 s)")
     p.add_argument("--execution-horizon", type=int, default=0, metavar="H",
-                   help="commands used from each predicted chunk before predicting again (default: the checkpoint's)")
+                   help="--rollout reobserve: commands used from each predicted chunk before predicting again "
+                        "(default: the checkpoint's); not used open loop")
     p.add_argument("--rollout", choices=("open-loop", "reobserve"), default="open-loop",
                    help="open-loop (default): the policy sees only the anchor's observation, its chunk (last "
                         "command held) gives the horizon's commands; reobserve: it predicts again every H controls "
