@@ -6,7 +6,8 @@ One flight (:func:`fly_task`, the unit of work of the process pool and of Ray):
 1. the scene's :class:`~airplay.sim.world.World` and its tasks are built once per worker
    process (``sample_tasks(scene, grid, per_scene, seed, setting, protocol)``, exactly as
    :mod:`airplay.eval.runner` samples them, so task k of a scene is the same everywhere);
-2. :class:`~airplay.sim.env.AirPlayEnv` flies the A* expert at 50 Hz; every observation k
+2. :class:`~airplay.sim.env.AirPlayEnv` flies the A* expert (or ``--expert field_expert``,
+   optionally with DART noise on the executed command: ``--noise-std``) at 50 Hz; every observation k
    (sim time ``k * 20 ms`` from the episode start at 0) is rendered with
    :meth:`World.camera_images` - the function the environment itself renders with -, RGB
    always and the mesh depth only with ``depth=True`` (the environment runs with
@@ -62,7 +63,12 @@ class CollectConfig:
     renderer ("cpu" is the fast path on CPUs); threads: numba threads per worker (1: flights
     run in parallel as processes, and numba's parallel stages stall badly when another
     process holds a core - 20x slower frames were measured on a busy 2-core machine); protocol: a protocol YAML (default config/protocol.yaml) for the
-    task sampling settings, success radius and time limits.
+    task sampling settings, success radius and time limits; expert: the labelling pilot,
+    "expert" (the A* expert) or "field_expert" (the state-only expert,
+    :mod:`airplay.tasks.field_expert`); noise_std: DART-style noise, the standard deviation
+    of Gaussian noise added to each executed command (m/s on vx, vy, vz and rad/s on the
+    yaw rate; drawn per task from a generator seeded by the collection seed, the task index
+    and the scene name): the vehicle flies label + noise, ``/cmd_vel`` records the clean label.
     """
 
     scenes: tuple[Path, ...]
@@ -78,12 +84,21 @@ class CollectConfig:
     ray_address: str | None = None
     threads: int = 1
     protocol: Path | None = None
+    expert: str = "expert"
+    noise_std: float = 0.0
 
     def fixed(self) -> dict:
         """The fields that must not change between runs into one OUT folder."""
         return {"image_size": list(self.image_size) if self.image_size else None, "depth": self.depth,
                 "render_backend": self.render_backend,
-                "protocol": str(Path(self.protocol).resolve()) if self.protocol else None}
+                "protocol": str(Path(self.protocol).resolve()) if self.protocol else None,
+                "expert": self.expert, "noise_std": float(self.noise_std)}
+
+
+EXPERTS = ("expert", "field_expert")
+"""The policies ``airplay collect --expert`` flies (and labels with)."""
+FIXED_DEFAULTS = {"expert": "expert", "noise_std": 0.0}
+"""Fixed fields that collections made before they existed hold implicitly."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +120,8 @@ class FlightJob:
     render_backend: str
     threads: int
     protocol: str | None
+    expert: str = "expert"
+    noise_std: float = 0.0
 
 
 @dataclass
@@ -178,7 +195,7 @@ def check_collection(cfg: CollectConfig) -> None:
         except json.JSONDecodeError as err:
             raise CollectError(f"{path}: not valid JSON ({err}); remove it to start a new collection") from None
         for key, value in fixed.items():
-            if before.get(key) != value:
+            if before.get(key, FIXED_DEFAULTS.get(key)) != value:
                 raise CollectError(f"{path}: field {key!r} was {before.get(key)!r} in the earlier run of this "
                                    f"collection, now {value!r}; use another output folder or the same option")
     else:
@@ -227,7 +244,8 @@ def plan(cfg: CollectConfig) -> Plan:
                     per_scene=cfg.per_scene, setting=cfg.setting, seed=cfg.seed, out=str(out), depth=cfg.depth,
                     image_size=tuple(cfg.image_size) if cfg.image_size else None, keep_failures=cfg.keep_failures,
                     render_backend=cfg.render_backend, threads=cfg.threads,
-                    protocol=str(cfg.protocol) if cfg.protocol else None))
+                    protocol=str(cfg.protocol) if cfg.protocol else None, expert=cfg.expert,
+                    noise_std=float(cfg.noise_std)))
     # Records of tasks this run does not cover (other seeds, settings, scenes, a larger
     # per_scene earlier) stay as they were.
     covered = {task_id(n, cfg.setting, cfg.seed, k) for n in result.splits for k in range(cfg.per_scene)}
@@ -268,7 +286,7 @@ def world_with_camera(world, size: tuple[int, int] | None):
 
 def _scene_state(job: FlightJob):
     """(world, tasks, env, policy) for the job's scene, built once per process (small LRU)."""
-    key = (job.scene_dir, job.per_scene, job.seed, job.setting, job.image_size, job.protocol)
+    key = (job.scene_dir, job.per_scene, job.seed, job.setting, job.image_size, job.protocol, job.expert)
     if key in _CACHE:
         _CACHE[key] = _CACHE.pop(key)  # most recent last
         return _CACHE[key]
@@ -284,7 +302,7 @@ def _scene_state(job: FlightJob):
         world.lod_hierarchy()  # with the scene load, once per worker: every flight renders
     tasks = sample_tasks(world.scene, world.grid, job.per_scene, job.seed, job.setting, world.protocol)
     env = AirPlayEnv(world, job.setting, tasks=tasks, render_backend=job.render_backend, render_images=False)
-    state = (world, tasks, env, make_policy("expert", world))
+    state = (world, tasks, env, make_policy(job.expert, world))
     _warm_up(world, tasks, state[3], job)
     from airplay.data.messages import typestore
 
@@ -306,7 +324,8 @@ def _warm_up(world, tasks, policy, job: FlightJob) -> None:
     if tasks:
         world.camera_images(tasks[0].start_position, tasks[0].start_yaw, job.render_backend, depth=job.depth)
         clear_cell_cache()
-    policy.expert.penalty()  # the ExpertNavigator's planner (make_policy("expert"))
+    if hasattr(policy.expert, "penalty"):
+        policy.expert.penalty()  # the ExpertNavigator's planner (make_policy("expert"))
 
 
 def _set_threads(threads: int) -> None:
@@ -393,6 +412,12 @@ def fly_and_record(world, env, policy, task, job: FlightJob) -> dict:
     # a third of the CPU time of encoding each step between rendering and simulating, whose
     # work evicts the encoders' code and data from the caches.
     vehicle = env.vehicle
+    noise = None
+    if job.noise_std > 0:  # DART: fly label + noise, record the label
+        import zlib
+
+        rng = np.random.default_rng([int(job.seed), int(job.index), zlib.crc32(job.scene.encode())])
+        low, high = env.action_space.low.astype(np.float64), env.action_space.high.astype(np.float64)
     kept = []  # per step [stamp, rgb, depth or None, state, command or None (the terminal step)]
     k = 0
     while True:
@@ -409,6 +434,9 @@ def fly_and_record(world, env, policy, task, job: FlightJob) -> dict:
             break
         action = policy.select_action(obs)
         step[4] = np.array(action, dtype=np.float64)
+        if job.noise_std > 0:
+            noise = rng.normal(0.0, float(job.noise_std), 4)
+            action = np.clip(step[4] + noise, low, high).astype(np.float32)
         obs, _, _, _, info = env.step(action)
         sim_s += time.perf_counter() - t2
         k += 1
@@ -437,6 +465,7 @@ def fly_and_record(world, env, policy, task, job: FlightJob) -> dict:
                 "fps": round(1.0 / world.vehicle.control_dt_s), "source": SOURCE,
                 "render_lod_px": world.protocol.render_lod_px,
                 "render_lod_cell": [world.protocol.render_lod_cell_m, world.protocol.render_lod_cell_deg],
+                "expert": job.expert, "noise_std": float(job.noise_std),
                 "airplay_version": airplay.__version__}
     encode_s += time.perf_counter() - t
     return {"records": records, "metadata": metadata, "status": status, "steps": steps, "render_s": render_s,
@@ -600,6 +629,10 @@ def collect(cfg: CollectConfig, progress: bool = True) -> dict:
 
     import airplay
 
+    if cfg.expert not in EXPERTS:
+        raise CollectError(f"--expert must be one of {', '.join(EXPERTS)}, got {cfg.expert!r}")
+    if not cfg.noise_std >= 0:
+        raise CollectError(f"--noise-std must be >= 0, got {cfg.noise_std}")
     if cfg.per_scene < 0:
         raise CollectError(f"--per-scene must be >= 0, got {cfg.per_scene}")
     if cfg.workers < 1:
@@ -619,7 +652,8 @@ def collect(cfg: CollectConfig, progress: bool = True) -> dict:
             f"process pool ({cfg.workers} workers)" if cfg.workers > 1 else "in-process")
         run = {"engine": engine, "workers": cfg.workers, "setting": cfg.setting, "seed": cfg.seed,
                "per_scene": cfg.per_scene, "depth": cfg.depth, "image_size": cfg.fixed()["image_size"],
-               "keep_failures": cfg.keep_failures, "planned": len(work.jobs),
+               "keep_failures": cfg.keep_failures, "expert": cfg.expert, "noise_std": float(cfg.noise_std),
+               "planned": len(work.jobs),
                "skipped_done": sum(work.skipped.values()), "removed_partials": work.removed_partials,
                "flown": 0, "written": 0, "rejected": 0, "frames": 0, "airplay_version": airplay.__version__}
         timings = {"load": 0.0, "render": 0.0, "sim": 0.0, "write": 0.0, "wall": 0.0, "cpu": 0.0}

@@ -24,7 +24,8 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     cfg = CollectConfig(scenes=tuple(_scene_dirs(args.scenes)), per_scene=args.per_scene, out=Path(args.out),
                         setting=args.setting, seed=args.seed, depth=args.depth, image_size=args.image_size,
                         keep_failures=args.keep_failures, render_backend=args.backend, workers=args.workers,
-                        ray_address=args.ray, threads=args.threads, protocol=args.protocol)
+                        ray_address=args.ray, threads=args.threads, protocol=args.protocol,
+                        expert=args.expert, noise_std=args.noise_std)
     try:
         summary = collect(cfg, progress=not args.no_progress)
     except (CollectError, ProtocolError) as err:
@@ -66,5 +67,11 @@ def register(sub) -> None:
                    help="numba threads per worker (default 1: flights run in parallel as processes)")
     p.add_argument("--protocol", type=Path, default=None, metavar="YAML",
                    help="protocol file (task sampling, success radius, time limits; default config/protocol.yaml)")
+    p.add_argument("--expert", default="expert", choices=("expert", "field_expert"),
+                   help="the labelling pilot: expert (A* plan tracked with a clock; default) or field_expert "
+                        "(state-only: the command is a function of the state and the goal, for DAgger)")
+    p.add_argument("--noise-std", type=float, default=0.0, metavar="V",
+                   help="DART noise: fly each command plus Gaussian noise of V m/s (vx, vy, vz) and V rad/s (yaw "
+                        "rate), seeded per task; /cmd_vel records the clean label (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_collect)

@@ -2,7 +2,8 @@
 ``select_action(obs) -> (4,) command``, served from predicted chunks by an adapter.
 
 ``module:factory`` names a policy of the user's own (``factory(world)`` returns it);
-``expert`` is the privileged A* expert; ``random`` draws uniform commands within the vehicle
+``expert`` is the privileged A* expert; ``field_expert`` the privileged state-only expert
+(:mod:`airplay.tasks.field_expert`, a DAgger labeller); ``random`` draws uniform commands within the vehicle
 limits (the experiments' lower bound); ``act``, ``dp`` and ``cnn_bc`` are learned and
 loaded from a checkpoint folder (:mod:`airplay.policies.checkpoint`); ``airvln_r1`` is the
 AirNav navigator (:mod:`airplay.vln.navigator`), built from ``vln`` options (backend, model,
@@ -15,7 +16,7 @@ import importlib
 import re
 
 LEARNED_POLICIES = ("act", "dp", "cnn_bc")
-POLICY_NAMES = ("expert", "random", *LEARNED_POLICIES, "airvln_r1")
+POLICY_NAMES = ("expert", "field_expert", "random", *LEARNED_POLICIES, "airvln_r1")
 PLUGIN_NAME = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 """A policy of the user's own, ``module:factory``: ``factory(world)`` returns a policy (the
 contract of :mod:`airplay.policies.base`: ``reset(task)``, ``select_action(obs)``)."""
@@ -53,6 +54,12 @@ def make_policy(name: str, world=None, checkpoint: str | None = None, execution_
         if world is None:
             raise ValueError("the expert needs the world to plan in")
         policy = ExpertNavigator(world)
+    elif name == "field_expert":
+        from airplay.policies.field_expert import FieldExpertNavigator
+
+        if world is None:
+            raise ValueError("the field expert needs the world to plan in")
+        policy = FieldExpertNavigator(world)
     elif name == "random":
         from airplay.policies.random_policy import RandomPolicy
 
