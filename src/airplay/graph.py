@@ -56,7 +56,7 @@ SIM_EVAL_ARGUMENTS: dict[str, LaunchArgument] = {
     "scenes": _A("scenes", "scene folders, comma-separated, or a folder of scenes; relative paths are taken "
                           "from each node's working folder"),
     "scene": _A("", "one scene folder (the same as scenes:=FOLDER, and used instead of it when given)"),
-    "policy": _A("expert", "the policy flown: expert, random, act, dp, cnn_bc, or airvln_r1 (with setting:=vln)"),
+    "policy": _A("expert", "the policy flown: expert, field_expert, random, act, dp, cnn_bc, or airvln_r1 (with setting:=vln)"),
     "checkpoint": _A("", "checkpoint folder of a learned policy (act, dp, cnn_bc; what airplay train --out wrote)"),
     "execution_horizon": _A("0", "controls executed per predicted chunk (0: the policy's own)"),
     "setting": _A("pointgoal", "task setting: pointgoal, imagegoal, goalfree, or vln (with policy:=airvln_r1)"),
@@ -234,7 +234,7 @@ def collect_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
 FLY_ARGUMENTS: dict[str, LaunchArgument] = {
     "connection": _A("udp:127.0.0.1:14540", "MAVLink connection: udp:/udpin: (listen), udpout:, tcp:, or "
                                            "serial:DEVICE:BAUD"),
-    "policy": _A("expert", "the policy flown: expert, act, dp, cnn_bc, or airvln_r1"),
+    "policy": _A("expert", "the policy flown: expert, field_expert, act, dp, cnn_bc, or airvln_r1"),
     "checkpoint": _A("", "checkpoint folder of a learned policy (act, dp, cnn_bc)"),
     "execution_horizon": _A("0", "controls executed per predicted chunk (0: the policy's own)"),
     "scene": _A("", "scene folder: the expert's task, and the rehearsal camera (the renderer)"),

@@ -1,6 +1,6 @@
 """Geodesic cost-to-go fields on the planning grid, and a carrot to fly to from any position.
 
-:class:`CostToGo` computes, once per goal cell, the cost of the cheapest 26-connected path
+:class:`FieldCache` computes, once per goal cell, the cost of the cheapest 26-connected path
 from every free cell of a :class:`~airplay.tasks.navigable.NavigableGrid` to the goal cell
 (Dijkstra from the goal). Step costs are those of :mod:`airplay.tasks.astar` with the
 expert's wall penalty (:meth:`airplay.tasks.expert.ExpertPolicy.penalty`): entering cell b
@@ -21,7 +21,9 @@ free cells keeping the clearance the path had (capped at the preferred clearance
 answer is a pure function of (field, position): no memory between calls.
 
 Fields are computed by a numba-compiled Dijkstra (``cache=True``) and kept in a small LRU
-per goal cell, so DAgger rollouts to the same goal reuse theirs.
+per goal cell (:class:`FieldCache`), so DAgger rollouts to the same goal reuse theirs;
+:meth:`FieldCache.get` returns the :class:`CostToGo` of a goal (its field and the queries).
+About 0.15-0.2 s per field on a 0.7 M-cell indoor grid, about 2 s on a 4 M-cell urban one.
 """
 
 from __future__ import annotations
