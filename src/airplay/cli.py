@@ -15,6 +15,7 @@ DEFAULT_CATEGORIES = ("indoor", "urban", "vegetation")
 VLN_BACKENDS = ("transformers", "openai")
 
 COMMAND_MODULES: tuple[str, ...] = ("airplay.bridge.commands", "airplay.policies.train_command",
+                                    "airplay.policies.dagger_command",
                                     "airplay.data.dataset_command", "airplay.data.collect_command",
                                     "airplay.eval.offline_command", "airplay.vln.commands")
 """Modules that add sub-commands: each has ``register(sub)`` taking the sub-parsers object

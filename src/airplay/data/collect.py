@@ -487,7 +487,7 @@ def _init_worker(threads: int) -> None:
     exit_with_parent()
 
 
-def _run_local(jobs: list[FlightJob], workers: int):
+def _run_local(jobs: list[FlightJob], workers: int, fn=None):
     """Results of ``jobs`` (in completion order) from a spawn process pool, or in-process for 1 worker.
 
     A worker that dies (killed, out of memory) raises ``BrokenProcessPool`` here instead of
@@ -501,7 +501,7 @@ def _run_local(jobs: list[FlightJob], workers: int):
         threads = numba.get_num_threads()
         try:
             for job in jobs:
-                yield fly_task(job)
+                yield (fn or fly_task)(job)
         finally:
             numba.set_num_threads(threads)  # this process's own setting, as it was
         return
@@ -510,9 +510,9 @@ def _run_local(jobs: list[FlightJob], workers: int):
 
     # spawn, not fork: numba's GNU OpenMP layer is not fork-safe.
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker, initargs=(jobs[0].threads,))
+                               initializer=_init_worker, initargs=(getattr(jobs[0], "threads", 1),))
     try:
-        futures = [pool.submit(fly_task, job) for job in jobs]
+        futures = [pool.submit(fn or fly_task, job) for job in jobs]
         for future in as_completed(futures):
             yield future.result()
     except BaseException:
@@ -527,7 +527,7 @@ RAY_LOCAL_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUS
 """Set before importing ray for ``--ray local``: no usage reports, node address = loopback."""
 
 
-def _run_ray(jobs: list[FlightJob], address: str, workers: int, info: dict):
+def _run_ray(jobs: list[FlightJob], address: str, workers: int, info: dict, fn=None):
     """The same :func:`fly_task` as Ray tasks (one CPU each); ``address="local"`` starts a
     private single-node instance with ``workers`` CPUs bound to 127.0.0.1. ``info["ray_nodes"]``
     gets the addresses of the cluster's live nodes."""
@@ -552,7 +552,7 @@ def _run_ray(jobs: list[FlightJob], address: str, workers: int, info: dict):
             ray.init(address=address, **common)
     info["ray_nodes"] = sorted(n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive"))
     try:
-        remote = ray.remote(num_cpus=1, max_retries=0)(fly_task)
+        remote = ray.remote(num_cpus=1, max_retries=0)(fn or fly_task)
         pending = [remote.remote(job) for job in jobs]
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
@@ -564,6 +564,17 @@ def _run_ray(jobs: list[FlightJob], address: str, workers: int, info: dict):
     finally:
         if started:
             ray.shutdown()
+
+
+def run_jobs(fn, jobs: list, workers: int, ray: str | None = None):
+    """Results of ``fn(job)`` for every job, in completion order: in this process (1 worker),
+    a spawn process pool of ``workers``, or Ray tasks at address ``ray`` ("local": a private
+    instance bound to 127.0.0.1). ``fn`` must be importable (a module-level function)."""
+    if not jobs:
+        return iter(())
+    if ray:
+        return _run_ray(jobs, ray, workers, {}, fn=fn)
+    return _run_local(jobs, workers, fn=fn)
 
 
 class _Lock:

@@ -42,10 +42,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    episodes, goal = load_lerobot_episodes(args.dataset, defaults.image_size, fields.pop("goal", "auto"),
-                                           progress=not args.no_progress)
+    goal = fields.pop("goal", "auto")
+    episodes = []
+    for folder in args.dataset:  # the first fixes the goal kind ("auto"); the others must have it
+        more, goal = load_lerobot_episodes(folder, defaults.image_size, goal, progress=not args.no_progress)
+        episodes += more
     dataset = ChunkDataset(episodes, defaults.image_size, defaults.n_obs_steps, defaults.chunk_size, goal)
-    print(f"{args.dataset}: {dataset.num_episodes} episodes, {len(dataset)} frames, goal {goal!r}, images "
+    print(f"{' + '.join(args.dataset)}: {dataset.num_episodes} episodes, {len(dataset)} frames, goal {goal!r}, images "
           f"{defaults.image_size}x{defaults.image_size} cached ({dataset.images.numel() / 1e6:.0f} MB) "
           f"in {time.perf_counter() - t0:.1f} s")
     try:
@@ -75,7 +78,8 @@ def register(sub) -> None:
                                    "at 3e-4). Resumes from OUT's newest checkpoint. OUT is the --checkpoint of "
                                    "airplay eval.")
     p.add_argument("--policy", required=True, choices=("act", "dp", "cnn_bc"))
-    p.add_argument("--dataset", required=True, help="LeRobot v3 dataset folder (airplay export)")
+    p.add_argument("--dataset", required=True, nargs="+",
+                   help="LeRobot v3 dataset folder(s) (airplay dataset export, airplay dagger's OUT/iter_NN/data)")
     p.add_argument("--out", required=True, help="checkpoint folder (made; resumed if it holds checkpoints)")
     p.add_argument("--steps", type=int, default=None, help="optimizer updates (default: Table 9)")
     p.add_argument("--batch-size", type=int, default=None, help="samples per update (default: Table 9)")
