@@ -20,7 +20,7 @@ from airplay.sim.env import AirPlayEnv
 from airplay.sim.world import World
 from airplay.tasks.cost_to_go import FieldCache, wall_penalty
 from airplay.tasks.expert import ExpertPolicy
-from airplay.tasks.field_expert import FieldExpert
+from airplay.tasks.field_expert import FieldExpert, FieldExpertSettings
 from airplay.tasks.protocol import load_protocol
 from airplay.tasks.sampler import sample_tasks
 from scene_factory import scene_yaml_dict, write_tiny_scene
@@ -114,6 +114,26 @@ def test_labels_are_pure_functions_of_state_and_goal(room):
     assert np.all(np.abs(first[:, 3]) <= 0.95 * VEHICLE.max_yaw_rate_rad_s + 1e-6)
     assert np.all(first[:, 2] <= 0.95 * VEHICLE.max_speed_up_m_s + 1e-6)
     assert np.all(first[:, 2] >= -0.95 * VEHICLE.max_speed_down_m_s - 1e-6)
+
+
+def test_labels_vary_continuously_with_the_position(room):
+    """Blended over the 8 cells around the position, a 1 cm move changes a label a little;
+    from the position's own cell alone the label jumps where the cell changes (what a
+    learned policy cannot fit)."""
+    grid, sdf = room
+    rng = np.random.default_rng(4)
+    task = sample_tasks("room", grid, 1, seed=2, settings=PROTOCOL)[0]
+    states = random_states(grid, rng, 150)
+    step = np.zeros(13)
+    step[0] = 0.01
+    jumps = {}
+    for blend in (True, False):
+        fe = FieldExpert(grid, sdf, VEHICLE, FieldExpertSettings(blend_cells=blend))
+        fe.reset(task)
+        d = [np.abs(fe.act_on_state(s + step) - fe.act_on_state(s)).max() for s in states]
+        jumps[blend] = float(np.max(d))
+    assert jumps[True] < 0.15, jumps  # measured 0.10
+    assert jumps[False] > 3 * jumps[True], jumps  # measured 0.47
 
 
 def test_turns_before_it_flies_and_stops_at_the_goal(room):

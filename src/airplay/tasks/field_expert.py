@@ -11,7 +11,13 @@ penalised step costs, so it keeps off walls) is built once; each command then:
 1. takes the position (map ENU, m) and the heading yaw of the quaternion,
    ``atan2(2 (w z + x y), 1 - 2 (y^2 + z^2))`` (state[0:3], state[3:7] = x, y, z, w; the
    velocity and body rates of the state are not read);
-2. finds the carrot :meth:`CostToGo.lookahead_point` ``lookahead_m`` ahead along the field;
+2. finds the carrot :meth:`CostToGo.lookahead_point` ``lookahead_m`` ahead along the field
+   from each of the 8 cell centres around the position and blends their offsets with
+   trilinear weights (``blend_cells``): the command then varies continuously with the
+   position. From the position's own cell alone it jumps at cell borders: 4x larger
+   step-to-step changes of the labels, which a learned policy cannot fit (measured on
+   indoor_0, 20 tasks: mean |change| of vx per step 0.087 unblended, 0.020 blended, the A*
+   expert's 0.018);
 3. yaw rate = ``yaw_gain * (bearing to the carrot - yaw)`` clamped to 0.95 x the vehicle's
    limit, faded to 0 as the carrot's horizontal distance falls below ``yaw_fade_m`` (near
    the goal it holds its yaw and stops);
@@ -35,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from airplay.tasks.cost_to_go import CostToGo, FieldCache
+from airplay.tasks.cost_to_go import CostToGo, FieldCache, wall_penalty
 from airplay.tasks.navigable import NavigableGrid
 
 
@@ -45,13 +51,16 @@ class FieldExpertSettings:
 
     cruise_speed_m_s: float = 2.0
     lookahead_m: float = 1.5
+    blend_cells: bool = True  # the carrot offset blended over the 8 cells around the position (continuous labels)
     carrot_gain: float = 1.5  # speed <= carrot_gain x distance to the carrot (a near carrot: a sharp turn)
-    yaw_gain: float = 2.5
+    yaw_gain: float = 1.5
     yaw_fade_m: float = 0.4  # below this horizontal distance to the carrot the yaw rate fades to 0
     max_heading_error_deg: float = 60.0  # no horizontal speed beyond this heading error
     goal_gain: float = 1.0  # speed <= goal_gain x distance left (m) near the goal
     wall_speed_m_s: float = 0.6  # speed at the planning clearance; cruise at the preferred one
     field_cache: int = 4  # cost-to-go fields kept (per goal cell)
+    wall_penalty: float = 6.0  # step-cost weight at the planning clearance (the A* expert: 2)
+    preferred_extra_clearance_m: float = 0.8  # the penalty is 0 this far beyond it (the A* expert: 0.45)
 
 
 def yaw_of_state(state: np.ndarray) -> float:
@@ -71,7 +80,9 @@ class FieldExpert:
     def __init__(self, grid: NavigableGrid, sdf, vehicle_params, settings: FieldExpertSettings | None = None):
         self.grid, self.sdf, self.vehicle = grid, sdf, vehicle_params
         self.settings = settings if settings is not None else FieldExpertSettings()
-        self.fields = FieldCache(grid, cache_size=self.settings.field_cache)
+        st = self.settings
+        self.fields = FieldCache(grid, wall_penalty(grid, st.wall_penalty, st.preferred_extra_clearance_m),
+                                 cache_size=st.field_cache, preferred_extra_clearance_m=st.preferred_extra_clearance_m)
         self.dt = 1.0 / float(vehicle_params.control_rate_hz)
         self.field: CostToGo | None = None
         self.goal: np.ndarray | None = None
@@ -86,9 +97,36 @@ class FieldExpert:
         self.goal = self.field.goal
 
     def _clearance(self, p: np.ndarray) -> float:
+        """Distance to the mesh at ``p`` (m), trilinear over the grid's cell centres."""
         g = self.grid
-        c = np.clip(g.to_cell(p), 0, np.array(g.shape) - 1)
-        return float(g.distance_m[c[0], c[1], c[2]])
+        f = (p - g.origin_m) / g.resolution_m
+        lo = np.clip(np.floor(f).astype(np.int64), 0, np.array(g.shape) - 2)
+        t = np.clip(f - lo, 0.0, 1.0)
+        c = g.distance_m[lo[0]:lo[0] + 2, lo[1]:lo[1] + 2, lo[2]:lo[2] + 2].astype(np.float64)
+        c = c[0] * (1 - t[0]) + c[1] * t[0]
+        c = c[0] * (1 - t[1]) + c[1] * t[1]
+        return float(c[0] * (1 - t[2]) + c[1] * t[2])
+
+    def _blended_offset(self, p: np.ndarray) -> np.ndarray:
+        """Carrot minus ``p`` (3,) m: the carrots of the 8 cell centres around ``p`` (each a
+        function of its cell alone), blended with trilinear weights, so the command varies
+        continuously with the position instead of jumping at cell borders."""
+        g = self.grid
+        f = (p - g.origin_m) / g.resolution_m
+        lo = np.floor(f).astype(np.int64)
+        t = f - lo
+        total = np.zeros(3)
+        weight = 0.0
+        for corner in range(8):
+            bits = np.array([(corner >> 0) & 1, (corner >> 1) & 1, (corner >> 2) & 1])
+            w = float(np.prod(np.where(bits == 1, t, 1.0 - t)))
+            if w <= 1e-12:
+                continue
+            centre = g.to_world((lo + bits)[None])[0]
+            carrot = self.field.lookahead_point(centre, self.settings.lookahead_m)
+            total += w * (carrot - centre)
+            weight += w
+        return total / max(weight, 1e-12)
 
     def command(self, position: np.ndarray, yaw: float) -> np.ndarray:
         """(1, 4) float32 heading-frame command for a map position (m) and heading yaw (rad)."""
@@ -96,8 +134,11 @@ class FieldExpert:
             raise RuntimeError("FieldExpert.act_on_state called before reset(task)")
         st, veh = self.settings, self.vehicle
         p = np.asarray(position, dtype=np.float64).reshape(3)
-        carrot = self.field.lookahead_point(p, st.lookahead_m)
-        d = carrot - p
+        if st.blend_cells:
+            d = self._blended_offset(p)
+        else:
+            d = self.field.lookahead_point(p, st.lookahead_m) - p
+        carrot = p + d
         dist_c = float(np.linalg.norm(d))
         out = np.zeros((1, 4), np.float32)
         if dist_c < 1e-9:
