@@ -118,3 +118,30 @@ def test_checkpoint_without_the_field_reads_as_full_state(tmp_path):
     ep = tiny_episodes()[0]
     np.testing.assert_array_equal(rollout(loaded, ep, 4), rollout(policy, ep, 4))
     assert env_obs(ep, 0)["state"].shape == (13,)
+
+
+@pytest.mark.parametrize("pool", ["spatial_softmax", "flatten", "avg"])
+def test_image_pools_keep_where_things_are(pool):
+    """spatial_softmax and flatten tell an object on the left from one on the right; the
+    global average (what old checkpoints used) cannot, once the trunk's receptive field is
+    smaller than the shift."""
+    from airplay.policies.vision import ImageEncoder, PooledImageEncoder
+
+    torch.manual_seed(0)
+    enc = PooledImageEncoder(ImageEncoder("small", 8), 16, pool, 64).eval()
+    left, right = torch.zeros(1, 3, 64, 64), torch.zeros(1, 3, 64, 64)
+    left[..., 24:32, 16:20] = 1.0  # shifted by 24 px (3 x the trunk's stride), both away from the border
+    right[..., 24:32, 40:44] = 1.0
+    with torch.no_grad():
+        differ = not torch.allclose(enc(left), enc(right), atol=1e-5)
+    assert differ == (pool != "avg")
+
+
+def test_old_checkpoints_read_with_the_average_pool(tmp_path):
+    ds = dataset_for("cnn_bc")
+    policy = build_policy("cnn_bc", ds, **TINY["cnn_bc"], image_pool="avg").eval()
+    save_policy(policy, tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    del cfg["config"]["image_pool"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert load_policy(tmp_path).config.image_pool == "avg"

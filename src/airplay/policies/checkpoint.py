@@ -77,8 +77,11 @@ def read_config(folder: str | Path):
     except (json.JSONDecodeError, KeyError, TypeError) as err:
         raise CheckpointError(f"{path}: not a policy config ({err})") from None
     cls = policy_class(kind)
-    if isinstance(fields, dict) and "state_features" not in fields:
-        fields = {**fields, "state_features": "full"}  # written before the field existed: the 13 values
+    if isinstance(fields, dict):  # written before these fields existed: what they were trained with
+        if "state_features" not in fields:
+            fields = {**fields, "state_features": "full"}
+        if "image_pool" not in fields:
+            fields = {**fields, "image_pool": "avg"}
     try:
         return cls, cls.config_class.from_dict(fields)
     except ValueError as err:

@@ -44,7 +44,7 @@ class CNNBCPolicy(LearnedPolicy):
         super().__init__(config)
         c = config
         self.image = PooledImageEncoder(ImageEncoder(c.backbone, c.backbone_width, c.pretrained_backbone,
-                                                     c.group_norm), c.image_features)
+                                                     c.group_norm), c.image_features, c.image_pool, c.image_size)
         low_dim = self.state_dim + (GOAL_DIM if c.goal == "point" else 0)
         self.low = nn.Sequential(nn.Linear(low_dim * c.n_obs_steps, c.hidden_dim), nn.ReLU()) if low_dim else None
         n_images = c.n_obs_steps + (1 if c.goal == "image" else 0)

@@ -187,7 +187,7 @@ class DiffusionPolicy(LearnedPolicy):
         super().__init__(config)
         c = config
         self.image = PooledImageEncoder(ImageEncoder(c.backbone, c.backbone_width, c.pretrained_backbone,
-                                                     c.group_norm), c.image_features)
+                                                     c.group_norm), c.image_features, c.image_pool, c.image_size)
         per_step = c.image_features + self.state_dim + (GOAL_DIM if c.goal == "point" else 0)
         cond_dim = per_step * c.n_obs_steps + (c.image_features if c.goal == "image" else 0)
         self.unet = ConditionalUnet1D(c, cond_dim)

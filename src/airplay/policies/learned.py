@@ -19,7 +19,7 @@ from airplay.policies.base import Policy, PolicyConfig, check
 from airplay.policies.normalize import MODES, Normalizer, compute_stats
 from airplay.policies.observation import (ACTION, ACTION_DIM, GOAL, GOAL_DIM, GOAL_IMAGE, GOAL_KINDS, IMAGE, STATE,
                                           STATE_FEATURES, ObservationHistory, state_features)
-from airplay.policies.vision import BACKBONES
+from airplay.policies.vision import BACKBONES, POOLS
 
 
 @dataclasses.dataclass
@@ -47,6 +47,9 @@ class LearnedConfig(PolicyConfig):
         replicated), a small random crop (0 = none).
     augment_jitter: in training, scale each image's brightness and contrast by a random
         factor in [1 - j, 1 + j] (0 = none).
+    image_pool: how CNN-BC and DP turn the image feature map into a vector (ACT keeps one
+        token per cell): "spatial_softmax" (default), "flatten" or "avg" (global average,
+        which loses where an obstacle is in the image); see :data:`airplay.policies.vision.POOLS`.
     """
 
     type: ClassVar[str] = "learned"
@@ -65,6 +68,7 @@ class LearnedConfig(PolicyConfig):
     state_noise_std: float = 0.0
     augment_shift_px: int = 0
     augment_jitter: float = 0.0
+    image_pool: str = "spatial_softmax"
 
     def validate(self) -> None:
         super().validate()
@@ -85,6 +89,7 @@ class LearnedConfig(PolicyConfig):
         check(self.state_noise_std >= 0, "state_noise_std", f"must be >= 0, got {self.state_noise_std!r}")
         check(isinstance(self.augment_shift_px, int) and 0 <= self.augment_shift_px < self.image_size // 2,
               "augment_shift_px", f"must be an integer in 0..{self.image_size // 2 - 1}, got {self.augment_shift_px!r}")
+        check(self.image_pool in POOLS, "image_pool", f"must be one of {', '.join(POOLS)}, got {self.image_pool!r}")
         check(0 <= self.augment_jitter < 1, "augment_jitter", f"must be in [0, 1), got {self.augment_jitter!r}")
         for name in ("state_norm", "goal_norm", "action_norm"):
             check(getattr(self, name) in MODES, name, f"must be one of {', '.join(MODES)}, got {getattr(self, name)!r}")

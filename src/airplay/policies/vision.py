@@ -72,15 +72,53 @@ class ImageEncoder(nn.Module):
         return self.trunk((images - self.mean) / self.std)
 
 
-class PooledImageEncoder(nn.Module):
-    """Feature map -> global average pool -> linear ``out_dim`` vector, ReLU."""
+POOLS = ("spatial_softmax", "flatten", "avg")
+"""How a feature map becomes a vector: ``spatial_softmax`` (per channel the expected image
+coordinates of its softmax, Levine et al. 2016, as robomimic and Diffusion Policy use),
+``flatten`` (every cell, through the linear layer) or ``avg`` (global average: where in the
+image a feature lies is lost; what checkpoints without the field used)."""
 
-    def __init__(self, encoder: ImageEncoder, out_dim: int) -> None:
+
+class SpatialSoftmax(nn.Module):
+    """(N, C, h, w) -> (N, 2C): per channel the softmax-weighted mean (x, y) in [-1, 1]."""
+
+    def __init__(self, h: int, w: int) -> None:
         super().__init__()
-        self.encoder = encoder
-        self.proj = nn.Sequential(nn.Linear(encoder.channels, out_dim), nn.ReLU())
+        ys, xs = torch.meshgrid(torch.linspace(-1, 1, h), torch.linspace(-1, 1, w), indexing="ij")
+        self.register_buffer("grid", torch.stack([xs.reshape(-1), ys.reshape(-1)], 1), persistent=False)
+
+    def forward(self, fmap: torch.Tensor) -> torch.Tensor:
+        n, c = fmap.shape[:2]
+        attention = torch.softmax(fmap.reshape(n, c, -1), -1)
+        return (attention @ self.grid).reshape(n, 2 * c)
+
+
+class PooledImageEncoder(nn.Module):
+    """Feature map -> ``pool`` (:data:`POOLS`) -> linear ``out_dim`` vector, ReLU.
+
+    ``image_size``: the side S of the input images (pixels), which fixes the map's size for
+    ``spatial_softmax`` and ``flatten``."""
+
+    def __init__(self, encoder: ImageEncoder, out_dim: int, pool: str = "avg", image_size: int = 224) -> None:
+        super().__init__()
+        if pool not in POOLS:
+            raise ValueError(f"image pool must be one of {', '.join(POOLS)}, got {pool!r}")
+        self.encoder, self.pool = encoder, pool
+        if pool == "avg":
+            self.reduce, width = None, encoder.channels
+        else:
+            training = encoder.training
+            with torch.no_grad():  # in eval mode: BatchNorm statistics stay as loaded
+                h, w = encoder.eval()(torch.zeros(1, 3, image_size, image_size)).shape[-2:]
+            encoder.train(training)
+            if pool == "spatial_softmax":
+                self.reduce, width = SpatialSoftmax(h, w), 2 * encoder.channels
+            else:
+                self.reduce, width = nn.Flatten(), encoder.channels * h * w
+        self.proj = nn.Sequential(nn.Linear(width, out_dim), nn.ReLU())
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         lead = images.shape[:-3]
-        feat = self.encoder(images.reshape(-1, *images.shape[-3:])).mean(dim=(-2, -1))
+        fmap = self.encoder(images.reshape(-1, *images.shape[-3:]))
+        feat = fmap.mean(dim=(-2, -1)) if self.reduce is None else self.reduce(fmap)
         return self.proj(feat).reshape(*lead, -1)
