@@ -73,6 +73,16 @@ def test_train_writes_a_checkpoint_and_resumes(checkpoints, capsys):
         assert "nothing to do" in capsys.readouterr().out
 
 
+def test_train_on_several_datasets_and_on_the_first_episodes(dataset, tmp_path, capsys):
+    base = ["train", "--policy", "cnn_bc", "--steps", "2", "--batch-size", "4", "--image-size", "32", "--threads", "1",
+            "--no-progress", "--set", "backbone=small", "--set", "backbone_width=8"]
+    assert main(base + ["--dataset", str(dataset), str(dataset), "--out", str(tmp_path / "two")]) == 0
+    assert "4 episodes, 96 frames" in capsys.readouterr().out
+    assert main(base + ["--dataset", str(dataset), str(dataset), "--max-episodes", "3", "--out",
+                        str(tmp_path / "three")]) == 0
+    assert "3 episodes, 72 frames" in capsys.readouterr().out
+
+
 def test_train_rejects_a_bad_field_by_name(dataset, tmp_path):
     with pytest.raises(SystemExit, match="'n_heads'"):
         main(["train", "--policy", "act", "--dataset", str(dataset), "--out", str(tmp_path / "x"),

@@ -136,9 +136,13 @@ def _policy(checkpoint: str):
     return _CACHE[key]
 
 
-def fly_episode(world, env, policy, labeller, task, backend: str, beta: float, rng: np.random.Generator) -> dict:
+def fly_episode(world, env, policy, labeller, task, backend: str, beta: float, rng: np.random.Generator,
+                noise_std: float = 0.0) -> dict:
     """Fly ``task`` with ``policy`` (its command executed, or with probability ``beta`` per step
     the label), labelling every observed state with ``labeller`` (a state-only expert policy).
+    ``noise_std`` > 0 adds Gaussian noise of that standard deviation (m/s, rad/s) to each
+    executed command, within the action limits (DART: with ``policy`` the expert, the
+    demonstrations then show how to come back to the path).
 
     Returns arrays over the T observations before the episode ended: rgb (T, H, W, 3) uint8,
     state (T, 13) float32, goal (T, 3) float32 (heading frame, m), label (T, 4) and command
@@ -156,6 +160,9 @@ def fly_episode(world, env, policy, labeller, task, backend: str, beta: float, r
                            ("command", command)):
             frames[key].append(np.array(value))
         executed = label if beta > 0 and rng.random() < beta else command
+        if noise_std > 0:
+            space = env.action_space
+            executed = np.clip(executed + rng.normal(0.0, noise_std, 4), space.low, space.high).astype(np.float32)
         obs, _, _, _, info = env.step(executed)
     out = {k: np.stack(v) if v else np.zeros((0,)) for k, v in frames.items()}
     out.update(status=info["status"], steps=int(info["steps"]))

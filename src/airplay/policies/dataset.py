@@ -102,12 +102,12 @@ class ChunkDataset:
         return {k: v.to(device) for k, v in out.items()}
 
 
-def load_lerobot_episodes(root: str | Path, image_size: int, goal: str = "auto",
-                          progress: bool = False) -> tuple[list[EpisodeData], str]:
-    """Every episode of a LeRobot v3 dataset (the issue 5 export) as :class:`EpisodeData`
-    with frames decoded once and resized to ``image_size``; and the goal kind: ``goal``, or
-    with "auto" "point" if the dataset has ``observation.goal``, "image" if it has
-    ``observation.images.goal``, else "none"."""
+def load_lerobot_episodes(root: str | Path, image_size: int, goal: str = "auto", progress: bool = False,
+                          max_episodes: int | None = None) -> tuple[list[EpisodeData], str]:
+    """Every episode (or the first ``max_episodes``) of a LeRobot v3 dataset (the issue 5
+    export) as :class:`EpisodeData` with frames decoded once and resized to ``image_size``;
+    and the goal kind: ``goal``, or with "auto" "point" if the dataset has
+    ``observation.goal``, "image" if it has ``observation.images.goal``, else "none"."""
     from tqdm import tqdm
 
     from airplay.data.lerobot import LeRobotDataset
@@ -120,7 +120,8 @@ def load_lerobot_episodes(root: str | Path, image_size: int, goal: str = "auto",
         if key not in ds.features:
             raise ValueError(f"{root}: dataset has no feature {key!r} (features: {', '.join(ds.features)})")
     episodes = []
-    for e in tqdm(range(ds.num_episodes), desc="decoding episodes", unit="ep", disable=not progress):
+    count = ds.num_episodes if max_episodes is None else min(int(max_episodes), ds.num_episodes)
+    for e in tqdm(range(count), desc="decoding episodes", unit="ep", disable=not progress):
         ep = ds.episode(e)
         small = lambda frames: resize_images(frames, image_size).permute(0, 2, 3, 1).numpy()  # noqa: E731
         episodes.append(EpisodeData(rgb=small(ep[IMAGE]), state=ep[STATE], action=ep[ACTION],

@@ -39,13 +39,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
         defaults = policy_class(args.policy).config_class(**{k: v for k, v in fields.items() if k != "goal"})
     except (ConfigError, TypeError) as err:
         raise SystemExit(f"error: {err}") from None
+    if args.max_episodes is not None and args.max_episodes < 1:
+        raise SystemExit(f"error: --max-episodes must be >= 1, got {args.max_episodes}")
     if args.threads:
         torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     goal = fields.pop("goal", "auto")
     episodes = []
     for folder in args.dataset:  # the first fixes the goal kind ("auto"); the others must have it
-        more, goal = load_lerobot_episodes(folder, defaults.image_size, goal, progress=not args.no_progress)
+        left = None if args.max_episodes is None else args.max_episodes - len(episodes)
+        if left is not None and left <= 0:
+            break
+        more, goal = load_lerobot_episodes(folder, defaults.image_size, goal, progress=not args.no_progress,
+                                           max_episodes=left)
         episodes += more
     dataset = ChunkDataset(episodes, defaults.image_size, defaults.n_obs_steps, defaults.chunk_size, goal)
     print(f"{' + '.join(args.dataset)}: {dataset.num_episodes} episodes, {len(dataset)} frames, goal {goal!r}, images "
@@ -81,6 +87,8 @@ def register(sub) -> None:
     p.add_argument("--dataset", required=True, nargs="+",
                    help="LeRobot v3 dataset folder(s) (airplay dataset export, airplay dagger's OUT/iter_NN/data)")
     p.add_argument("--out", required=True, help="checkpoint folder (made; resumed if it holds checkpoints)")
+    p.add_argument("--max-episodes", type=int, default=None, metavar="N",
+                   help="train on the first N episodes only (over the datasets in order; e.g. a scaling study)")
     p.add_argument("--steps", type=int, default=None, help="optimizer updates (default: Table 9)")
     p.add_argument("--batch-size", type=int, default=None, help="samples per update (default: Table 9)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: Table 9)")
