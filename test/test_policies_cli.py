@@ -179,3 +179,25 @@ def test_eval_ros_runtime_with_a_checkpoint_equals_inprocess(checkpoints, scene_
     assert min(json.loads(line)["steps"] for line in ros.splitlines()) > 1
     meta = json.loads((tmp_path / "ros" / "summary.json").read_text())["meta"]
     assert meta["runtime"] == "ros" and meta["policy"] == "cnn_bc" and meta["checkpoint"] == str(folder.resolve())
+
+
+def test_decoded_frames_are_cached_and_equal_the_video(dataset, tmp_path, monkeypatch):
+    """The second load reads the frame cache (no decoding) and gives the same episodes;
+    a changed dataset gets a new cache key."""
+    import numpy as np
+
+    from airplay.policies import dataset as dataset_module
+    from airplay.policies.dataset import frame_cache_dir, load_lerobot_episodes
+
+    monkeypatch.setenv("AIRPLAY_CACHE_DIR", str(tmp_path / "cache"))
+    first, goal = load_lerobot_episodes(dataset, 32)
+    assert (frame_cache_dir(dataset, 32) / "rgb.npy").is_file() and goal == "point"
+    uncached, _ = load_lerobot_episodes(dataset, 32, cache=False)
+    monkeypatch.setattr(dataset_module, "_write_frame_cache", lambda *a: pytest.fail("decoded again"))
+    again, _ = load_lerobot_episodes(dataset, 32, max_episodes=1)
+    assert len(again) == 1
+    for a, b, c in zip(first, uncached, again):
+        for field in ("rgb", "state", "action", "goal"):
+            np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+            np.testing.assert_array_equal(getattr(a, field), getattr(c, field))
+    assert frame_cache_dir(dataset, 32) != frame_cache_dir(dataset, 16)

@@ -103,11 +103,16 @@ class ChunkDataset:
 
 
 def load_lerobot_episodes(root: str | Path, image_size: int, goal: str = "auto", progress: bool = False,
-                          max_episodes: int | None = None) -> tuple[list[EpisodeData], str]:
+                          max_episodes: int | None = None, cache: bool = True) -> tuple[list[EpisodeData], str]:
     """Every episode (or the first ``max_episodes``) of a LeRobot v3 dataset (the issue 5
-    export) as :class:`EpisodeData` with frames decoded once and resized to ``image_size``;
-    and the goal kind: ``goal``, or with "auto" "point" if the dataset has
-    ``observation.goal``, "image" if it has ``observation.images.goal``, else "none"."""
+    export) as :class:`EpisodeData` with frames resized to ``image_size``; and the goal kind:
+    ``goal``, or with "auto" "point" if the dataset has ``observation.goal``, "image" if it has
+    ``observation.images.goal``, else "none".
+
+    With ``cache``, the decoded and resized frames of the whole dataset are kept in
+    :func:`frame_cache_dir` (``<cache>/frames/<key>/``, the key a hash of the dataset's files
+    and the image size), so training again on the same data (DAgger rounds, the scaling study)
+    does not decode its video again."""
     from tqdm import tqdm
 
     from airplay.data.lerobot import LeRobotDataset
@@ -119,12 +124,67 @@ def load_lerobot_episodes(root: str | Path, image_size: int, goal: str = "auto",
     for key in (IMAGE, STATE, ACTION) + ((need,) if need else ()):
         if key not in ds.features:
             raise ValueError(f"{root}: dataset has no feature {key!r} (features: {', '.join(ds.features)})")
-    episodes = []
     count = ds.num_episodes if max_episodes is None else min(int(max_episodes), ds.num_episodes)
-    for e in tqdm(range(count), desc="decoding episodes", unit="ep", disable=not progress):
-        ep = ds.episode(e)
-        small = lambda frames: resize_images(frames, image_size).permute(0, 2, 3, 1).numpy()  # noqa: E731
-        episodes.append(EpisodeData(rgb=small(ep[IMAGE]), state=ep[STATE], action=ep[ACTION],
-                                    goal=ep[GOAL] if goal == "point" else None,
-                                    goal_image=small(ep[GOAL_IMAGE][:1])[0] if goal == "image" else None))
+    small = lambda frames: resize_images(frames, image_size).permute(0, 2, 3, 1).numpy()  # noqa: E731
+    frames = goal_frames = None
+    folder = frame_cache_dir(root, image_size) if cache else None
+    if folder is not None and (folder / "rgb.npy").is_file():
+        frames = np.load(folder / "rgb.npy", mmap_mode="r")
+        goal_frames = np.load(folder / "goal.npy", mmap_mode="r") if (folder / "goal.npy").is_file() else None
+    if frames is None or (goal == "image" and goal_frames is None):
+        decoded, goals = [], []
+        total = ds.num_episodes if cache else count
+        for e in tqdm(range(total), desc="decoding episodes", unit="ep", disable=not progress):
+            ep = ds.episode(e)
+            decoded.append(small(ep[IMAGE]))
+            if GOAL_IMAGE in ds.features:
+                goals.append(small(ep[GOAL_IMAGE][:1])[0])
+        frames = np.concatenate(decoded)
+        goal_frames = np.stack(goals) if goals else None
+        if folder is not None:
+            _write_frame_cache(folder, frames, goal_frames)
+    columns = {key: ds.column(key) for key in (STATE, ACTION) + ((GOAL,) if goal == "point" else ())}
+    episodes = []
+    for e in range(count):
+        info = ds.episodes[e]
+        rows = slice(info.from_index, info.to_index)
+        episodes.append(EpisodeData(rgb=np.array(frames[rows]), state=columns[STATE][rows],
+                                    action=columns[ACTION][rows],
+                                    goal=columns[GOAL][rows] if goal == "point" else None,
+                                    goal_image=np.array(goal_frames[e]) if goal == "image" else None))
     return episodes, goal
+
+
+def frame_cache_dir(root: str | Path, image_size: int) -> Path:
+    """Where the decoded frames of the dataset at ``root`` at ``image_size`` are kept: under
+    ``$AIRPLAY_CACHE_DIR`` (or ``~/.cache/airplay``) ``/frames/``, named by a hash of the
+    dataset's path, its meta/info.json and the sizes and times of all its files (any change
+    of the dataset gives a new key)."""
+    import hashlib
+
+    from airplay.sim.sdf import default_cache_dir
+
+    root = Path(root).resolve()
+    h = hashlib.sha256(f"{root}\n{image_size}\n".encode())
+    h.update((root / "meta" / "info.json").read_bytes())
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        st = f.stat()
+        h.update(f"{f.relative_to(root)} {st.st_size} {st.st_mtime_ns}\n".encode())
+    return default_cache_dir() / "frames" / h.hexdigest()[:24]
+
+
+def _write_frame_cache(folder: Path, frames: np.ndarray, goal_frames: np.ndarray | None) -> None:
+    """Write the cache folder aside and rename it into place (never half-written)."""
+    import os
+    import shutil
+
+    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    np.save(tmp / "rgb.npy", frames)
+    if goal_frames is not None:
+        np.save(tmp / "goal.npy", goal_frames)
+    try:
+        os.replace(tmp, folder)
+    except OSError:  # another process wrote it first
+        shutil.rmtree(tmp, ignore_errors=True)
