@@ -212,7 +212,10 @@ def test_ctrl_c_ends_the_graph_without_traceback_or_leftovers(launch_env, scene_
         stop_process_trees([proc], {pid for pid in nodes if alive(pid)}, signal.SIGINT, wait_s=15)
     text = log.read_text()
     assert code == 0, text
-    assert "user interrupted with ctrl-c (SIGINT)" in text
+    # launch acknowledges the Ctrl-C itself, or, when the nodes' own SIGINT ended the evaluator
+    # first (a busy machine can delay launch's signal handler), the required node's exit stops it
+    assert ("user interrupted with ctrl-c (SIGINT)" in text
+            or "required node evaluator exited (code 0); stopping the graph" in text), text
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
     assert ESCALATION not in text and "SIGKILL" not in text, text  # every node ended within 5 s of its SIGINT
     assert left == [], text
