@@ -38,7 +38,8 @@ MODELS = {
             "n_encoder_layers=2", "n_vae_encoder_layers=1", "latent_dim=16", "kl_weight=10.0", "chunk_size=20",
             "execution_horizon=5"],
     "dp": ["backbone=small", "backbone_width=16", "down_dims=[32,64]", "n_groups=8", "image_features=64",
-           "step_embed_dim=32", "num_inference_steps=10", "chunk_size=16", "execution_horizon=8", "n_obs_steps=1"],
+           "step_embed_dim=32", "num_inference_steps=10", "chunk_size=16", "execution_horizon=8", "n_obs_steps=1",
+           "prediction_type=sample"],
 }
 """CPU configurations: a small CNN trunk at 64x64, no state input (the default), spatial-softmax
 image features (CNN-BC, DP). Table 9's ResNet-18 configurations stay the defaults of the code."""
@@ -49,6 +50,8 @@ OPTIM = {"cnn_bc": (64, 1e-3), "act": (32, 3e-4), "dp": (64, 1e-3)}
 def run(cmd: list, log: Path | None = None) -> None:
     print("$ airplay " + " ".join(str(c) for c in cmd[3:]), flush=True)
     t0 = time.perf_counter()
+    if log:
+        log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") if log else open(os.devnull, "w") as sink:
         proc = subprocess.run([str(c) for c in cmd], env={**os.environ, "PYTHONUNBUFFERED": "1"},
                               stdout=sink if log else None, stderr=subprocess.STDOUT if log else None)
@@ -90,15 +93,15 @@ def main() -> int:
     ap.add_argument("--image-size", type=int, default=64, help="camera and policy image side, pixels")
     ap.add_argument("--flights", type=int, default=120, help="demonstrations per training scene")
     ap.add_argument("--noise", type=float, default=0.3, help="DART noise on the demonstrations' executed commands")
-    ap.add_argument("--updates", type=int, nargs=3, default=[6000, 3000, 3000], metavar=("CNN_BC", "ACT", "DP"))
+    ap.add_argument("--updates", type=int, nargs=3, default=[6000, 1500, 1500], metavar=("CNN_BC", "ACT", "DP"))
     ap.add_argument("--policies", nargs="+", default=["cnn_bc", "act", "dp"], choices=tuple(MODELS))
     ap.add_argument("--scaling", type=float, nargs="*", default=[0.25, 0.5],
                     help="fractions of the flights CNN-BC is also trained on (the scaling plot)")
     ap.add_argument("--dagger", nargs="*", default=["cnn_bc"], choices=tuple(MODELS), help="policies to run DAgger on")
-    ap.add_argument("--dagger-iterations", type=int, default=3)
+    ap.add_argument("--dagger-iterations", type=int, default=2)
     ap.add_argument("--dagger-episodes", type=int, default=40, help="tasks flown per training scene per iteration")
     ap.add_argument("--dagger-updates", type=int, default=3000, help="updates per DAgger retraining")
-    ap.add_argument("--episodes", type=int, default=30, help="closed-loop episodes per scene and split")
+    ap.add_argument("--episodes", type=int, default=20, help="closed-loop episodes per scene and split")
     ap.add_argument("--workers", type=int, default=2, help="processes for collection and DAgger flights")
     ap.add_argument("--threads", type=int, default=2, help="torch threads for training")
     ap.add_argument("--fresh", action="store_true", help="delete OUT first")
