@@ -230,7 +230,8 @@ def write_results(out: Path, args, rows: dict, checkpoints: dict, total_flights:
         fig = Figure(figsize=(5, 3.5))
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
-        for split, label in (("train_scenes_new_tasks", "new tasks, training scenes"), ("unseen_scenes", "unseen scenes")):
+        for split, label in (("train_scenes_new_tasks", "new tasks, training scenes"),
+                             ("unseen_scenes", "unseen scenes")):
             x = [f for f, _ in scaling]
             y = [100 * r[split]["sr"] for _, r in scaling]
             err = [[100 * (r[split]["sr"] - r[split]["sr_ci95"][0]) for _, r in scaling],

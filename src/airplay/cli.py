@@ -279,7 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--scenes", nargs="+", required=True,
                     help="scene folders, or folders holding scene folders")
     ev.add_argument("--runtime", default="inprocess", choices=("inprocess", "ros"))
-    ev.add_argument("--policy", default="expert", help="policy name: expert, field_expert, random, act, dp, cnn_bc, airvln_r1, or module:factory")
+    ev.add_argument("--policy", default="expert",
+                    help="policy name: expert, field_expert, random, act, dp, cnn_bc, airvln_r1, or module:factory")
     ev.add_argument("--checkpoint", default=None, metavar="DIR",
                     help="checkpoint folder of a learned policy (the --out of airplay train)")
     ev.add_argument("--execution-horizon", type=int, default=0, metavar="H",

@@ -154,7 +154,8 @@ class FieldExpert:
         c1 = self.fields.preferred_clearance_m
         ramp = min(max((self._clearance(p) - c0) / max(c1 - c0, 1e-6), 0.0), 1.0)
         cruise = st.cruise_speed_m_s
-        speed = min(cruise, st.goal_gain * left, st.carrot_gain * dist_c, st.wall_speed_m_s + (cruise - st.wall_speed_m_s) * ramp)
+        near_wall = st.wall_speed_m_s + (cruise - st.wall_speed_m_s) * ramp
+        speed = min(cruise, st.goal_gain * left, st.carrot_gain * dist_c, near_wall)
         cmax = math.cos(math.radians(st.max_heading_error_deg))
         heading = min(max((math.cos(err) - cmax) / (1.0 - cmax), 0.0), 1.0)
         vx, vy = speed * heading * u[0], speed * heading * u[1]
