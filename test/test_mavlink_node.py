@@ -59,6 +59,15 @@ def logs(folder: Path) -> str:
     return "\n".join(f"--- {p.name}\n{p.read_text()[-2500:]}" for p in sorted(folder.glob("*.log")))
 
 
+def expect_landed_exit(bridge: subprocess.Popen, folder: Path, timeout_s: float = 20.0) -> None:
+    """The bridge (asked to land or stop) lands and exits 0 within ``timeout_s``."""
+    try:
+        code = bridge.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the bridge did not land and exit\n" + logs(folder))
+    assert code == 0, logs(folder)
+
+
 def vehicle_command(port: int, *extra: str) -> list[str]:
     return [sys.executable, "-m", "airplay.cli", "vehicle", "--mavlink", f"udp:127.0.0.1:{port}", "--status-every",
             "1", *extra]
@@ -175,11 +184,7 @@ def test_bridge_node_flies_reports_and_lands_on_estop(tmp_path):
         assert np.linalg.norm(operator.latest(operator.odom)[7:10]) < 0.1        # hovering
         # operator stop -> land -> disarmed; the bridge exits 0 after touchdown
         operator.estop_pub.publish(operator._empty())
-        try:
-            code = procs[0].wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the bridge did not land and exit\n" + logs(tmp_path))
-        assert code == 0, logs(tmp_path)
+        expect_landed_exit(procs[0], tmp_path)
         time.sleep(0.2)
         assert "operator_stop_land" in [i["kind"] for i in operator.interventions]
         assert operator.latest(operator.armed) is False and operator.latest(operator.phases) == "landed"
@@ -296,11 +301,7 @@ def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, t
         assert np.linalg.norm(path[0, :2] - task.start_position[:2]) < 0.3
         assert not [i for i in operator.interventions if i["kind"] in ("geofence_hold", "heartbeat_lost")]
         operator.land_pub.publish(operator._empty())
-        try:
-            code = bridge.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the bridge did not land and exit\n" + logs(tmp_path))
-        assert code == 0, logs(tmp_path)
+        expect_landed_exit(bridge, tmp_path)
         assert operator.latest(operator.armed) is False
     finally:
         stop_all(procs)

@@ -10,8 +10,6 @@ shows how to come back to the path. Rendered at 64x64 on a sparse synthetic indo
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import pytest
 import torch
@@ -105,7 +103,7 @@ def test_checkpoint_flies_a_task_on_the_rehearsal_vehicle(flights, trained, tmp_
     time (not lockstep), the bridge flies it over MAVLink; the vehicle reaches the goal."""
     pytest.importorskip("rclpy")
     pytest.importorskip("pymavlink")
-    from test_mavlink_node import Operator, free_udp_port, logs, spawn, stop_all, vehicle_command
+    from test_mavlink_node import Operator, expect_landed_exit, free_udp_port, spawn, stop_all, vehicle_command
 
     from airplay.graph import FLY_ARGUMENTS, fly_graph, parse_launch_arguments
     from airplay.launcher import node_command
@@ -135,11 +133,7 @@ def test_checkpoint_flies_a_task_on_the_rehearsal_vehicle(flights, trained, tmp_
 
         operator.wait(near_goal, 3.0 * task.astar_length_m + 20.0, "the vehicle at the goal", tmp_path)
         operator.land_pub.publish(operator._empty())
-        try:
-            code = bridge.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the bridge did not land and exit\n" + logs(tmp_path))
-        assert code == 0, logs(tmp_path)
+        expect_landed_exit(bridge, tmp_path)
     finally:
         stop_all(procs)
         operator.close()

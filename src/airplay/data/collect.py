@@ -324,8 +324,7 @@ def _warm_up(world, tasks, policy, job: FlightJob) -> None:
     if tasks:
         world.camera_images(tasks[0].start_position, tasks[0].start_yaw, job.render_backend, depth=job.depth)
         clear_cell_cache()
-    if hasattr(policy.expert, "penalty"):
-        policy.expert.penalty()  # the ExpertNavigator's planner (make_policy("expert"))
+    policy.warm_up()  # the expert's precomputation (the A* expert's wall-penalty grid)
 
 
 def _set_threads(threads: int) -> None:
@@ -412,12 +411,10 @@ def fly_and_record(world, env, policy, task, job: FlightJob) -> dict:
     # a third of the CPU time of encoding each step between rendering and simulating, whose
     # work evicts the encoders' code and data from the caches.
     vehicle = env.vehicle
-    noise = None
     if job.noise_std > 0:  # DART: fly label + noise, record the label
         import zlib
 
         rng = np.random.default_rng([int(job.seed), int(job.index), zlib.crc32(job.scene.encode())])
-        low, high = env.action_space.low.astype(np.float64), env.action_space.high.astype(np.float64)
     kept = []  # per step [stamp, rgb, depth or None, state, command or None (the terminal step)]
     k = 0
     while True:
@@ -435,8 +432,7 @@ def fly_and_record(world, env, policy, task, job: FlightJob) -> dict:
         action = policy.select_action(obs)
         step[4] = np.array(action, dtype=np.float64)
         if job.noise_std > 0:
-            noise = rng.normal(0.0, float(job.noise_std), 4)
-            action = np.clip(step[4] + noise, low, high).astype(np.float32)
+            action = with_dart_noise(step[4], rng, job.noise_std, env.action_space)
         obs, _, _, _, info = env.step(action)
         sim_s += time.perf_counter() - t2
         k += 1
@@ -470,6 +466,16 @@ def fly_and_record(world, env, policy, task, job: FlightJob) -> dict:
     encode_s += time.perf_counter() - t
     return {"records": records, "metadata": metadata, "status": status, "steps": steps, "render_s": render_s,
             "sim_s": sim_s, "encode_s": encode_s}
+
+
+def with_dart_noise(command, rng, noise_std: float, action_space):
+    """DART: the (4,) command plus Gaussian noise of standard deviation ``noise_std`` (m/s on
+    vx, vy, vz, rad/s on the yaw rate) drawn from ``rng``, clipped to the environment's action
+    space; float32. The vehicle flies this; the clean command stays the label."""
+    import numpy as np
+
+    noisy = np.asarray(command, np.float64) + rng.normal(0.0, float(noise_std), 4)
+    return np.clip(noisy, action_space.low, action_space.high).astype(np.float32)
 
 
 def _state64(vehicle):

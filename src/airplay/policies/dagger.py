@@ -147,6 +147,8 @@ def fly_episode(world, env, policy, labeller, task, backend: str, beta: float, r
     Returns arrays over the T observations before the episode ended: rgb (T, H, W, 3) uint8,
     state (T, 13) float32, goal (T, 3) float32 (heading frame, m), label (T, 4) and command
     (T, 4) float32 ([vx vy vz] heading frame m/s, yaw rate rad/s); and status, steps."""
+    from airplay.data.collect import with_dart_noise
+
     obs, info = env.reset(options={"task": task})
     policy.reset(task)
     labeller.reset(task)
@@ -161,8 +163,7 @@ def fly_episode(world, env, policy, labeller, task, backend: str, beta: float, r
             frames[key].append(np.array(value))
         executed = label if beta > 0 and rng.random() < beta else command
         if noise_std > 0:
-            space = env.action_space
-            executed = np.clip(executed + rng.normal(0.0, noise_std, 4), space.low, space.high).astype(np.float32)
+            executed = with_dart_noise(executed, rng, noise_std, env.action_space)
         obs, _, _, _, info = env.step(executed)
     out = {k: np.stack(v) if v else np.zeros((0,)) for k, v in frames.items()}
     out.update(status=info["status"], steps=int(info["steps"]))

@@ -37,11 +37,19 @@ class ExpertNavigator(Policy):
     def __init__(self, world, config: ExpertConfig | None = None) -> None:
         super().__init__(config or ExpertConfig())
         self.world = world
-        self.expert = ExpertPolicy(world.grid, world.sdf, world.vehicle)
+        self.expert = self.make_expert(world)
+
+    def make_expert(self, world):
+        """The pilot behind the contract: ``reset(task)``, ``act_on_state(state) -> (1, 4)``."""
+        return ExpertPolicy(world.grid, world.sdf, world.vehicle)
+
+    def warm_up(self) -> None:
+        """What the first flight would otherwise compute: the planner's wall-penalty grid."""
+        self.expert.penalty()
 
     def reset(self, task=None) -> None:
         if task is None:
-            raise ValueError("the expert is privileged: reset(task) needs the task to plan")
+            raise ValueError(f"the {self.name} policy is privileged: reset(task) needs the task")
         super().reset(task)
         self.expert.reset(task)
 

@@ -52,23 +52,18 @@ its width:
 def state_features(state: torch.Tensor, kind: str) -> torch.Tensor:
     """(..., 13) recorded states -> (..., STATE_FEATURES[kind]) model inputs (see :data:`STATE_FEATURES`).
 
-    ``velocity``: the map velocity rotated by -heading (heading = atan2(2 (w z + x y),
-    1 - 2 (y^2 + z^2)), the definition of :mod:`airplay.data.export`) and the body rates
-    rotated into the map, of which the z component (the yaw rate, rad/s)."""
+    ``velocity``: the map velocity in the heading frame and the yaw rate, exactly what the
+    offline copycat baseline commands (:func:`airplay.eval.offline.copycat_commands`)."""
     if kind == "full":
         return state
     if kind == "none":
         return state[..., :0]
     if kind != "velocity":
         raise ValueError(f"state_features must be one of {', '.join(STATE_FEATURES)}, got {kind!r}")
-    x, y, z, w = state[..., 3], state[..., 4], state[..., 5], state[..., 6]
-    heading = torch.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-    c, s = torch.cos(heading), torch.sin(heading)
-    vx, vy, vz = state[..., 7], state[..., 8], state[..., 9]
-    wx, wy, wz = state[..., 10], state[..., 11], state[..., 12]
-    # third row of the rotation matrix of (x, y, z, w): map z of a body vector
-    yaw_rate = 2.0 * (x * z - w * y) * wx + 2.0 * (y * z + w * x) * wy + (1.0 - 2.0 * (x * x + y * y)) * wz
-    return torch.stack([c * vx + s * vy, -s * vx + c * vy, vz, yaw_rate], -1)
+    from airplay.eval.offline import copycat_commands
+
+    motion = copycat_commands(state.detach().cpu().numpy())
+    return torch.as_tensor(motion, dtype=state.dtype, device=state.device)
 
 
 def resize_images(images: np.ndarray | torch.Tensor, size: int) -> torch.Tensor:
