@@ -44,6 +44,12 @@ _IGNORE_YAW, _IGNORE_YAW_RATE = 1024, 2048
 TYPE_MASK_VELOCITY_YAW_RATE = (_IGNORE_PX | _IGNORE_PY | _IGNORE_PZ | _IGNORE_AX | _IGNORE_AY
                                | _IGNORE_AZ | _IGNORE_YAW)
 
+#: type_mask for "position + yaw" setpoints (MAV_FRAME_LOCAL_NED: x north, y east, z down, m; yaw rad
+#: clockwise from north): velocity, acceleration and yaw rate ignored (= 2552). The bridge holds
+#: position with it (geofence and stale-command holds).
+TYPE_MASK_POSITION_YAW = (_IGNORE_VX | _IGNORE_VY | _IGNORE_VZ | _IGNORE_AX | _IGNORE_AY | _IGNORE_AZ
+                          | _IGNORE_YAW_RATE)
+
 _SQRT_HALF = math.sqrt(0.5)
 #: ENU->NED axis swap (rotation by pi about (1, 1, 0)/sqrt 2) as a quaternion (w, x, y, z).
 _Q_NED_FROM_ENU_WXYZ = np.array([0.0, _SQRT_HALF, _SQRT_HALF, 0.0])
