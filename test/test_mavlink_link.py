@@ -108,7 +108,7 @@ class Rig:
     """Bridge core here, vehicle in a process; a 50 Hz thread plays the policy (``command``:
     None sends nothing) and ticks the FlightController."""
 
-    def __init__(self, tmp_path: Path, flavour: str = "px4", vehicle_args=(), **config) -> None:
+    def __init__(self, tmp_path: Path, flavour: str = "px4", vehicle_args=(), arm: bool = True, **config) -> None:
         config.setdefault("takeoff_height_m", 0.6)
         config.setdefault("heartbeat_timeout_s", 1.5)
         config.setdefault("command_timeout_s", 0.2)
@@ -122,12 +122,18 @@ class Rig:
         self.command = None
         self.trace = []   # (time s, state (13,)) at every tick
         self._stop = threading.Event()
+        self.paused = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self.flight.start()
+        if arm:
+            self.flight.request_arm()
         self._thread.start()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            if self.paused.is_set():  # the bridge process stalled (as under SIGSTOP): no ticks at all
+                time.sleep(0.01)
+                continue
             now = time.time()
             if self.command is not None and self.flight.phase == "flying":
                 self.flight.on_command(self.command, now)
@@ -244,12 +250,17 @@ def test_stale_nan_and_operator_stop(rigs):
     time.sleep(0.1)
     assert K.REFUSED_NON_FINITE in rig.kinds()
     assert_allclose(rig.flight.last_output.command, [1.0, 0.0, 0.0, 0.0])
-    # no fresh commands -> hover: the vehicle stops
+    # no fresh commands -> hold: a position setpoint where the hold began; the vehicle goes back there, still
     rig.command = None
+    deadline = time.monotonic() + 5.0
     time.sleep(1.2)
+    while np.linalg.norm(rig.state()[7:10]) >= 0.1 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert K.STALE_COMMAND_HOLD in rig.kinds()
     assert np.linalg.norm(rig.state()[7:10]) < 0.1
-    assert_allclose(rig.flight.last_output.command, np.zeros(4))
+    out = rig.flight.last_output
+    assert_allclose(out.command, np.zeros(4))
+    assert np.linalg.norm(rig.state()[0:3] - out.hold_position_enu) < 0.1
     # operator stop -> land (NAV_LAND acknowledged, streaming stops, the vehicle lands and disarms)
     rig.command = [1.0, 0.0, 0.0, 0.0]
     time.sleep(0.2)
@@ -304,9 +315,9 @@ def test_offboard_refused_without_setpoints_and_failsafe(tmp_path):
             time.sleep(0.02)
         ap.set_mode("offboard")
         ap.wait_for(lambda: ap.status.mode == "OFFBOARD", 3, "OFFBOARD in the heartbeat")
-        # the stream stops: after COM_OF_LOSS_T the vehicle falls back to hold (AUTO.LOITER)
+        # the stream stops: after COM_OF_LOSS_T, PX4's default COM_OBL_RC_ACT (0) without RC descends and lands
         t_stop = time.monotonic()
-        ap.wait_for(lambda: ap.status.mode == "AUTO.LOITER", 4, "the offboard-loss failsafe")
+        ap.wait_for(lambda: ap.status.mode == "AUTO.LAND", 4, "the offboard-loss failsafe")
         assert time.monotonic() - t_stop > 0.4
         # commands the vehicle does not know are answered, not ignored
         with pytest.raises(CommandError, match="UNSUPPORTED"):
@@ -315,3 +326,108 @@ def test_offboard_refused_without_setpoints_and_failsafe(tmp_path):
         stop_process(vehicle)
         ap.close()
     assert "OFFBOARD refused" in (tmp_path / "vehicle.log").read_text()
+
+
+# -- the flight sequence's state machine and its failure outcomes ---------------------------------
+def test_nothing_arms_without_the_request(rigs):
+    rig = rigs("px4", arm=False)
+    rig.wait_phase("ready", 20)
+    time.sleep(1.0)
+    assert rig.flight.phase == "ready" and not rig.autopilot.status.armed
+    assert rig.phases[:2] == ["checking", "ready"]
+    assert rig.flight.request_arm()
+    rig.wait_phase("flying", 20)
+    assert rig.phases.index("arming") < rig.phases.index("taking_off") < rig.phases.index("flying")
+    rig.flight.land("test done")
+    rig.wait_phase("landed", 15)
+    assert rig.flight.error is None and not rig.autopilot.status.armed
+    assert not rig.flight.request_arm()        # the flight is over: no second take-off
+
+
+@pytest.mark.parametrize("rule", ["land", "resume"])
+def test_autopilot_stall_then_return_follows_link_return(rigs, rule):
+    """The autopilot stops for 2.5 s (SIGSTOP) and comes back: link_lost, then land (with an
+    error) or resume flying; never stuck in link_lost."""
+    rig = rigs("px4", ("--param", "COM_OBL_RC_ACT=5", "--param", "COM_OF_LOSS_T=5"), link_return=rule,
+               heartbeat_timeout_s=1.2)
+    rig.wait_phase("flying", 20)
+    rig.command = [0.2, 0.0, 0.0, 0.0]
+    time.sleep(0.3)
+    rig.vehicle.send_signal(signal.SIGSTOP)
+    try:
+        rig.wait_phase("link_lost", 4)
+        sent = rig.flight.sent
+        time.sleep(0.5)
+        assert rig.flight.sent == sent            # nothing sent while the link is lost
+    finally:
+        rig.vehicle.send_signal(signal.SIGCONT)
+    if rule == "land":
+        rig.wait_phase("landed", 20)
+        assert "heartbeat lost" in rig.flight.error and "link_return land" in rig.flight.error
+        assert not rig.autopilot.status.armed
+    else:
+        deadline = time.monotonic() + 10
+        while rig.flight.phase != "flying" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert rig.flight.phase == "flying" and rig.flight.error is None
+        assert rig.autopilot.status.mode == "OFFBOARD"
+        rig.flight.land("test done")
+        rig.wait_phase("landed", 15)
+
+
+def test_bridge_stall_counts_as_a_link_loss(rigs):
+    """The bridge itself stops ticking for 2 s (its process stalled): the autopilot saw no setpoints,
+    so the flight ends by the link_return rule (land), not as if nothing happened."""
+    rig = rigs("px4", ("--param", "COM_OBL_RC_ACT=5"), heartbeat_timeout_s=1.2)
+    rig.wait_phase("flying", 20)
+    rig.paused.set()
+    time.sleep(2.0)
+    rig.paused.clear()
+    rig.wait_phase("landed", 20)
+    assert "link_lost" in rig.phases and "heartbeat lost" in rig.flight.error
+    assert not rig.autopilot.status.armed
+
+
+def test_shutdown_while_airborne_lands_and_waits(rigs):
+    rig = rigs("px4")
+    rig.wait_phase("flying", 20)
+    rig.command = [0.5, 0.0, 0.0, 0.0]
+    time.sleep(0.5)
+    rig.paused.set()                              # the node's timer is gone: shutdown ticks by itself
+    t0 = time.monotonic()
+    rig.flight.shutdown(timeout_s=20)
+    assert rig.flight.phase == "landed" and not rig.autopilot.status.armed
+    assert time.monotonic() - t0 < 20
+    assert rig.state()[2] == pytest.approx(0.0, abs=0.05)
+
+
+@pytest.mark.parametrize("outcome", ["land", "hold"])
+def test_take_off_timeout_lands_or_holds(rigs, outcome):
+    """A failure while airborne has one outcome: land (default) or the autopilot's hold mode."""
+    rig = rigs("px4", takeoff_height_m=2.0, takeoff_timeout_s=0.6, on_failure=outcome)
+    final = "landed" if outcome == "land" else "holding"
+    rig.wait_phase(final, 20)
+    assert "take-off" in rig.flight.error and "takeoff_timeout_s" in rig.flight.error
+    if outcome == "land":
+        assert not rig.autopilot.status.armed and rig.state()[2] == pytest.approx(0.0, abs=0.05)
+    else:
+        assert rig.autopilot.status.armed and rig.autopilot.status.mode == "AUTO.LOITER"
+        assert not rig.flight.streaming
+
+
+def test_udp_peer_pinned_at_the_first_heartbeat(rigs):
+    rig = rigs("px4")
+    rig.wait_phase("ready", 20)
+    pinned = rig.autopilot.link.peer
+    spoof = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    spoof.bind(("127.0.0.1", 0))
+    try:
+        enc = mavlink.MAVLink(None, srcSystem=rig.autopilot.status.system, srcComponent=rig.autopilot.status.component)
+        frame = enc.heartbeat_encode(mavlink.MAV_TYPE_QUADROTOR, mavlink.MAV_AUTOPILOT_PX4, 0, 0, 0).pack(enc)
+        for _ in range(3):
+            spoof.sendto(frame, ("127.0.0.1", rig.autopilot.link.local_port))
+            time.sleep(0.1)
+        assert rig.autopilot.link.peer == pinned
+        assert rig.autopilot.refused_peers == {spoof.getsockname(): 3}
+    finally:
+        spoof.close()

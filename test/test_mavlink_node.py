@@ -106,7 +106,35 @@ class Operator:
         self.estop_pub = node.create_publisher(Empty, "estop", RELIABLE)
         self.land_pub = node.create_publisher(Empty, "land", RELIABLE)
         self._empty = Empty
+        from lifecycle_msgs.srv import ChangeState, GetState
+        from std_srvs.srv import Trigger
+
+        self.change_state_client = node.create_client(ChangeState, "/mavlink_bridge/change_state")
+        self.get_state_client = node.create_client(GetState, "/mavlink_bridge/get_state")
+        self.arm_client = node.create_client(Trigger, "/mavlink_bridge/arm")
         self.bg.start()
+
+    def call(self, client, request, timeout_s: float = 10.0):
+        """Call a service of the bridge (the executor spins in the background); the response."""
+        assert client.wait_for_service(timeout_sec=timeout_s), f"service {client.srv_name} not offered"
+        future = client.call_async(request)
+        deadline = time.monotonic() + timeout_s
+        while not future.done():
+            assert time.monotonic() < deadline, f"no answer from {client.srv_name}"
+            time.sleep(0.02)
+        return future.result()
+
+    def lifecycle_state(self) -> str:
+        from lifecycle_msgs.srv import GetState
+
+        return self.call(self.get_state_client, GetState.Request()).current_state.label
+
+    def transition(self, label: str) -> bool:
+        from lifecycle_msgs.srv import ChangeState
+
+        request = ChangeState.Request()
+        request.transition.label = label
+        return self.call(self.change_state_client, request).success
 
     @staticmethod
     def _odom(msg) -> np.ndarray:
@@ -147,7 +175,7 @@ class Operator:
 def bridge_spec(port: int, **params):
     from airplay.graph import NodeSpec
 
-    base = {"connection": f"udpin:127.0.0.1:{port}", "takeoff_height_m": 0.6, "command_timeout_s": 0.3}
+    base = {"connection": f"udpin:127.0.0.1:{port}", "takeoff_height_m": 0.6, "command_timeout_s": 0.3, "arm": True}
     base.update(params)
     return NodeSpec("mavlink_bridge", "airplay.nodes.mavlink_bridge_node", "mavlink_bridge_node", base)
 
@@ -180,8 +208,8 @@ def test_bridge_node_flies_reports_and_lands_on_estop(tmp_path):
         assert "refused_non_finite" in kinds
         refusal = next(i for i in operator.interventions if i["kind"] == "refused_non_finite")
         assert "non-finite" in refusal["reason"] and refusal["command_out"] == [1.0, 0.0, 0.0, 0.0]
-        time.sleep(0.8)
-        assert np.linalg.norm(operator.latest(operator.odom)[7:10]) < 0.1        # hovering
+        # holding position (a position setpoint where the hold began): back there and still
+        operator.wait(lambda: np.linalg.norm(operator.latest(operator.odom)[7:10]) < 0.1, 5, "hovering", tmp_path)
         # operator stop -> land -> disarmed; the bridge exits 0 after touchdown
         operator.estop_pub.publish(operator._empty())
         expect_landed_exit(procs[0], tmp_path)
@@ -190,6 +218,36 @@ def test_bridge_node_flies_reports_and_lands_on_estop(tmp_path):
         assert operator.latest(operator.armed) is False and operator.latest(operator.phases) == "landed"
         assert operator.latest(operator.odom)[2] == pytest.approx(0.0, abs=0.05)
         assert operator.battery and 14.0 < operator.battery[-1] < 16.9
+    finally:
+        stop_all(procs)
+        operator.close()
+
+
+def test_bridge_node_arms_only_on_request_and_lands_on_sigint(tmp_path):
+    """A lifecycle node: configured at start (connects, checks: phase ready), nothing armed until the
+    activate transition; SIGINT while airborne lands the vehicle before the bridge exits."""
+    from airplay.launcher import node_command
+
+    port = free_udp_port()
+    operator = Operator()
+    procs = []
+    try:
+        procs.append(spawn(node_command(bridge_spec(port, arm=False)), tmp_path / "bridge.log"))
+        procs.append(spawn(vehicle_command(port, "--start", "1,1,0,0"), tmp_path / "vehicle.log"))
+        operator.wait(lambda: operator.latest(operator.phases) == "ready", 40, "the bridge ready", tmp_path)
+        time.sleep(1.5)  # waits: no arming without the request
+        assert operator.latest(operator.phases) == "ready" and operator.latest(operator.armed) is False
+        assert operator.lifecycle_state() == "inactive"
+        assert operator.transition("activate")
+        assert operator.lifecycle_state() == "active"
+        operator.wait(lambda: operator.latest(operator.phases) == "flying", 40, "the bridge flying", tmp_path)
+        assert operator.latest(operator.armed) is True
+        procs[0].send_signal(signal.SIGINT)
+        expect_landed_exit(procs[0], tmp_path, timeout_s=30.0)
+        assert operator.latest(operator.phases) == "landed" and operator.latest(operator.armed) is False
+        vehicle_log = (tmp_path / "vehicle.log").read_text()
+        assert "disarmed" in vehicle_log.split("taking off")[-1], logs(tmp_path)
+        assert "shutdown while airborne" in (tmp_path / "bridge.log").read_text()
     finally:
         stop_all(procs)
         operator.close()
@@ -282,7 +340,8 @@ def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, t
         procs.append(spawn(vehicle_command(port, "--scene", str(fly_scene), "--task", str(index), "--episodes", "10"),
                            tmp_path / "vehicle.log"))
         arguments = [f"scene:={fly_scene}", f"index:={index}", "episodes:=10", "seed:=0", "render_images:=false",
-                     f"connection:=udpin:127.0.0.1:{port}", f"takeoff_height_m:={task.start_position[2]:.3f}"]
+                     f"connection:=udpin:127.0.0.1:{port}", "arm:=true",
+                     f"takeoff_height_m:={task.start_position[2]:.3f}"]
         for spec in fly_graph(parse_launch_arguments(arguments, FLY_ARGUMENTS)):
             procs.append(spawn(node_command(spec), tmp_path / f"{spec.name}.log"))
         bridge = procs[-1]
@@ -337,7 +396,7 @@ def test_rehearsal_flies_airvln_r1_stops_and_lands(fly_scene, tiny_vl_model, tmp
     try:
         args = [f"scene:={fly_scene}", f"index:={index}", "episodes:=10", "seed:=0", "policy:=airvln_r1",
                 "vln_backend:=transformers", f"model:={tiny_vl_model}", "image_size:=56,56",
-                f"connection:=udpin:127.0.0.1:{port}", f"takeoff_height_m:={height:.3f}"]
+                f"connection:=udpin:127.0.0.1:{port}", "arm:=true", f"takeoff_height_m:={height:.3f}"]
         launch = spawn([sys.executable, "-m", "airplay.cli", "launch", "fly", *args], tmp_path / "launch.log")
 
         def policy_listens() -> bool:

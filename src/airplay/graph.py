@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from airplay.bridge.parameters import BRIDGE_PARAMETERS, FLY_GRAPH_SETS, BridgeParameterError, coerce, flight_settings
+
 
 @dataclass(frozen=True)
 class NodeSpec:
@@ -24,7 +26,10 @@ class NodeSpec:
     ``airplay launch`` starts with ``python -m``). executable: the console script
     installed to lib/airplay for ``ros2 launch`` / ``ros2 run``. parameters: ROS
     parameters (name -> bool/int/float/str). remappings: (from, to) topic pairs.
-    required: the whole graph stops when this node exits (the evaluator).
+    required: the whole graph stops when this node exits (the evaluator). stop_grace_s:
+    seconds between the signals that stop it (SIGINT, then SIGTERM, then SIGKILL; both
+    launchers; None: the launcher's default, 5 s), e.g. longer for the bridge, which lands
+    before it exits.
     """
 
     name: str
@@ -33,6 +38,7 @@ class NodeSpec:
     parameters: dict = field(default_factory=dict)
     remappings: tuple = ()
     required: bool = False
+    stop_grace_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -231,6 +237,13 @@ def collect_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     return nodes + [NodeSpec("recorder", "airplay.nodes.recorder_node", "recorder_node", recorder)]
 
 
+def _launch_default(value) -> str:
+    """A bridge parameter's default as a launch argument's text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 FLY_ARGUMENTS: dict[str, LaunchArgument] = {
     "connection": _A("udp:127.0.0.1:14540", "MAVLink connection: udp:/udpin: (listen), udpout:, tcp:, or "
                                            "serial:DEVICE:BAUD"),
@@ -246,13 +259,9 @@ FLY_ARGUMENTS: dict[str, LaunchArgument] = {
     "depth_topic": _A("", "a real depth topic (with camera_topic)"),
     "render_backend": _A("auto", "renderer backend of a rehearsal: auto, cpu or gsplat (CUDA)"),
     "render_images": _A("true", "render RGB and depth in a rehearsal (false: zero images)"),
-    "takeoff_height_m": _A("1.5", "takeoff height above the start, m"),
-    "flight_time_s": _A("0", "land after this long in the air under the policy, s (0: on land or estop)"),
-    "command_timeout_s": _A("0.5", "supervisor watchdog: hover when the newest cmd_vel is older than this, s"),
-    "heartbeat_timeout_s": _A("1.5", "supervisor: the autopilot's heartbeat counts as lost after this long, s"),
-    "fence_box": _A("", "geofence x_min,y_min,x_max,y_max in map metres (empty: none)"),
-    "fence_z_min": _A("nan", "geofence floor, map metres (nan: none)"),
-    "fence_z_max": _A("nan", "geofence ceiling, map metres (nan: none)"),
+    # every mavlink_bridge parameter (airplay.bridge.parameters), under its own name:
+    **{name: _A(_launch_default(spec.default), "mavlink_bridge: " + spec.description)
+       for name, spec in BRIDGE_PARAMETERS.items() if name not in FLY_GRAPH_SETS and name != "connection"},
     # policy:=airvln_r1 (README "Vision-language navigation", "On a vehicle"): the sim_eval VLN arguments, and
     "instruction": _A("", "policy:=airvln_r1: the instruction to fly (empty: the operator's on the instruction "
                          "topic; in a rehearsal, the VLN episode's for (scene, index) when none has come)"),
@@ -285,12 +294,7 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     vln = _vln_arguments(v, episode, _flag(v, "render_images") or bool(v["camera_topic"]))
     if vln:  # on a vehicle: no evaluator (the policy node's docstring)
         vln.update(vehicle=True, instruction=v["instruction"], episode_instruction=not v["camera_topic"])
-    bridge = {"connection": v["connection"], "scene_dir": v["scene"], "index": _number(v, "index", int)}
-    for key in ("takeoff_height_m", "flight_time_s", "command_timeout_s", "heartbeat_timeout_s", "fence_z_min",
-                "fence_z_max"):
-        bridge[key] = _number(v, key)
-    bridge["fence_box"] = v["fence_box"]
-    bridge["land_on_policy_stop"] = True  # the policy's stop request (episode/policy "stop": true) lands
+    bridge = _bridge_parameters(v)
     remap = []
     if v["camera_topic"]:
         remap.append(("camera/image_raw", v["camera_topic"]))
@@ -305,9 +309,24 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
                           {**episode, "lockstep": False, "policy": v["policy"], "checkpoint": v["checkpoint"],
                            "execution_horizon": _number(v, "execution_horizon", int), **vln},
                           remappings=tuple(remap)))
+    # Ctrl-C while airborne: the bridge lands and waits for the touchdown before it exits
     nodes.append(NodeSpec("mavlink_bridge", "airplay.nodes.mavlink_bridge_node", "mavlink_bridge_node", bridge,
-                          required=True))
+                          required=True, stop_grace_s=bridge["shutdown_timeout_s"] + 5.0))
     return nodes
+
+
+def _bridge_parameters(v: dict[str, str]) -> dict:
+    """The mavlink_bridge node's parameters from the fly graph's arguments, typed and checked
+    (:func:`airplay.bridge.parameters.flight_settings`); errors name the launch argument."""
+    values = {name: v[name] for name in BRIDGE_PARAMETERS if name in v}
+    values.update(scene_dir=v["scene"], index=v["index"], exit_when_landed="true",
+                  land_on_policy_stop="true")  # the policy's stop request (episode/policy "stop": true) lands
+    try:
+        typed = {name: coerce(name, value) for name, value in values.items()}
+        flight_settings(typed)
+    except BridgeParameterError as exc:
+        raise GraphArgumentError(str(exc).replace("parameter '", "launch argument '")) from None
+    return typed
 
 
 GRAPHS = {"sim_eval": (sim_eval_graph, SIM_EVAL_ARGUMENTS), "collect": (collect_graph, COLLECT_ARGUMENTS),

@@ -157,8 +157,9 @@ def launch_graph(nodes: list[NodeSpec], env: dict[str, str] | None = None, pytho
     The graph ends when the required node exits (its code is returned), when any node exits
     with a non-zero code (reported by name; that code is returned), when every node has
     exited, or on SIGINT/SIGTERM to this process (130/143). Then each remaining node's process
-    group gets SIGINT, SIGTERM after ``grace_s`` seconds, and SIGKILL after another
-    ``grace_s``. Further SIGINT/SIGTERM while the graph stops are ignored (reported once), as
+    group gets SIGINT, SIGTERM after ``grace_s`` seconds (a node's own ``stop_grace_s`` where
+    it has one: the bridge lands first), and SIGKILL after another as long. Further
+    SIGINT/SIGTERM while the graph stops are ignored (reported once), as
     ``ros2 launch`` does: each node gets one SIGINT, which airplay's nodes answer with a clean
     shutdown (:func:`airplay.nodes.common.run_node`). Nothing the nodes started outlives this call.
     """
@@ -256,7 +257,8 @@ def _stop(running: list[_Running], grace_s: float, signals_received: list[int], 
             out.launch_message(f"sending {signum.name} to {', '.join(n.spec.name for n in alive)}")
         for node in alive:
             _killpg(node.proc.pid, signum)
-        deadline = time.monotonic() + (grace_s if signum != signal.SIGKILL else 10.0)
+        wait_s = max(grace_s if n.spec.stop_grace_s is None else n.spec.stop_grace_s for n in alive)
+        deadline = time.monotonic() + (wait_s if signum != signal.SIGKILL else 10.0)
         while time.monotonic() < deadline and any(node.proc.poll() is None for node in alive):
             if len(signals_received) > signals_before and not reported:
                 name = signal.Signals(signals_received[-1]).name

@@ -155,8 +155,10 @@ def node_actions(spec: NodeSpec) -> list:
     from launch.event_handlers import OnProcessExit
     from launch_ros.actions import Node
 
+    grace = {} if spec.stop_grace_s is None else {"sigterm_timeout": str(spec.stop_grace_s),
+                                                   "sigkill_timeout": str(spec.stop_grace_s)}
     node = Node(package="airplay", executable=spec.executable, name=spec.name, parameters=[spec.parameters],
-                remappings=list(spec.remappings), output="screen")
+                remappings=list(spec.remappings), output="screen", **grace)
     handler = OnProcessExit(target_action=node, on_exit=lambda event, context: on_node_exit(spec, event, context))
     return [node, RegisterEventHandler(handler)]
 

@@ -1,28 +1,56 @@
 """The bridge's core, without ROS: autopilot + safety supervisor + the flight sequence.
 
 :class:`FlightController` owns an :class:`~airplay.bridge.mavlink_link.Autopilot` and a
-:class:`~airplay.bridge.supervisor.SafetySupervisor`. The ROS node (``mavlink_bridge``) and the
-tests drive it the same way: :meth:`FlightController.on_command` for each policy command,
-:meth:`FlightController.tick` once per control period, :meth:`FlightController.start` to run the
-flight sequence on a worker thread:
+:class:`~airplay.bridge.supervisor.SafetySupervisor`. The ROS node (``mavlink_bridge``, a
+lifecycle node) and the tests drive it the same way: :meth:`FlightController.start` connects
+and checks (the lifecycle's *configure*), :meth:`FlightController.request_arm` is the explicit
+request to arm and fly (*activate*; nothing arms the vehicle without it),
+:meth:`FlightController.land` lands (*deactivate*), :meth:`FlightController.shutdown` lands
+and waits for the touchdown (Ctrl-C, SIGTERM, *shutdown*); :meth:`FlightController.on_command`
+for each policy command and :meth:`FlightController.tick` once per control period.
 
-1. wait for the autopilot's HEARTBEAT (flavour px4 or ardupilot), ask for 50 Hz
-   LOCAL_POSITION_NED and ATTITUDE_QUATERNION;
-2. ArduPilot: DO_SET_MODE GUIDED; both: arm, NAV_TAKEOFF to ``takeoff_height_m``, wait until
-   the vehicle is within ``altitude_tolerance_m`` of it;
-3. stream velocity setpoints (the supervisor's output: hover until the policy commands) for
-   ``setpoint_warmup_s`` - PX4 refuses OFFBOARD without a setpoint stream - then PX4:
-   DO_SET_MODE OFFBOARD;
-4. FLYING: every tick sends the supervisor's output as a SET_POSITION_TARGET_LOCAL_NED
-   (velocity + yaw rate, MAV_FRAME_BODY_NED) - at the control rate, far above PX4's 2 Hz;
-5. landing (:meth:`land`, the operator stop, a geofence breach, ``flight_time_s`` elapsed):
-   NAV_LAND, stop streaming once acknowledged (the autopilot lands and disarms); until then
-   the supervisor's descent command keeps going.
+The flight sequence is an explicit state machine (:class:`Phase`):
 
-The supervisor's rules hold throughout: a stale policy command hovers, non-finite commands are
-refused, the geofence holds then lands, and when the autopilot's heartbeat is lost for
-``heartbeat_timeout_s`` nothing is sent any more (phase ``link_lost``; the autopilot's own
-offboard-loss failsafe takes over). Every intervention goes to ``on_intervention``.
+``connecting``
+    waiting for the autopilot's HEARTBEAT (``heartbeat_wait_s``; flavour px4 or ardupilot). An
+    autopilot that is already armed is not taken over (failed).
+``checking``
+    pre-arm checks, up to ``ready_timeout_s``: telemetry (LOCAL_POSITION_NED and attitude, i.e.
+    a position estimate) arrives and, where the autopilot reports it in SYS_STATUS, its pre-arm
+    check bit is healthy. What is missing is logged every 5 s with the autopilot's STATUSTEXTs.
+``ready``
+    disarmed on the ground, waiting for :meth:`request_arm`.
+``arming``
+    (ArduPilot: GUIDED first) ARM; a refusal other than UNSUPPORTED is retried with back-off
+    (0.5 s doubling to 4 s) until ``ready_timeout_s`` after the request, logging the autopilot's
+    reason (STATUSTEXT).
+``taking_off``
+    NAV_TAKEOFF to ``takeoff_height_m``; the vehicle must be within ``altitude_tolerance_m`` of
+    it within ``takeoff_timeout_s``.
+``warming_up``
+    the supervisor's output streamed (hover until the policy commands) for
+    ``setpoint_warmup_s``, then PX4: OFFBOARD, checked in the HEARTBEAT.
+``flying``
+    every tick sends the supervisor's output: a velocity + yaw-rate setpoint
+    (MAV_FRAME_BODY_NED), or a position + yaw setpoint while the supervisor holds.
+``link_lost``
+    no autopilot HEARTBEAT for ``heartbeat_timeout_s`` while armed: nothing is sent (the
+    autopilot's own offboard-loss failsafe is in charge). The flight-time clock keeps running.
+    When HEARTBEATs return: the vehicle already disarmed -> ``landed`` (an error); else
+    ``link_return`` "land" (the default) -> ``landing``, "resume" -> ``warming_up`` -> ``flying``.
+    No HEARTBEAT for ``link_lost_timeout_s`` -> ``failed``.
+``landing``
+    NAV_LAND, re-sent every second until acknowledged (meanwhile the supervisor's descent is
+    streamed), then nothing more is sent; the vehicle must disarm within ``landing_timeout_s``.
+``landed`` / ``holding`` / ``failed``
+    the end: on the ground and disarmed / left in the autopilot's hold mode
+    (``on_failure`` "hold") / could not reach either by itself.
+
+Failures (a refused or unanswered command, a timeout) have one outcome each: airborne (a
+take-off was commanded and the vehicle is armed) -> land (``on_failure`` "land", the default)
+or the autopilot's hold mode ("hold"); on the ground -> disarm. :attr:`FlightController.error`
+then says what failed (the node exits 1). The operator stop, a geofence landing, the policy's
+stop and ``flight_time_s`` land without an error.
 
 Time: ``clock`` seconds (wall time, ``time.time`` by default: ROS message stamps on the
 vehicle are wall time, and command stamps must be on the supervisor's clock).
@@ -30,38 +58,83 @@ vehicle are wall time, and command stamps must be on the supervisor's clock).
 
 from __future__ import annotations
 
+import enum
 import logging
 import math
 import threading
 import time
 from dataclasses import dataclass, field, fields, replace
 
-from airplay.bridge.supervisor import Mode, SafetySupervisor, SupervisorConfig
+from airplay.bridge.mavlink_link import CommandError
+from airplay.bridge.supervisor import Intervention, InterventionKind, Mode, SafetySupervisor, SupervisorConfig
 from airplay.bridge.telemetry import yaw_of_state
 
 log = logging.getLogger("airplay.bridge")
 
-PHASES = ("connecting", "arming", "taking_off", "warming_up", "flying", "landing", "landed", "link_lost", "failed")
+
+class Phase(str, enum.Enum):
+    """Phases of the flight sequence (the module docstring); the value is what ``vehicle/phase`` says."""
+
+    CONNECTING = "connecting"
+    CHECKING = "checking"
+    READY = "ready"
+    ARMING = "arming"
+    TAKING_OFF = "taking_off"
+    WARMING_UP = "warming_up"
+    FLYING = "flying"
+    LINK_LOST = "link_lost"
+    LANDING = "landing"
+    LANDED = "landed"
+    HOLDING = "holding"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+PHASES = tuple(p.value for p in Phase)
+TERMINAL_PHASES = frozenset({Phase.LANDED, Phase.HOLDING, Phase.FAILED})
+LINK_RETURN_RULES = ("land", "resume")
+FAILURE_OUTCOMES = ("land", "hold")
+ARM_BACKOFF_S = (0.5, 4.0)
+"""First and largest wait between arming attempts, s (doubling)."""
+
+
+class FlightFailure(RuntimeError):
+    """A step of the flight sequence failed; the message says which and why."""
 
 
 @dataclass(frozen=True)
 class FlightConfig:
-    """The flight sequence; heights m, times s. ``flight_time_s`` 0: fly until told to land."""
+    """The flight sequence; heights m, times s. ``flight_time_s`` 0: fly until told to land.
+    ``link_return``: "land" or "resume" (after a heartbeat loss); ``on_failure``: "land" or
+    "hold" (airborne failures)."""
 
     takeoff_height_m: float = 1.5
     altitude_tolerance_m: float = 0.15
     setpoint_warmup_s: float = 0.5
     heartbeat_wait_s: float = 30.0
+    ready_timeout_s: float = 90.0
     ack_timeout_s: float = 1.0
     takeoff_timeout_s: float = 30.0
     flight_time_s: float = 0.0
     telemetry_rate_hz: float = 50.0
+    link_lost_timeout_s: float = 30.0
+    landing_timeout_s: float = 60.0
+    shutdown_timeout_s: float = 20.0
+    link_return: str = "land"
+    on_failure: str = "land"
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "supervisor":
+                continue
+            if f.name in ("link_return", "on_failure"):
+                allowed = LINK_RETURN_RULES if f.name == "link_return" else FAILURE_OUTCOMES
+                if value not in allowed:
+                    raise ValueError(f"FlightConfig.{f.name} must be one of {', '.join(allowed)}, got {value!r}")
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < 0 or (value == 0 and f.name != "flight_time_s"):
@@ -95,14 +168,20 @@ class FlightController:
         self.supervisor = SafetySupervisor(self.config.supervisor)
         self.on_intervention = on_intervention or (lambda iv: None)
         self.on_phase = on_phase or (lambda phase: None)
-        self.phase = "connecting"
+        self.phase = Phase.CONNECTING
         self.error: str | None = None
         self.streaming = False
         self.sent = 0
         self.last_output = None
         self._lock = threading.RLock()
+        self._arm_requested = threading.Event()
         self._landing_requested = False
+        self._takeoff_commanded = False
         self._flying_since: float | None = None
+        self._link_lost_since: float | None = None
+        self._land_after_loss = False
+        self._phase_before_loss = Phase.FLYING
+        self._last_tick_s: float | None = None
         self._worker: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -115,101 +194,292 @@ class FlightController:
             log.debug("refused: %s", refusal)
 
     def operator_stop(self, reason: str = "operator stop") -> None:
-        """Land now (latched); the supervisor reports OPERATOR_STOP_LAND."""
+        """Land now (latched); the supervisor reports OPERATOR_STOP_LAND. Before take-off: no arming."""
         with self._lock:
             self.supervisor.operator_stop(self.clock(), reason)
+            streaming = self.streaming
+        if not streaming:  # nothing streams the supervisor's descent: land (or stay on the ground) now
+            self._request_land(reason)
 
     def land(self, reason: str = "mission end") -> None:
-        """Normal landing: NAV_LAND on the worker thread, then stop streaming."""
+        """Normal landing: NAV_LAND on a worker thread, then stop streaming (before take-off: no arming)."""
         log.info("landing: %s", reason)
-        self._request_land()
+        self._request_land(reason)
+
+    @property
+    def airborne(self) -> bool:
+        """A take-off was commanded and the vehicle is armed (it may be in the air)."""
+        return self._takeoff_commanded and self.autopilot.status.armed
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in TERMINAL_PHASES
 
     # -- the sequence -------------------------------------------------------------------------
     def start(self) -> None:
+        """Connect and check (in the background); arming waits for :meth:`request_arm`."""
         self._worker = threading.Thread(target=self._sequence, name="flight-sequence", daemon=True)
         self._worker.start()
 
-    def _set_phase(self, phase: str) -> None:
-        if phase != self.phase:
+    def request_arm(self) -> bool:
+        """The explicit request to arm, take off and fly: carried out once the checks pass.
+        False (nothing happens) when the flight has ended or a landing was requested."""
+        if self.finished or self._landing_requested:
+            log.warning("arm request refused: the flight is %s", "over" if self.finished else "landing")
+            return False
+        log.info("arm request accepted (phase %s)", self.phase)
+        self._arm_requested.set()
+        return True
+
+    def cancel_arm(self) -> None:
+        """Withdraw an arm request not yet carried out (lifecycle deactivate before arming)."""
+        self._arm_requested.clear()
+
+    def _set_phase(self, phase: Phase) -> None:
+        with self._lock:
+            if phase == self.phase or self.phase in TERMINAL_PHASES:
+                return
             log.info("phase %s -> %s", self.phase, phase)
             self.phase = phase
-            self.on_phase(phase)
+        self.on_phase(phase)
+
+    def _sleep(self, seconds: float) -> None:
+        self._stop.wait(seconds)
+
+    def _check_going(self, what: str) -> None:
+        if self._stop.is_set():
+            raise FlightFailure(f"stopped during {what}")
+        if self.phase == Phase.LINK_LOST:
+            raise FlightFailure(f"autopilot heartbeat lost during {what}")
 
     def _sequence(self) -> None:
         from pymavlink.dialects.v20 import common as mavlink
 
         ap, cfg = self.autopilot, self.config
         try:
-            status = ap.wait_heartbeat(cfg.heartbeat_wait_s)
-            log.info("autopilot: %s, mode %s, %s", status.flavour, status.mode, "armed" if status.armed else "disarmed")
+            try:
+                status = ap.wait_heartbeat(cfg.heartbeat_wait_s)
+            except TimeoutError as exc:
+                raise FlightFailure(str(exc)) from None
+            log.info("autopilot: %s system %s, mode %s, %s", status.flavour, status.system, status.mode,
+                     "ARMED" if status.armed else "disarmed")
+            if status.armed:
+                raise FlightFailure("the autopilot is already armed: airplay arms only a vehicle that is disarmed "
+                                    "on the ground, and does not take over one that flies")
             for msg_id in (mavlink.MAVLINK_MSG_ID_LOCAL_POSITION_NED, mavlink.MAVLINK_MSG_ID_ATTITUDE_QUATERNION):
                 ap.request_message_interval(msg_id, cfg.telemetry_rate_hz, cfg.ack_timeout_s)
-            self._set_phase("arming")
-            if status.flavour == "ardupilot":
-                ap.set_mode("offboard", cfg.ack_timeout_s)
-            ap.arm(cfg.ack_timeout_s)
-            self._set_phase("taking_off")
-            ground_z = self._state_z(cfg.heartbeat_wait_s)
+            self._set_phase(Phase.CHECKING)
+            self._wait_ready()
+            self._set_phase(Phase.READY)
+            while not self._arm_requested.is_set():
+                if self._stop.is_set() or self._landing_requested:
+                    return
+                self._arm_requested.wait(0.1)
+            if self._landing_requested:
+                return
+            self._set_phase(Phase.ARMING)
+            self._arm()
+            self._set_phase(Phase.TAKING_OFF)
+            ground_z = self._current_z()
+            self._takeoff_commanded = True
             ap.takeoff(cfg.takeoff_height_m, cfg.ack_timeout_s)
             target = ground_z + cfg.takeoff_height_m
-            ap.wait_for(lambda: abs(self._current_z() - target) <= cfg.altitude_tolerance_m or self._stop.is_set(),
-                        cfg.takeoff_timeout_s, f"the take-off to z={target:.2f} m")
-            if self._stop.is_set() or self._landing_requested:
+            try:
+                ap.wait_for(lambda: abs(self._current_z() - target) <= cfg.altitude_tolerance_m or self._stop.is_set()
+                            or self._landing_requested or self.phase == Phase.LINK_LOST,
+                            cfg.takeoff_timeout_s, f"the take-off to z={target:.2f} m")
+            except TimeoutError as exc:
+                raise FlightFailure(f"{exc} (takeoff_timeout_s; at z={self._current_z():.2f} m)") from None
+            if self._landing_requested:
                 return
-            self._set_phase("warming_up")
-            with self._lock:
-                self.supervisor.reset()
-                self.streaming = True
-            time.sleep(cfg.setpoint_warmup_s)
-            if status.flavour == "px4":
-                ap.set_mode("offboard", cfg.ack_timeout_s)
+            self._check_going("the take-off")
+            self._enter_offboard()
+        except (FlightFailure, CommandError, TimeoutError) as exc:
+            self._fail(str(exc))
+
+    def _wait_ready(self) -> None:
+        """``checking``: telemetry (a position estimate) and a healthy pre-arm bit where reported."""
+        ap, cfg = self.autopilot, self.config
+        deadline = time.monotonic() + cfg.ready_timeout_s
+        next_report = time.monotonic() + 5.0
+        while True:
+            missing = self._not_ready()
+            if not missing:
+                log.info("pre-arm checks pass: position estimate, %s", "pre-arm checks healthy"
+                         if ap.status.prearm_ok else "no pre-arm bit reported")
+                return
+            self._check_going("the pre-arm checks")
+            now = time.monotonic()
+            if now >= deadline:
+                raise FlightFailure(f"not ready after {cfg.ready_timeout_s:.0f} s (ready_timeout_s): "
+                                    f"{'; '.join(missing)}{self._recent_texts()}")
+            if now >= next_report:
+                log.info("waiting for the autopilot: %s%s", "; ".join(missing), self._recent_texts())
+                next_report = now + 5.0
+            self._sleep(0.1)
+
+    def _not_ready(self) -> list[str]:
+        st = self.autopilot.status
+        missing = []
+        if self.autopilot.telemetry.state() is None:
+            missing.append("no position estimate yet (no LOCAL_POSITION_NED with attitude)")
+        if st.prearm_ok is False:
+            missing.append("the autopilot's pre-arm checks fail (SYS_STATUS)")
+        return missing
+
+    def _recent_texts(self, since_s: float | None = None) -> str:
+        texts = [t.text for t in list(self.autopilot.status.statustexts)
+                 if since_s is None or t.time_s >= since_s]
+        return f" (autopilot: {'; '.join(texts[-3:])})" if texts else ""
+
+    def _arm(self) -> None:
+        """``arming``: (ArduPilot GUIDED,) ARM, retried with back-off while the refusal may pass."""
+        ap, cfg = self.autopilot, self.config
+        deadline = time.monotonic() + cfg.ready_timeout_s
+        delay, attempt = ARM_BACKOFF_S[0], 0
+        while True:
+            attempt += 1
+            try:
+                if ap.status.flavour == "ardupilot" and ap.status.mode != "GUIDED":
+                    ap.set_mode("offboard", cfg.ack_timeout_s, verify_s=2.0)
+                ap.arm(cfg.ack_timeout_s)
+                try:
+                    ap.wait_for(lambda: ap.status.armed, 2.0, "ARMED in the autopilot's HEARTBEAT")
+                except TimeoutError as exc:
+                    raise CommandError(str(exc)) from None
+                log.info("armed (attempt %d)", attempt)
+                return
+            except CommandError as exc:
+                self._check_going("arming")
+                if self._landing_requested:
+                    raise FlightFailure("landing requested while arming") from None
+                if not exc.retryable or time.monotonic() + delay > deadline:
+                    raise FlightFailure(f"arming failed after {attempt} attempt(s): {exc}") from None
+                log.warning("arming not possible yet (attempt %d: %s); retrying in %.1f s", attempt, exc, delay)
+                self._sleep(delay)
+                delay = min(2 * delay, ARM_BACKOFF_S[1])
+
+    def _enter_offboard(self) -> None:
+        """``warming_up``: stream the supervisor's hover, then OFFBOARD (PX4); then ``flying``."""
+        ap, cfg = self.autopilot, self.config
+        self._set_phase(Phase.WARMING_UP)
+        with self._lock:
+            self.supervisor.reset()
+            self.streaming = True
+        self._sleep(cfg.setpoint_warmup_s)
+        self._check_going("the setpoint warm-up")
+        if ap.status.flavour == "px4":
+            ap.set_mode("offboard", cfg.ack_timeout_s, verify_s=2.0)
+        elif ap.status.mode != "GUIDED":
+            ap.set_mode("offboard", cfg.ack_timeout_s, verify_s=2.0)
+        if self._landing_requested:
+            return
+        self._check_going("the switch to offboard control")
+        if self._flying_since is None:
             self._flying_since = self.clock()
-            self._set_phase("flying")
-        except Exception as exc:  # CommandError, TimeoutError: say what failed, stop
-            self.error = str(exc)
-            log.error("flight sequence failed: %s", exc)
-            with self._lock:
-                self.streaming = False
-            self._set_phase("failed")
+        self._set_phase(Phase.FLYING)
+
+    def _fail(self, reason: str) -> None:
+        """The one outcome of a failure: airborne -> land (or hold), on the ground -> disarm."""
+        if self.error is None:
+            self.error = reason
+        log.error("flight sequence failed: %s", reason)
+        if self.phase == Phase.LINK_LOST:
+            return  # the link-return rule decides (tick)
+        if self.airborne:
+            if self.config.on_failure == "hold":
+                with self._lock:
+                    self.streaming = False
+                try:
+                    name = self.autopilot.set_mode("hold", self.config.ack_timeout_s, verify_s=2.0)
+                    log.error("left the vehicle in %s (on_failure hold): the pilot takes over", name)
+                    self._set_phase(Phase.HOLDING)
+                    return
+                except CommandError as exc:
+                    log.error("hold refused (%s): landing instead", exc)
+            self._request_land(f"failure: {reason}", force=True)
+            return
+        self._disarm_on_ground()
+        with self._lock:
+            self.streaming = False
+        self._set_phase(Phase.FAILED)
+
+    def _disarm_on_ground(self) -> None:
+        if not self.autopilot.status.armed:
+            return
+        try:
+            self.autopilot.disarm(timeout_s=self.config.ack_timeout_s)
+            log.info("disarmed on the ground")
+        except CommandError as exc:
+            log.error("disarm on the ground refused: %s", exc)
 
     def _current_z(self) -> float:
         state = self.autopilot.telemetry.state()
         return math.nan if state is None else float(state[2])
 
-    def _state_z(self, timeout_s: float) -> float:
-        self.autopilot.wait_for(lambda: self.autopilot.telemetry.state() is not None, timeout_s, "telemetry")
-        return self._current_z()
-
-    def _request_land(self) -> None:
+    def _request_land(self, reason: str, force: bool = False) -> None:
         with self._lock:
-            if self._landing_requested:
+            if self.phase in TERMINAL_PHASES:
+                return
+            if self.phase == Phase.LINK_LOST:
+                self._land_after_loss = True
+                log.warning("landing requested (%s) while the autopilot's heartbeat is lost: landing when it "
+                            "returns", reason)
+                return
+            if self._landing_requested and not force:
                 return
             self._landing_requested = True
-        self._set_phase("landing")
+        self._arm_requested.clear()
+        if not self._takeoff_commanded:  # on the ground: never armed for flight, or armed and waiting
+            self._disarm_on_ground()
+            with self._lock:
+                self.streaming = False
+            self._set_phase(Phase.FAILED if self.error else Phase.LANDED)
+            return
+        self._set_phase(Phase.LANDING)
         threading.Thread(target=self._land_worker, name="land", daemon=True).start()
 
     def _land_worker(self) -> None:
-        try:
-            self.autopilot.land(self.config.ack_timeout_s)
-        except Exception as exc:  # keep streaming the supervisor's descent instead
-            log.error("NAV_LAND failed (%s): descending by velocity setpoints", exc)
-            return
+        cfg = self.config
+        deadline = time.monotonic() + cfg.landing_timeout_s
+        while True:
+            if self.phase == Phase.LINK_LOST or self.finished:
+                return  # the link-return rule lands again when heartbeats are back
+            try:
+                self.autopilot.land(cfg.ack_timeout_s)
+                break
+            except CommandError as exc:  # stream the supervisor's descent meanwhile
+                log.error("NAV_LAND not accepted (%s): descending by velocity setpoints, asking again", exc)
+                with self._lock:
+                    self.supervisor.operator_stop(self.clock(), "NAV_LAND not accepted")
+                if time.monotonic() >= deadline:
+                    self._end_landing(f"NAV_LAND never accepted in {cfg.landing_timeout_s:.0f} s")
+                    return
+                self._sleep(1.0)
         with self._lock:
             self.streaming = False
         try:
-            self.autopilot.wait_for(lambda: not self.autopilot.status.armed or self._stop.is_set(), 120.0,
-                                    "touchdown (disarm)")
+            self.autopilot.wait_for(lambda: not self.autopilot.status.armed or self.phase == Phase.LINK_LOST,
+                                    max(0.1, deadline - time.monotonic()), "touchdown (disarm)")
         except TimeoutError as exc:
-            log.warning("%s", exc)
+            self._end_landing(f"{exc} (landing_timeout_s)")
             return
-        self._set_phase("landed")
+        if self.phase == Phase.LINK_LOST:
+            return
+        log.info("landed and disarmed")
+        self._set_phase(Phase.LANDED)
+
+    def _end_landing(self, reason: str) -> None:
+        self.error = self.error or reason
+        log.error("landing: %s", reason)
+        self._set_phase(Phase.FAILED)
 
     # -- the control period ---------------------------------------------------------------
     def tick(self):
-        """Once per control period: feed the supervisor, send its output if streaming.
-        Returns the SupervisorOutput (None while not streaming)."""
+        """Once per control period: feed the supervisor, watch the link, send the supervisor's
+        output while streaming. Returns the SupervisorOutput (None while not streaming)."""
         now = self.clock()
-        ap = self.autopilot
+        ap, cfg = self.autopilot, self.config
         with self._lock:
             sup = self.supervisor
             last_hb = ap.status.last_heartbeat_s
@@ -218,23 +488,124 @@ class FlightController:
             state = ap.telemetry.state()
             if state is not None:
                 sup.on_state(state[0:3], state[7:10], yaw_of_state(state), now)
-            if not self.streaming:
+        self._watch_link(now)
+        with self._lock:
+            if not self.streaming or self.phase == Phase.LINK_LOST:
                 return None
             out = sup.output(now)
             self.last_output = out
             if out.command is not None:
-                ap.send_velocity(out.command)
+                hold = getattr(out, "hold_position_enu", None)
+                if hold is not None and out.mode is Mode.HOLD:
+                    hold_yaw = getattr(out, "hold_yaw_rad", None)
+                    ap.send_position(hold, yaw_of_state(state) if hold_yaw is None and state is not None
+                                     else (hold_yaw or 0.0))
+                else:
+                    ap.send_velocity(out.command)
                 self.sent += 1
         for intervention in out.interventions:
             self.on_intervention(intervention)
-        if out.mode is Mode.STOPPED_NO_HEARTBEAT and self.phase != "link_lost":
-            self._set_phase("link_lost")
-        elif out.mode is Mode.LANDING and not self._landing_requested:
-            self._request_land()
-        elif (self.phase == "flying" and self.config.flight_time_s > 0 and self._flying_since is not None
-              and now - self._flying_since >= self.config.flight_time_s):
-            self.land(f"flight_time_s {self.config.flight_time_s:.1f} s elapsed")
+        if out.mode is Mode.LANDING and not self._landing_requested:
+            self._request_land("the supervisor lands (operator stop or geofence)")
+        elif (self.phase == Phase.FLYING and cfg.flight_time_s > 0 and self._flying_since is not None
+              and now - self._flying_since >= cfg.flight_time_s):
+            self.land(f"flight_time_s {cfg.flight_time_s:.1f} s elapsed")
         return out
+
+    def _watch_link(self, now: float) -> None:
+        """Heartbeat loss while armed -> ``link_lost``; its return -> the ``link_return`` rule."""
+        cfg = self.config
+        timeout = cfg.supervisor.heartbeat_timeout_s
+        if timeout is None:
+            return
+        age = self.autopilot.heartbeat_age_s()
+        lost = age > timeout
+        phase = self.phase
+        stalled_s = 0.0 if self._last_tick_s is None else now - self._last_tick_s
+        self._last_tick_s = now
+        if stalled_s > timeout and phase in (Phase.TAKING_OFF, Phase.WARMING_UP, Phase.FLYING, Phase.LANDING):
+            # this process stalled (SIGSTOP, swap): nothing was sent, the autopilot's failsafe may have acted
+            log.error("the bridge itself stalled for %.2f s (> heartbeat_timeout_s %.2f s)", stalled_s, timeout)
+            lost, age = True, max(age, stalled_s)
+        if phase in (Phase.TAKING_OFF, Phase.WARMING_UP, Phase.FLYING, Phase.LANDING) and lost:
+            with self._lock:
+                self._link_lost_since = now - age
+                self._phase_before_loss = phase
+            reason = (f"no autopilot heartbeat for {age:.2f} s (> {timeout:.2f} s) in phase {phase}: stopped "
+                      "sending, the autopilot's failsafe is in charge")
+            log.error("%s", reason)
+            self._set_phase(Phase.LINK_LOST)
+            self.on_intervention(Intervention(now, InterventionKind.HEARTBEAT_LOST, reason,
+                                              None if self.last_output is None else self.last_output.command, None))
+        elif phase == Phase.LINK_LOST:
+            lost_s = now - self._link_lost_since
+            if not lost:
+                self._on_link_return(lost_s)
+            elif lost_s > cfg.link_lost_timeout_s:
+                self.error = self.error or (f"autopilot heartbeat lost for {lost_s:.1f} s (> link_lost_timeout_s "
+                                            f"{cfg.link_lost_timeout_s:.0f} s); its failsafe is in charge")
+                log.error("%s", self.error)
+                with self._lock:
+                    self.streaming = False
+                self._set_phase(Phase.FAILED)
+
+    def _on_link_return(self, lost_s: float) -> None:
+        st, cfg = self.autopilot.status, self.config
+        what = f"autopilot heartbeat lost for {lost_s:.1f} s"
+        log.warning("%s, back now: vehicle %s in %s", what, "armed" if st.armed else "disarmed", st.mode)
+        with self._lock:
+            self.phase = self._phase_before_loss  # leave link_lost (not via _set_phase: no report of a
+            self._landing_requested = False       # return to a phase already reported)
+        if not st.armed:
+            if self._phase_before_loss != Phase.LANDING:
+                self.error = self.error or f"{what}; the autopilot landed and disarmed (its failsafe)"
+            with self._lock:
+                self.streaming = False
+            self._set_phase(Phase.LANDED)
+            return
+        deadline_passed = (cfg.flight_time_s > 0 and self._flying_since is not None
+                           and self.clock() - self._flying_since >= cfg.flight_time_s)
+        if (cfg.link_return == "land" or self._land_after_loss or self._phase_before_loss == Phase.LANDING
+                or self.error is not None or deadline_passed):
+            if cfg.link_return == "land" and not self._land_after_loss and not deadline_passed:
+                self.error = self.error or f"{what}; link_return land"
+            self._request_land(f"{what}: landing", force=True)
+            return
+        log.warning("%s; link_return resume: back to offboard control", what)
+        threading.Thread(target=self._resume, name="resume", daemon=True).start()
+
+    def _resume(self) -> None:
+        try:
+            self._enter_offboard()
+        except (FlightFailure, CommandError, TimeoutError) as exc:
+            self._fail(f"resuming after the link loss: {exc}")
+
+    # -- the end ---------------------------------------------------------------------------
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        """Ctrl-C, SIGTERM or the lifecycle's shutdown: airborne -> land and wait (at most
+        ``timeout_s``, default ``shutdown_timeout_s``) for the touchdown, ticking the control
+        period meanwhile; armed on the ground -> disarm. Returns at once where nothing flies."""
+        timeout_s = self.config.shutdown_timeout_s if timeout_s is None else timeout_s
+        self._arm_requested.clear()
+        self._last_tick_s = None  # the gap since the node's last tick is not a stall of the link
+        if self.finished or not self.autopilot.status.armed:
+            return
+        if not self._takeoff_commanded:
+            self._request_land("shutdown")
+            return
+        log.warning("shutdown while airborne (phase %s): landing, waiting up to %.0f s", self.phase, timeout_s)
+        self._request_land("shutdown", force=self.phase != Phase.LANDING)
+        deadline = time.monotonic() + timeout_s
+        period = self.config.supervisor.control_period_s
+        while time.monotonic() < deadline and not self.finished:
+            self.tick()
+            if self.phase == Phase.LINK_LOST:
+                try:  # the link may still carry commands one way
+                    self.autopilot.land(self.config.ack_timeout_s)
+                except CommandError:
+                    pass
+            time.sleep(period)
+        log.info("shutdown: phase %s, vehicle %s", self.phase, "armed" if self.autopilot.status.armed else "disarmed")
 
     def close(self) -> None:
         self._stop.set()
@@ -250,4 +621,3 @@ def default_flight_config(**overrides) -> FlightConfig:
     sup = {k: v for k, v in overrides.items() if k not in flight_names}
     flight = {k: v for k, v in overrides.items() if k in flight_names}
     return replace(FlightConfig(**flight), supervisor=supervisor_config_from_vehicle(**sup))
-

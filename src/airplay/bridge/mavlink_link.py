@@ -29,7 +29,8 @@ import select
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 import numpy as np
 from pymavlink.dialects.v20 import common as mavlink
@@ -278,7 +279,43 @@ def _host_port(url: str, rest: str) -> tuple[str, int]:
 
 # -- the conversation with an autopilot ------------------------------------------------------
 class CommandError(RuntimeError):
-    """A COMMAND_LONG that was refused, or not acknowledged in time; the message says which."""
+    """A COMMAND_LONG that was refused, or not acknowledged in time; the message says which.
+
+    ``result``: the MAV_RESULT of the refusal (e.g. 1 TEMPORARILY_REJECTED), None when no
+    COMMAND_ACK came; ``command``: the MAV_CMD."""
+
+    def __init__(self, message: str, command: int | None = None, result: int | None = None) -> None:
+        super().__init__(message)
+        self.command = command
+        self.result = result
+
+    @property
+    def retryable(self) -> bool:
+        """True where trying again later may succeed: no answer, or a refusal other than UNSUPPORTED."""
+        return self.result != mavlink.MAV_RESULT_UNSUPPORTED
+
+
+#: SYS_STATUS onboard_control_sensors_* bit of the autopilot's pre-arm checks (MAV_SYS_STATUS_PREARM_CHECK).
+PREARM_CHECK_BIT = 0x10000000
+
+_STATUSTEXT_LEVELS = {mavlink.MAV_SEVERITY_EMERGENCY: logging.ERROR, mavlink.MAV_SEVERITY_ALERT: logging.ERROR,
+                      mavlink.MAV_SEVERITY_CRITICAL: logging.ERROR, mavlink.MAV_SEVERITY_ERROR: logging.ERROR,
+                      mavlink.MAV_SEVERITY_WARNING: logging.WARNING, mavlink.MAV_SEVERITY_NOTICE: logging.INFO,
+                      mavlink.MAV_SEVERITY_INFO: logging.INFO, mavlink.MAV_SEVERITY_DEBUG: logging.DEBUG}
+
+
+@dataclass(frozen=True)
+class StatusText:
+    """One STATUSTEXT of the autopilot: ``time_s`` on the Autopilot's clock, MAV_SEVERITY, text."""
+
+    time_s: float
+    severity: int
+    text: str
+
+    def __str__(self) -> str:
+        name = mavlink.enums["MAV_SEVERITY"][self.severity].name.removeprefix("MAV_SEVERITY_") \
+            if self.severity in mavlink.enums["MAV_SEVERITY"] else str(self.severity)
+        return f"{name}: {self.text}"
 
 
 @dataclass
@@ -297,6 +334,8 @@ class AutopilotStatus:
     battery_current_a: float | None = None
     battery_remaining: float | None = None   # 0..1
     home_amsl_m: float | None = None         # from GLOBAL_POSITION_INT: alt - relative_alt
+    prearm_ok: bool | None = None            # SYS_STATUS pre-arm check bit: None where not reported
+    statustexts: deque = field(default_factory=lambda: deque(maxlen=50))  # StatusText, newest last
 
 
 class Autopilot:
@@ -307,11 +346,22 @@ class Autopilot:
     :meth:`command` sends a COMMAND_LONG and waits for its COMMAND_ACK, re-sending with an
     incremented ``confirmation`` on timeout. ``clock`` gives the seconds used for heartbeat
     ages (monotonic by default). Callbacks in ``on_message`` run on the receive thread.
+
+    STATUSTEXTs of the autopilot are logged (logger ``airplay.mavlink``, level from their
+    severity) and kept in ``status.statustexts``. On UDP the autopilot's address is pinned at
+    its first HEARTBEAT (or given as ``peer``, "HOST:PORT"): HEARTBEATs with the same ids
+    from another address do not re-point the link; they are refused, counted in
+    :attr:`refused_peers` and logged once per address.
     """
 
     def __init__(self, url: str, system: int = 1, component: int = mavlink.MAV_COMP_ID_ONBOARD_COMPUTER,
-                 target_system: int | None = None, clock=time.monotonic) -> None:
+                 target_system: int | None = None, clock=time.monotonic, peer: str | None = None) -> None:
         self.link = MavlinkLink(url, system, component)
+        self.pinned_peer: tuple[str, int] | None = None
+        if peer:
+            host, port = _host_port(f"peer {peer}", peer)
+            self.pinned_peer = self.link.peer = (socket.gethostbyname(host), port)
+        self.refused_peers: dict[tuple[str, int], int] = {}
         self.target_system = target_system
         self.clock = clock
         self.status = AutopilotStatus()
@@ -366,8 +416,16 @@ class Autopilot:
                 self.ignored += 1
                 return
             address = getattr(msg, "_link_address", None)
-            if address is not None:
-                self.link.peer = address
+            if address is not None and self.link._sock is not None and self.link.url.split(":")[0] != "udpout":
+                if self.pinned_peer is None:
+                    self.pinned_peer = self.link.peer = address
+                elif address != self.pinned_peer:
+                    self.refused_peers[address] = self.refused_peers.get(address, 0) + 1
+                    if self.refused_peers[address] == 1:
+                        log.error("HEARTBEAT of system %d component %d from %s:%d refused: the autopilot is at "
+                                  "%s:%d (pinned at its first HEARTBEAT); the setpoint stream stays there",
+                                  sysid, compid, *address, *self.pinned_peer)
+                    return
             with self._cond:
                 st.flavour, st.system, st.component = flavour, sysid, compid
                 st.armed = bool(msg.base_mode & mavlink.MAV_MODE_FLAG_SAFETY_ARMED)
@@ -393,7 +451,13 @@ class Autopilot:
         elif kind == "ATTITUDE":
             self.telemetry.on_attitude_euler(msg.time_boot_ms, msg.roll, msg.pitch, msg.yaw,
                                              (msg.rollspeed, msg.pitchspeed, msg.yawspeed))
+        elif kind == "STATUSTEXT":
+            text = StatusText(self.clock(), int(msg.severity), str(msg.text).rstrip("\x00").strip())
+            st.statustexts.append(text)
+            log.log(_STATUSTEXT_LEVELS.get(text.severity, logging.INFO), "autopilot says %s", text)
         elif kind == "SYS_STATUS":
+            if msg.onboard_control_sensors_present & PREARM_CHECK_BIT:
+                st.prearm_ok = bool(msg.onboard_control_sensors_health & PREARM_CHECK_BIT)
             if msg.voltage_battery != 65535:
                 st.battery_voltage_v = msg.voltage_battery / 1000.0
             if msg.current_battery != -1:
@@ -440,8 +504,9 @@ class Autopilot:
         ``timeout_s``; IN_PROGRESS extends the wait)."""
         st = self.status
         if st.system is None:
-            raise CommandError(f"command {_command_name(command)}: no autopilot heartbeat yet")
+            raise CommandError(f"command {_command_name(command)}: no autopilot heartbeat yet", command, None)
         p = [float(v) for v in params] + [0.0] * (7 - len(params))
+        sent_s = self.clock()
         for attempt in range(retries):
             with self._cond:
                 self._acks.pop(command, None)
@@ -465,9 +530,17 @@ class Autopilot:
             if ack.result == mavlink.MAV_RESULT_ACCEPTED:
                 return
             raise CommandError(f"command {_command_name(command)} refused by the autopilot: "
-                               f"{MAV_RESULT_NAMES.get(ack.result, ack.result)}")
+                               f"{MAV_RESULT_NAMES.get(ack.result, ack.result)}{self._reason_since(sent_s)}",
+                               command, int(ack.result))
         raise CommandError(f"command {_command_name(command)}: no COMMAND_ACK after {retries} attempts "
-                           f"of {timeout_s:.1f} s")
+                           f"of {timeout_s:.1f} s", command, None)
+
+    def _reason_since(self, since_s: float) -> str:
+        """'' or ' (autopilot: TEXT; TEXT)': the STATUSTEXTs that arrived since ``since_s`` (the
+        autopilot's reason for a refusal usually comes just before or after its COMMAND_ACK)."""
+        time.sleep(0.05)  # a STATUSTEXT sent right after the ACK
+        texts = [t.text for t in list(self.status.statustexts) if t.time_s >= since_s - 0.5]
+        return f" (autopilot: {'; '.join(texts[-3:])})" if texts else ""
 
     def arm(self, timeout_s: float = 1.0) -> None:
         self.command(mavlink.MAV_CMD_COMPONENT_ARM_DISARM, (1,), timeout_s)
@@ -475,15 +548,22 @@ class Autopilot:
     def disarm(self, force: bool = False, timeout_s: float = 1.0) -> None:
         self.command(mavlink.MAV_CMD_COMPONENT_ARM_DISARM, (0, 21196 if force else 0), timeout_s)
 
-    def set_mode(self, what: str, timeout_s: float = 1.0) -> str:
+    def set_mode(self, what: str, timeout_s: float = 1.0, verify_s: float | None = None) -> str:
         """Switch to airplay mode ``what`` (offboard, hold, land, position: :data:`MODE_NAMES`) or a
-        flavour mode name, by MAV_CMD_DO_SET_MODE; returns the flavour's mode name."""
+        flavour mode name, by MAV_CMD_DO_SET_MODE; returns the flavour's mode name.
+
+        The ACK says "accepted"; the HEARTBEAT says the mode is in force. ``verify_s``: seconds to
+        wait for that HEARTBEAT, then :class:`CommandError` (None: wait 1.5 s and only warn)."""
         flavour = self.status.flavour
         name = MODE_NAMES[flavour].get(what, what)
         self.command(mavlink.MAV_CMD_DO_SET_MODE, do_set_mode_params(flavour, name), timeout_s)
-        try:  # the ACK says "accepted"; the HEARTBEAT says the mode is in force
-            self.wait_for(lambda: self.status.mode == name, 1.5, f"mode {name} in the autopilot's HEARTBEAT")
+        try:
+            self.wait_for(lambda: self.status.mode == name, 1.5 if verify_s is None else verify_s,
+                          f"mode {name} in the autopilot's HEARTBEAT")
         except TimeoutError as exc:
+            if verify_s is not None:
+                raise CommandError(f"mode {name} acknowledged but not in force: the HEARTBEAT says "
+                                   f"{self.status.mode} ({exc})", mavlink.MAV_CMD_DO_SET_MODE, None) from None
             log.warning("%s (the mode change was acknowledged)", exc)
         return name
 
@@ -523,6 +603,23 @@ class Autopilot:
             int((time.monotonic() - self._boot) * 1000) & 0xFFFFFFFF, st.system, st.component,
             frames.MAV_FRAME_BODY_NED, frames.TYPE_MASK_VELOCITY_YAW_RATE,
             0.0, 0.0, 0.0, float(v_frd[0]), float(v_frd[1]), float(v_frd[2]), 0.0, 0.0, 0.0, 0.0, yaw_rate_cw)
+
+
+    def send_position(self, position_enu, yaw_enu_rad: float) -> None:
+        """SET_POSITION_TARGET_LOCAL_NED holding map ENU position ``position_enu`` (m) with map yaw
+        ``yaw_enu_rad`` (CCW from east): MAV_FRAME_LOCAL_NED, position + yaw
+        (:data:`airplay.bridge.frames.TYPE_MASK_POSITION_YAW`); the map -> local shift is
+        ``telemetry.origin_enu``."""
+        st = self.status
+        if st.system is None:
+            return
+        local_ned = frames.enu_to_ned(np.asarray(position_enu, np.float64) - self.telemetry.origin_enu)
+        yaw_ned = float(frames.yaw_enu_to_ned(yaw_enu_rad))
+        self.link.mav.set_position_target_local_ned_send(
+            int((time.monotonic() - self._boot) * 1000) & 0xFFFFFFFF, st.system, st.component,
+            frames.MAV_FRAME_LOCAL_NED, frames.TYPE_MASK_POSITION_YAW,
+            float(local_ned[0]), float(local_ned[1]), float(local_ned[2]), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+            yaw_ned, 0.0)
 
 
 def _command_name(command: int) -> str:

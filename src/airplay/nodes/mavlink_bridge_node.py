@@ -1,31 +1,41 @@
-"""``mavlink_bridge``: ``cmd_vel`` -> safety supervisor -> MAVLink velocity setpoints; telemetry -> ``odom``.
+"""``mavlink_bridge``: ``cmd_vel`` -> safety supervisor -> MAVLink setpoints; telemetry -> ``odom``.
 
-A thin node around :class:`airplay.bridge.flight.FlightController` (the flight sequence, the
-supervisor, the setpoint stream) and :class:`airplay.bridge.mavlink_link.Autopilot` (MAVLink 2
-over pymavlink). With ``autostart:=true`` it connects, arms, takes off to
-``takeoff_height_m``, streams setpoints, switches to OFFBOARD (PX4) / flies GUIDED (ArduPilot),
-and from then on sends the supervised policy command every control period.
+A lifecycle node (``lifecycle_msgs``) around :class:`airplay.bridge.flight.FlightController` (the
+flight sequence as a state machine, the supervisor, the setpoint stream) and
+:class:`airplay.bridge.mavlink_link.Autopilot` (MAVLink 2 over pymavlink). Its parameters are
+:data:`airplay.bridge.parameters.BRIDGE_PARAMETERS` (read-only; checked in one place).
+
+Lifecycle (``ros2 lifecycle set /mavlink_bridge TRANSITION`` or the ``change_state`` service):
+
+- *configure* (done at start): open the link, wait for the autopilot's HEARTBEAT, log its
+  state, run the pre-arm checks (phases ``connecting``, ``checking``, ``ready`` on
+  ``vehicle/phase``). Nothing is armed.
+- *activate*: the explicit request to arm and fly. Carried out once the checks pass: arm
+  (retried while the autopilot's refusal may pass), take off, OFFBOARD/GUIDED, fly the policy.
+  ``arm:=true`` activates at start (rehearsals, tests); the ``arm`` std_srvs/Trigger service
+  does the same as *activate*.
+- *deactivate*: land (before arming: withdraw the request).
+- *shutdown*, Ctrl-C, SIGTERM: airborne -> land and wait for the touchdown (at most
+  ``shutdown_timeout_s``); armed on the ground -> disarm.
 
 Subscribes: ``cmd_vel`` geometry_msgs/TwistStamped (heading frame, the policy's stamp on the
-wall clock), ``estop`` std_msgs/Empty (operator stop: land, latched), ``land``
-std_msgs/Empty (normal landing; also after ``flight_time_s``), and ``episode/policy``
-std_msgs/String JSON (the policy's end of its episode, e.g. AirVLN-R1's STOP or spent step
-budget): with ``land_on_policy_stop:=true`` (default) a report with ``"stop": true`` while
-flying lands the vehicle like ``land`` (logged with the policy's ``stop_reason``; the phase
-goes to ``landing`` on ``vehicle/phase``). An ``estop`` std_srvs/Trigger service is offered
-where std_srvs is installed.
+wall clock), ``estop`` std_msgs/Empty (operator stop: land, latched), ``land`` std_msgs/Empty
+(normal landing; also after ``flight_time_s``), and ``episode/policy`` std_msgs/String JSON (the
+policy's end of its episode): with ``land_on_policy_stop:=true`` a report with ``"stop": true``
+while flying lands the vehicle. Services (std_srvs/Trigger): ``estop``, ``land``, ``arm``.
 
 Publishes: ``odom`` nav_msgs/Odometry (map ENU -> base_link FLU, the conventions of
 :mod:`airplay.nodes.common`; map = the autopilot's local frame turned to ENU, shifted by
 ``origin_x/y/z``), ``vehicle/armed`` std_msgs/Bool, ``vehicle/mode`` std_msgs/String (the
-autopilot's mode name), ``vehicle/phase`` std_msgs/String (the bridge's sequence phase),
+autopilot's mode name), ``vehicle/phase`` std_msgs/String (:class:`airplay.bridge.flight.Phase`),
+``vehicle/statustext`` std_msgs/String (the autopilot's STATUSTEXTs, "SEVERITY: text"),
 ``vehicle/battery`` sensor_msgs/BatteryState, ``supervisor/interventions`` std_msgs/String (one
-JSON object per intervention: time_s, kind, reason, command_in, command_out; also logged), and,
-when ``scene_dir`` is set, ``episode/status`` {"episode": 0, "status": "started", "stamp_ns",
-"scene_dir", "index"} once flying (repeated every second; the policy and renderer nodes start
-their episode on it) and {"status": "landed"} after touchdown.
+JSON object per intervention), and, when ``scene_dir`` is set, ``episode/status``
+{"episode": 0, "status": "started", ...} once flying (every second; the policy and renderer
+start their episode on it) and {"status": "landed"} after touchdown.
 
-The node exits when the vehicle has landed (code 0) or the sequence failed (code 1), so that
+With ``exit_when_landed`` (default) the node exits when the flight has ended: landed (code 0;
+1 where a failure ended it, e.g. a lost link), left holding or failed (code 1), so that
 ``airplay launch fly`` ends with the flight.
 """
 
@@ -40,115 +50,162 @@ from geometry_msgs.msg import TwistStamped
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
 from rclpy.duration import Duration
-from rclpy.node import Node
+from rclpy.lifecycle import Node as LifecycleNode
+from rclpy.lifecycle import TransitionCallbackReturn
 from sensor_msgs.msg import BatteryState
 from std_msgs.msg import Bool, Empty, String
 
-from airplay.nodes.common import (EPISODE_STATUS, RELIABLE, ParameterError, command_from_twist, declare, json_message,
+from airplay.nodes.common import (EPISODE_STATUS, RELIABLE, ParameterError, command_from_twist, json_message,
                                   ns_from_stamp, odometry_from_state, run_node)
 
 
-def _fence_box(text: str):
-    if not text.strip():
-        return None
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        values = ()
-    if len(values) != 4:
-        raise ParameterError(f"parameter 'fence_box' must be 'x_min,y_min,x_max,y_max' (map metres), got {text!r}")
+def declare_bridge_parameters(node) -> dict:
+    """Declare :data:`BRIDGE_PARAMETERS` read-only on ``node``; {name: value}, typed as the defaults."""
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    from airplay.bridge.parameters import BRIDGE_PARAMETERS, BridgeParameterError, coerce
+
+    values = {}
+    for name, spec in BRIDGE_PARAMETERS.items():
+        descriptor = ParameterDescriptor(description=spec.description, read_only=True, dynamic_typing=True)
+        value = node.declare_parameter(name, spec.default, descriptor).value
+        try:
+            values[name] = coerce(name, value)
+        except BridgeParameterError as exc:
+            raise ParameterError(str(exc)) from None
     return values
 
 
-def _fence_polygon(text: str):
-    if not text.strip():
-        return None
-    try:
-        return tuple(tuple(float(v) for v in point.split(",")) for point in text.split(";"))
-    except ValueError:
-        raise ParameterError(f"parameter 'fence_polygon' must be 'x,y;x,y;x,y...' (map metres), got {text!r}") from None
-
-
-def _optional(value: float):
-    return None if math.isnan(value) else value
-
-
-class MavlinkBridgeNode(Node):
+class MavlinkBridgeNode(LifecycleNode):
     def __init__(self) -> None:
         super().__init__("mavlink_bridge")
-        from airplay.bridge.flight import FlightController, default_flight_config
-        from airplay.bridge.mavlink_link import Autopilot
+        from airplay.bridge.parameters import BridgeParameterError, flight_settings
 
-        p = {name: declare(self, name, default) for name, default in (
-            ("connection", "udp:127.0.0.1:14540"), ("system_id", 1), ("component_id", 191), ("target_system", 0),
-            ("autostart", True), ("takeoff_height_m", 1.5), ("flight_time_s", 0.0), ("setpoint_warmup_s", 0.5),
-            ("ack_timeout_s", 1.0), ("heartbeat_wait_s", 30.0), ("control_rate_hz", 50.0),
-            ("command_timeout_s", 0.5), ("heartbeat_timeout_s", 1.5), ("fence_box", ""), ("fence_polygon", ""),
-            ("fence_z_min", math.nan), ("fence_z_max", math.nan), ("geofence_hold_s", 2.0),
-            ("landing_speed_m_s", 0.5), ("origin_x", 0.0), ("origin_y", 0.0), ("origin_z", 0.0),
-            ("scene_dir", ""), ("index", 0), ("exit_when_landed", True), ("land_on_policy_stop", True))}
-        self.p = p
-        if not (isinstance(p["control_rate_hz"], float) and p["control_rate_hz"] > 2.0):
-            raise ParameterError(f"parameter 'control_rate_hz' must be > 2 (PX4 drops OFFBOARD below 2 Hz), "
-                                 f"got {p['control_rate_hz']!r}")
-        for name in ("system_id", "component_id"):
-            if not isinstance(p[name], int) or not 1 <= p[name] <= 255:
-                raise ParameterError(f"parameter '{name}' must be an integer 1..255, got {p[name]!r}")
-        overrides = {name: p[name] for name in ("takeoff_height_m", "flight_time_s", "setpoint_warmup_s",
-                                                 "ack_timeout_s", "heartbeat_wait_s", "command_timeout_s",
-                                                 "heartbeat_timeout_s", "geofence_hold_s", "landing_speed_m_s")}
-        overrides.update(fence_box_xy_m=_fence_box(p["fence_box"]), fence_polygon_xy_m=_fence_polygon(p["fence_polygon"]),
-                         fence_z_min_m=_optional(p["fence_z_min"]), fence_z_max_m=_optional(p["fence_z_max"]),
-                         control_period_s=1.0 / p["control_rate_hz"])
+        self.p = p = declare_bridge_parameters(self)
         try:
-            config = default_flight_config(**overrides)
-        except (ValueError, TypeError) as exc:
+            self.settings = flight_settings(p)
+        except BridgeParameterError as exc:
             raise ParameterError(f"bridge parameters: {exc}") from None
-        try:
-            self.autopilot = Autopilot(p["connection"], p["system_id"], p["component_id"],
-                                       target_system=p["target_system"] or None, clock=time.time)
-        except ValueError as exc:
-            raise ParameterError(f"parameter 'connection': {exc}") from None
-        self.autopilot.telemetry.origin_enu[:] = (p["origin_x"], p["origin_y"], p["origin_z"])
-        self.flight = FlightController(self.autopilot, config, clock=time.time,
-                                       on_intervention=self.on_intervention, on_phase=self.on_phase)
+        self.autopilot = None
+        self.flight = None
         self.exit_code = 0
         self._pending_interventions = []
+        self._pending_texts = []
         self._last_position_update = 0
         self._last_status = None
         self._last_status_s = 0.0
         self._last_episode_s = -math.inf
         self._started_ns = None
+        self._finished = False
+        self._configure_error = ""
 
         self.odom_pub = self.create_publisher(Odometry, "odom", RELIABLE)
         self.armed_pub = self.create_publisher(Bool, "vehicle/armed", RELIABLE)
         self.mode_pub = self.create_publisher(String, "vehicle/mode", RELIABLE)
         self.phase_pub = self.create_publisher(String, "vehicle/phase", RELIABLE)
+        self.text_pub = self.create_publisher(String, "vehicle/statustext", RELIABLE)
         self.battery_pub = self.create_publisher(BatteryState, "vehicle/battery", RELIABLE)
         self.interventions_pub = self.create_publisher(String, "supervisor/interventions", RELIABLE)
         self.status_pub = self.create_publisher(String, "episode/status", EPISODE_STATUS)
         self.create_subscription(TwistStamped, "cmd_vel", self.on_cmd_vel, RELIABLE)
-        self.create_subscription(Empty, "estop", lambda _: self.flight.operator_stop("estop topic"), RELIABLE)
-        self.create_subscription(Empty, "land", lambda _: self.flight.land("land topic"), RELIABLE)
+        self.create_subscription(Empty, "estop", lambda _: self.operator_stop("estop topic"), RELIABLE)
+        self.create_subscription(Empty, "land", lambda _: self.land("land topic"), RELIABLE)
         if p["land_on_policy_stop"]:
             self.create_subscription(String, "episode/policy", self.on_policy_report, RELIABLE)
-        try:
-            from std_srvs.srv import Trigger
+        from std_srvs.srv import Trigger
 
-            self.create_service(Trigger, "estop", self.on_estop_service)
-        except ImportError:
-            self.get_logger().info("std_srvs not installed: operator stop on the 'estop' topic only")
+        self.create_service(Trigger, "estop", self.on_estop_service)
+        self.create_service(Trigger, "land", self.on_land_service)
+        self.create_service(Trigger, "arm", self.on_arm_service)
         self.wall = Clock(clock_type=ClockType.SYSTEM_TIME)
-        self.create_timer(1.0 / p["control_rate_hz"], self.on_tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self.create_timer(1.0 / self.settings.control_rate_hz, self.on_tick,
+                          clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self.trigger_configure()
+        if self.flight is None:
+            raise ParameterError(f"parameter 'connection': cannot open {p['connection']!r}: {self._configure_error}")
+        if p["arm"]:
+            self.get_logger().info("arm:=true: activating (arm and fly once the checks pass)")
+            self.trigger_activate()
+        else:
+            self.get_logger().info("waiting for the request to arm: the lifecycle's activate transition "
+                                   "(ros2 lifecycle set /mavlink_bridge activate) or the arm service")
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def on_configure(self, state) -> TransitionCallbackReturn:
+        from airplay.bridge.flight import FlightController
+        from airplay.bridge.mavlink_link import Autopilot
+
+        s = self.settings
+        try:
+            self.autopilot = Autopilot(s.connection, s.system_id, s.component_id, target_system=s.target_system,
+                                       clock=time.time, peer=s.peer)
+        except ValueError as exc:
+            self._configure_error = str(exc)
+            self.get_logger().error(f"configure: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        self.autopilot.telemetry.origin_enu[:] = s.origin_enu
+        self.autopilot.on_message.append(self._on_message)
+        self.flight = FlightController(self.autopilot, s.flight, clock=time.time,
+                                       on_intervention=self._pending_interventions.append)
         self.autopilot.start()
-        self.get_logger().info(f"MAVLink on {p['connection']} as system {p['system_id']} component "
-                               f"{p['component_id']}; waiting for an autopilot heartbeat")
-        if p["autostart"]:
-            self.flight.start()
+        self.flight.start()
+        self.get_logger().info(f"MAVLink on {s.connection} as system {s.system_id} component {s.component_id}; "
+                               "connecting and checking the autopilot")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state) -> TransitionCallbackReturn:
+        if self.flight is None or not self.flight.request_arm():
+            return TransitionCallbackReturn.FAILURE
+        return super().on_activate(state)
+
+    def on_deactivate(self, state) -> TransitionCallbackReturn:
+        if self.flight is not None:
+            if self.flight.airborne:
+                self.flight.land("lifecycle deactivate")
+            else:
+                self.flight.cancel_arm()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state) -> TransitionCallbackReturn:
+        if self.flight is not None and self.flight.airborne:
+            self.get_logger().error("cleanup refused: the vehicle is armed and airborne (deactivate lands it)")
+            return TransitionCallbackReturn.FAILURE
+        self._close_flight()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state) -> TransitionCallbackReturn:
+        self._close_flight()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state) -> TransitionCallbackReturn:
+        self._close_flight()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _close_flight(self) -> None:
+        """Land and wait where airborne (bounded), then close the link."""
+        if self.flight is None:
+            return
+        flight, self.flight = self.flight, None
+        flight.shutdown()
+        flight.close()
+        self._final_phase = flight.phase
 
     # -- inputs ------------------------------------------------------------------------------
+    def operator_stop(self, reason: str) -> bool:
+        if self.flight is None:
+            return False
+        self.flight.operator_stop(reason)
+        return True
+
+    def land(self, reason: str) -> bool:
+        if self.flight is None:
+            return False
+        self.flight.land(reason)
+        return True
+
     def on_cmd_vel(self, msg: TwistStamped) -> None:
-        self.flight.on_command(command_from_twist(msg), ns_from_stamp(msg.header.stamp) * 1e-9)
+        if self.flight is not None:
+            self.flight.on_command(command_from_twist(msg), ns_from_stamp(msg.header.stamp) * 1e-9)
 
     def on_policy_report(self, msg: String) -> None:
         """The policy ended its episode: with "stop": true (STOP, its step budget) land while flying."""
@@ -158,26 +215,44 @@ class MavlinkBridgeNode(Node):
         except (ValueError, AttributeError):
             self.get_logger().error(f"episode/policy: not a JSON object: {msg.data[:200]!r}")
             return
-        if stop and self.flight.phase == "flying":
+        if stop and self.flight is not None and self.flight.phase == "flying":
             reason = f"policy stop ({report.get('stop_reason') or 'stop'}, {report.get('vln_steps', '?')} steps)"
             self.get_logger().info(f"{reason}: landing")
             self.flight.land(reason)
 
     def on_estop_service(self, request, response):
-        self.flight.operator_stop("estop service")
-        response.success, response.message = True, "landing"
+        response.success = self.operator_stop("estop service")
+        response.message = "landing" if response.success else "not configured: nothing flies"
         return response
 
-    # -- called from the flight's threads: queue, publish on the timer ------------------------
-    def on_intervention(self, intervention) -> None:
-        self._pending_interventions.append(intervention)
+    def on_land_service(self, request, response):
+        response.success = self.land("land service")
+        response.message = "landing" if response.success else "not configured: nothing flies"
+        return response
 
-    def on_phase(self, phase: str) -> None:
-        pass  # logged by airplay.bridge; published on vehicle/phase by the timer (ROS logging stays on one thread)
+    def on_arm_service(self, request, response):
+        """Like the lifecycle's activate transition: the request to arm and fly."""
+        from lifecycle_msgs.msg import State
+
+        if self._state_machine.current_state[0] == State.PRIMARY_STATE_ACTIVE:
+            response.success, response.message = False, "already active (armed or arming)"
+            return response
+        result = self.trigger_activate()
+        response.success = result == TransitionCallbackReturn.SUCCESS
+        response.message = (f"arming once the checks pass (phase {self.flight.phase})" if response.success
+                            else "refused: the flight has ended or is landing")
+        return response
+
+    def _on_message(self, msg) -> None:
+        """Receive thread: queue the autopilot's STATUSTEXTs for the timer (ROS calls stay on one thread)."""
+        if msg.get_type() == "STATUSTEXT":
+            self._pending_texts.append(str(self.autopilot.status.statustexts[-1]))
 
     # -- the control period ------------------------------------------------------------------
     def on_tick(self) -> None:
         fc = self.flight
+        if fc is None or self._finished:
+            return
         fc.tick()
         now_ns = self.wall.now().nanoseconds
         telemetry = self.autopilot.telemetry
@@ -189,6 +264,8 @@ class MavlinkBridgeNode(Node):
         while self._pending_interventions:
             intervention = self._pending_interventions.pop(0)  # logged by airplay.supervisor (once)
             self.interventions_pub.publish(String(data=json.dumps(intervention.to_dict())))
+        while self._pending_texts:
+            self.text_pub.publish(String(data=self._pending_texts.pop(0)))
         self.publish_status(now_ns)
         if fc.phase == "flying" and self.p["scene_dir"] and now_ns * 1e-9 - self._last_episode_s >= 1.0:
             if self._started_ns is None:
@@ -196,29 +273,32 @@ class MavlinkBridgeNode(Node):
             self.status_pub.publish(json_message({"episode": 0, "status": "started", "stamp_ns": self._started_ns,
                                                   "scene_dir": self.p["scene_dir"], "index": self.p["index"]}))
             self._last_episode_s = now_ns * 1e-9
-        if fc.phase in ("landed", "failed") and self.p["exit_when_landed"]:
-            if fc.phase == "failed":
-                self.get_logger().error(f"flight sequence failed: {fc.error}")
+        if fc.finished and self.p["exit_when_landed"]:
+            self._finished = True
+            if fc.error is not None or fc.phase != "landed":
+                self.get_logger().error(f"flight ended {fc.phase}: {fc.error}")
                 self.exit_code = 1
-            elif self.p["scene_dir"]:
+            if self.p["scene_dir"] and fc.phase == "landed":
                 self.status_pub.publish(json_message({"episode": 0, "status": "landed"}))
             self.publish_status(now_ns, force=True)
             # The last state (landed or failed, disarmed) must reach the reliable subscribers before
             # the process ends: DDS drops what is not yet acknowledged when its writer goes away.
-            for pub in (self.status_pub, self.interventions_pub, self.armed_pub, self.mode_pub, self.phase_pub):
+            for pub in (self.status_pub, self.interventions_pub, self.armed_pub, self.mode_pub, self.phase_pub,
+                        self.text_pub):
                 pub.wait_for_all_acked(Duration(seconds=1.0))
             self.get_logger().info(f"{fc.phase}: bridge exits")
             self.context.try_shutdown()
 
     def publish_status(self, now_ns: int, force: bool = False) -> None:
         st = self.autopilot.status
-        status = (st.armed, st.mode, self.flight.phase)
+        phase = str(self.flight.phase)
+        status = (st.armed, st.mode, phase)
         if not force and status == self._last_status and now_ns * 1e-9 - self._last_status_s < 0.5:
             return
         self._last_status, self._last_status_s = status, now_ns * 1e-9
         self.armed_pub.publish(Bool(data=bool(st.armed)))
         self.mode_pub.publish(String(data=st.mode))
-        self.phase_pub.publish(String(data=self.flight.phase))
+        self.phase_pub.publish(String(data=phase))
         battery = BatteryState()
         battery.header.stamp.sec, battery.header.stamp.nanosec = divmod(now_ns, 1_000_000_000)
         battery.voltage = float("nan") if st.battery_voltage_v is None else st.battery_voltage_v
@@ -229,7 +309,18 @@ class MavlinkBridgeNode(Node):
         self.battery_pub.publish(battery)
 
     def destroy_node(self) -> None:
-        self.flight.close()
+        """Ctrl-C / SIGTERM / the end: land where airborne (bounded), then close."""
+        flight = self.flight
+        if flight is not None and not flight.finished and flight.airborne:
+            self.get_logger().warning("stopping while airborne: landing before the bridge exits")
+            flight.shutdown()
+            try:  # the end state for the subscribers (the context is still up)
+                self.publish_status(self.wall.now().nanoseconds, force=True)
+                for pub in (self.armed_pub, self.mode_pub, self.phase_pub):
+                    pub.wait_for_all_acked(Duration(seconds=1.0))
+            except Exception as exc:  # noqa: BLE001 - shutting down: report and go on
+                self.get_logger().warning(f"final status not published: {exc}")
+        self._close_flight()
         super().destroy_node()
 
 
