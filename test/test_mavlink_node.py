@@ -238,8 +238,14 @@ def test_bridge_node_arms_only_on_request_and_lands_on_sigint(tmp_path):
         time.sleep(1.5)  # waits: no arming without the request
         assert operator.latest(operator.phases) == "ready" and operator.latest(operator.armed) is False
         assert operator.lifecycle_state() == "inactive"
-        assert operator.transition("activate")
+        state = subprocess.run([sys.executable, "-m", "airplay.cli", "bridge", "state"], capture_output=True,
+                               text=True, timeout=60)
+        assert state.returncode == 0 and "lifecycle inactive, phase ready, disarmed" in state.stdout, state
+        arm = subprocess.run([sys.executable, "-m", "airplay.cli", "bridge", "arm"], capture_output=True,
+                             text=True, timeout=60)           # the lifecycle's activate: the request to arm
+        assert arm.returncode == 0 and "activated" in arm.stdout, arm
         assert operator.lifecycle_state() == "active"
+        assert not operator.transition("activate")             # once
         operator.wait(lambda: operator.latest(operator.phases) == "flying", 40, "the bridge flying", tmp_path)
         assert operator.latest(operator.armed) is True
         procs[0].send_signal(signal.SIGINT)

@@ -12,7 +12,7 @@ Lifecycle (``ros2 lifecycle set /mavlink_bridge TRANSITION`` or the ``change_sta
   ``vehicle/phase``). Nothing is armed.
 - *activate*: the explicit request to arm and fly. Carried out once the checks pass: arm
   (retried while the autopilot's refusal may pass), take off, OFFBOARD/GUIDED, fly the policy.
-  ``arm:=true`` activates at start (rehearsals, tests); the ``arm`` std_srvs/Trigger service
+  ``arm:=true`` activates at start (rehearsals, tests); the ``~/arm`` std_srvs/Trigger service
   does the same as *activate*.
 - *deactivate*: land (before arming: withdraw the request).
 - *shutdown*, Ctrl-C, SIGTERM: airborne -> land and wait for the touchdown (at most
@@ -22,7 +22,9 @@ Subscribes: ``cmd_vel`` geometry_msgs/TwistStamped (heading frame, the policy's 
 wall clock), ``estop`` std_msgs/Empty (operator stop: land, latched), ``land`` std_msgs/Empty
 (normal landing; also after ``flight_time_s``), and ``episode/policy`` std_msgs/String JSON (the
 policy's end of its episode): with ``land_on_policy_stop:=true`` a report with ``"stop": true``
-while flying lands the vehicle. Services (std_srvs/Trigger): ``estop``, ``land``, ``arm``.
+while flying lands the vehicle. Services (std_srvs/Trigger): ``estop``, ``land``, and
+``~/arm`` (``/mavlink_bridge/arm``). ``airplay bridge state|arm|land|estop`` calls them
+(:mod:`airplay.nodes.bridge_control`) where there is no ``ros2`` CLI.
 
 Publishes: ``odom`` nav_msgs/Odometry (map ENU -> base_link FLU, the conventions of
 :mod:`airplay.nodes.common`; map = the autopilot's local frame turned to ENU, shifted by
@@ -116,7 +118,7 @@ class MavlinkBridgeNode(LifecycleNode):
 
         self.create_service(Trigger, "estop", self.on_estop_service)
         self.create_service(Trigger, "land", self.on_land_service)
-        self.create_service(Trigger, "arm", self.on_arm_service)
+        self.create_service(Trigger, "~/arm", self.on_arm_service)
         self.wall = Clock(clock_type=ClockType.SYSTEM_TIME)
         self.create_timer(1.0 / self.settings.control_rate_hz, self.on_tick,
                           clock=Clock(clock_type=ClockType.STEADY_TIME))
