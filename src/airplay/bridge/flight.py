@@ -34,7 +34,8 @@ The flight sequence is an explicit state machine (:class:`Phase`):
     every tick sends the supervisor's output: a velocity + yaw-rate setpoint
     (MAV_FRAME_BODY_NED), or a position + yaw setpoint while the supervisor holds.
 ``link_lost``
-    no autopilot HEARTBEAT for ``heartbeat_timeout_s`` while armed: nothing is sent (the
+    nothing from the autopilot (HEARTBEAT or telemetry) for ``heartbeat_timeout_s`` while
+    armed, or this process stalled that long (no control period ran): nothing is sent (the
     autopilot's own offboard-loss failsafe is in charge). The flight-time clock keeps running.
     When HEARTBEATs return: the vehicle already disarmed -> ``landed`` (an error); else
     ``link_return`` "land" (the default) -> ``landing``, "resume" -> ``warming_up`` -> ``flying``.
@@ -482,9 +483,9 @@ class FlightController:
         ap, cfg = self.autopilot, self.config
         with self._lock:
             sup = self.supervisor
-            last_hb = ap.status.last_heartbeat_s
-            if last_hb is not None:
-                sup.on_heartbeat(last_hb)
+            last_heard = ap.status.last_message_s if ap.status.last_heartbeat_s is not None else None
+            if last_heard is not None:  # the link is alive while any message of the autopilot comes
+                sup.on_heartbeat(last_heard)
             state = ap.telemetry.state()
             if state is not None:
                 sup.on_state(state[0:3], state[7:10], yaw_of_state(state), now)
@@ -518,7 +519,7 @@ class FlightController:
         timeout = cfg.supervisor.heartbeat_timeout_s
         if timeout is None:
             return
-        age = self.autopilot.heartbeat_age_s()
+        age = self.autopilot.link_age_s()
         lost = age > timeout
         phase = self.phase
         stalled_s = 0.0 if self._last_tick_s is None else now - self._last_tick_s

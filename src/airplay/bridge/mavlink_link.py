@@ -330,6 +330,7 @@ class AutopilotStatus:
     custom_mode: int | None = None
     system_status: int | None = None
     last_heartbeat_s: float | None = None
+    last_message_s: float | None = None      # any message of the autopilot (its link is alive)
     battery_voltage_v: float | None = None
     battery_current_a: float | None = None
     battery_remaining: float | None = None   # 0..1
@@ -436,6 +437,9 @@ class Autopilot:
         elif st.system is None or sysid != st.system or compid != st.component:
             self.ignored += 1
             return
+        st.last_message_s = self.clock()
+        if kind == "HEARTBEAT":
+            pass
         elif kind == "COMMAND_ACK":
             mine = (self.link.mav.srcSystem, self.link.mav.srcComponent)
             if (msg.target_system, msg.target_component) not in ((0, 0), mine):
@@ -479,6 +483,13 @@ class Autopilot:
         """Seconds since the autopilot's last HEARTBEAT (inf before the first)."""
         last = self.status.last_heartbeat_s
         return math.inf if last is None else self.clock() - last
+
+    def link_age_s(self) -> float:
+        """Seconds since the last message of the autopilot, HEARTBEAT or telemetry (inf before the
+        first HEARTBEAT): its link is alive while this stays small. Telemetry comes at 50 Hz, so a
+        HEARTBEAT that is late under load (1 Hz) is not taken for a lost link."""
+        last = self.status.last_message_s
+        return math.inf if last is None or self.status.last_heartbeat_s is None else self.clock() - last
 
     def wait_heartbeat(self, timeout_s: float) -> AutopilotStatus:
         """Block until an autopilot HEARTBEAT arrived; the status then names the flavour."""

@@ -49,12 +49,16 @@ BRIDGE_PARAMETERS: dict[str, BridgeParameter] = {
                              "autopilot's hold mode; the pilot takes over)"),
     "control_rate_hz": _P(50.0, "setpoints per second (> 2: PX4 leaves OFFBOARD below 2 Hz)"),
     "command_timeout_s": _P(0.5, "supervisor watchdog: hold when the newest cmd_vel is older than this, s"),
-    "heartbeat_timeout_s": _P(1.5, "the autopilot's heartbeat counts as lost after this long, s"),
+    "heartbeat_timeout_s": _P(1.5, "the autopilot's link counts as lost after this long without any of its "
+                                   "messages (HEARTBEAT, telemetry), s"),
     "fence_box": _P("", "geofence x_min,y_min,x_max,y_max in map metres (empty: none)"),
     "fence_polygon": _P("", "geofence polygon x,y;x,y;x,y... in map metres (empty: none; not with fence_box)"),
     "fence_z_min": _P(math.nan, "geofence floor, map z metres (nan: none)"),
     "fence_z_max": _P(math.nan, "geofence ceiling, map z metres (nan: none)"),
     "fence_margin_m": _P(0.5, "stand-off from the fence: the vehicle brakes to stop this far inside, m"),
+    "fence_brake_accel_m_s2": _P(1.5, "deceleration the geofence plans its braking with, m/s^2"),
+    "fence_response_s": _P(0.7, "the vehicle's velocity-response lag the geofence allows for (distance flown "
+                                "before braking begins), s"),
     "geofence_hold_s": _P(2.0, "outside the fence: hold this long, then land, s"),
     "landing_speed_m_s": _P(0.5, "descent speed when landing by velocity setpoints, m/s"),
     "origin_x": _P(0.0, "map x of the autopilot's local origin (where it booted), m"),
@@ -167,8 +171,8 @@ def flight_settings(values: dict) -> FlightSettings:
     flight_names = ("takeoff_height_m", "flight_time_s", "setpoint_warmup_s", "ack_timeout_s", "heartbeat_wait_s",
                     "ready_timeout_s", "takeoff_timeout_s", "landing_timeout_s", "shutdown_timeout_s",
                     "link_lost_timeout_s", "link_return", "on_failure")
-    supervisor_names = ("command_timeout_s", "heartbeat_timeout_s", "fence_margin_m", "geofence_hold_s",
-                        "landing_speed_m_s")
+    supervisor_names = ("command_timeout_s", "heartbeat_timeout_s", "fence_margin_m", "fence_brake_accel_m_s2",
+                        "fence_response_s", "geofence_hold_s", "landing_speed_m_s")
     overrides = {name: p[name] for name in flight_names + supervisor_names}
     overrides.update(fence_box_xy_m=_fence_box(p["fence_box"]), fence_polygon_xy_m=_fence_polygon(p["fence_polygon"]),
                      fence_z_min_m=_optional(p["fence_z_min"]), fence_z_max_m=_optional(p["fence_z_max"]),
