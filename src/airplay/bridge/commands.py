@@ -60,6 +60,45 @@ def _start_pose(args: argparse.Namespace) -> tuple[tuple[float, float, float, fl
     return (x, y, ground, float(task.start_yaw)), note
 
 
+def _autopilot_params(items: list[str] | None) -> dict[str, float]:
+    """``--param NAME=VALUE`` options -> {NAME: value}; the vehicle checks names and ranges."""
+    out: dict[str, float] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not sep or not name.strip() or not math.isfinite(number):
+            raise ValueError(f"--param wants NAME=NUMBER, got {item!r}")
+        out[name.strip().upper()] = number
+    return out
+
+
+_PARAMS_HELP = """\
+autopilot parameters (--param NAME=VALUE, the real autopilots' names and units):
+  px4:
+    COM_OF_LOSS_T=1.0   s without a setpoint before the offboard-loss failsafe (also --offboard-loss);
+                        OFFBOARD is refused unless a setpoint came this recently
+    COM_OBL_RC_ACT=0    what the offboard loss does; the vehicle has no RC, so as on PX4
+                        0 Position, 1 Altitude, 2 Manual: land (AUTO.LAND) and disarm on touchdown;
+                        3 Return (AUTO.RTL), 4 Land (AUTO.LAND), 5 Hold (AUTO.LOITER)
+    MIS_TAKEOFF_ALT=2.5 m, NAV_TAKEOFF height when its altitude is NaN
+    RTL_RETURN_ALT=60   m above home, the climb of AUTO.RTL
+  ardupilot:
+    GUID_TIMEOUT=3      s: GUIDED stops and holds when the velocity setpoint is older
+    FS_GCS_ENABLE=0     GCS failsafe: 0 off, 5 LAND (also 4, 7), 1 RTL (also 2, 3, 6)
+    FS_GCS_TIMEOUT=5    s without a HEARTBEAT from MAV_GCS_SYSID, while armed, before the failsafe
+    MAV_GCS_SYSID=255   system id whose HEARTBEATs the failsafe watches (the bridge's: 1 by default)
+    RTL_ALT=1500        cm above home, the climb of RTL
+
+Refusals (arming before --ready-after, modes, OFFBOARD without setpoints, take-off while
+disarmed) are answered with the autopilot's COMMAND_ACK result and a STATUSTEXT giving the
+reason. Position setpoints (SET_POSITION_TARGET_LOCAL_NED, MAV_FRAME_LOCAL_NED, position +
+yaw) are flown to and held in OFFBOARD/GUIDED, like velocity setpoints.
+"""
+
+
 def _cmd_vehicle(args: argparse.Namespace) -> int:
     from airplay.bridge.vehicle_endpoint import VehicleEndpoint
     from airplay.sim.dynamics import load_vehicle_params
@@ -70,13 +109,16 @@ def _cmd_vehicle(args: argparse.Namespace) -> int:
     try:
         params = load_vehicle_params(args.vehicle_config)
         vehicle = VehicleEndpoint(args.mavlink, args.flavour, params, start, system=args.system_id,
-                                  offboard_loss_s=args.offboard_loss)
+                                  offboard_loss_s=args.offboard_loss, autopilot_params=_autopilot_params(args.param),
+                                  ready_after_s=args.ready_after)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"airplay vehicle: {args.flavour} on {args.mavlink} (system {args.system_id}), at "
           f"({start[0]:.2f}, {start[1]:.2f}, {start[2]:.2f}) yaw {math.degrees(start[3]):.0f} deg; "
           f"{note}", flush=True)
+    print("parameters: " + " ".join(f"{k}={v:g}" for k, v in vehicle.autopilot_params.items())
+          + (f"; ready (arming allowed) after {args.ready_after:g} s" if args.ready_after > 0 else ""), flush=True)
     stop = threading.Event()
     runner = threading.Thread(target=vehicle.run, kwargs={"duration_s": args.duration, "stop": stop}, daemon=True)
     runner.start()
@@ -102,9 +144,12 @@ def register(sub) -> None:
     p = sub.add_parser(
         "vehicle", help="a MAVLink vehicle (PX4 or ArduPilot flavour) flown by airplay's dynamics, for rehearsals",
         description="A simulated multirotor that speaks MAVLink 2 like PX4 (OFFBOARD) or ArduCopter (GUIDED): "
-                    "heartbeat, arming, take-off, landing, mode changes with COMMAND_ACK, velocity setpoints, "
-                    "telemetry. PX4's rule holds: OFFBOARD is refused without a setpoint stream, and the vehicle "
-                    "holds position when the stream stops. Rehearse with `airplay launch fly`.")
+                    "heartbeat, arming, take-off, landing, mode changes with COMMAND_ACK, velocity and position "
+                    "setpoints, telemetry; and fails as they do: OFFBOARD is refused without a setpoint stream, "
+                    "losing the stream triggers PX4's COM_OBL_RC_ACT (by default: land), ArduPilot's GUIDED "
+                    "stops after GUID_TIMEOUT and its GCS failsafe lands, arming waits for --ready-after. "
+                    "Rehearse with `airplay launch fly`.",
+        epilog=_PARAMS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mavlink", default="udp:127.0.0.1:14540",
                    help="where to send (udp:HOST:PORT, as PX4 SITL sends to its offboard port 14540; also "
                         "udpin:/udpout:/tcp:). Default udp:127.0.0.1:14540")
@@ -119,8 +164,16 @@ def register(sub) -> None:
     p.add_argument("--vln-config", default=None, help="with --setting vln: a YAML instead of config/vln.yaml")
     p.add_argument("--vln-episodes", default=None, help="with --setting vln: an episode file instead of sampling")
     p.add_argument("--ground-z", type=float, default=0.0, help="ground height with --scene (map z, default 0)")
-    p.add_argument("--offboard-loss", type=float, default=1.0,
-                   help="seconds without setpoints before the OFFBOARD failsafe (PX4 COM_OF_LOSS_T, default 1.0)")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="an autopilot parameter of the flavour (repeatable; list below), e.g. COM_OBL_RC_ACT=5 "
+                        "or FS_GCS_ENABLE=5")
+    p.add_argument("--offboard-loss", type=float, default=None, metavar="S",
+                   help="px4: seconds without setpoints before the OFFBOARD failsafe, the same as "
+                        "--param COM_OF_LOSS_T=S (default 1.0)")
+    p.add_argument("--ready-after", type=float, default=0.0, metavar="S",
+                   help="seconds from start until the estimator is ready: arming and position modes are refused "
+                        "before (PX4: 'Preflight Fail: ekf2 missing data', ArduPilot: 'PreArm: Need Position "
+                        "Estimate'), SYS_STATUS shows the pre-arm check unhealthy (default 0: ready at once)")
     p.add_argument("--system-id", type=int, default=1)
     p.add_argument("--vehicle-config", help="vehicle parameters YAML (default config/vehicle.yaml)")
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: Ctrl-C)")
