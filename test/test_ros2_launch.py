@@ -220,3 +220,45 @@ def test_ctrl_c_ends_the_graph_without_traceback_or_leftovers(launch_env, scene_
     assert ESCALATION not in text and "SIGKILL" not in text, text  # every node ended within 5 s of its SIGINT
     assert left == [], text
     assert elapsed < 15.0, (elapsed, text)
+
+
+def test_fly_ctrl_c_while_airborne_lands_before_the_bridge_exits(launch_env, scene_dir, tmp_path):
+    """``ros2 launch airplay fly.launch.py ... arm:=true`` against ``airplay vehicle`` (its own
+    session, so the terminal's Ctrl-C does not reach it): Ctrl-C in the air makes the bridge land
+    the vehicle and wait for the touchdown (launch gives it shutdown_timeout_s + 5 s before
+    SIGTERM), and the graph ends with nothing left."""
+    log, vehicle_log, pid_file = tmp_path / "launch.log", tmp_path / "vehicle.log", tmp_path / "vehicle.pid"
+    port = 14600 + int(os.environ["ROS_DOMAIN_ID"]) % 200
+    vehicle = (f"setsid {sys.executable} -m airplay.cli vehicle --mavlink udp:127.0.0.1:{port} --scene {scene_dir} "
+               f"--task 0 --status-every 1 > {vehicle_log} 2>&1 & echo $! > {pid_file}; ")
+    launch = (f"exec ros2 launch airplay fly.launch.py scene:={scene_dir} index:=0 render_images:=false arm:=true "
+              f"connection:=udpin:127.0.0.1:{port} takeoff_height_m:=1.0")
+    with open(log, "w") as out:
+        proc = subprocess.Popen(isolated(["bash", "-c", vehicle + launch]), env=launch_env, cwd=tmp_path, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    nodes: set[int] = set()
+    try:
+        wait_for(log, "phase warming_up -> flying", proc, timeout=600)  # a cold install compiles first
+        time.sleep(1.0)
+        nodes.update(descendants(proc.pid))
+        nodes.discard(int(pid_file.read_text()))  # the vehicle: not part of the graph
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: ros2 launch and every node
+        code = proc.wait(timeout=60)
+        elapsed = time.monotonic() - t0
+        left = [pid for pid in nodes if alive(pid)]
+    finally:
+        stop_process_trees([proc], {pid for pid in nodes if alive(pid)}, signal.SIGINT, wait_s=15)
+        if pid_file.exists():
+            try:
+                os.killpg(int(pid_file.read_text()), signal.SIGINT)
+            except (ProcessLookupError, ValueError):
+                pass
+    text = log.read_text()
+    flown = vehicle_log.read_text()
+    assert "shutdown while airborne" in text and "landed and disarmed" in text, text
+    assert "disarmed" in flown.split("taking off")[-1], flown
+    assert code == 0 and "Traceback" not in text, text
+    assert ESCALATION not in text and "SIGKILL" not in text, text
+    assert left == [], text
+    assert elapsed < 30.0, (elapsed, text)

@@ -235,6 +235,10 @@ class VehicleEndpoint:
         self.params = params if params is not None else load_vehicle_params()
         self.dt_s = self.params.control_dt_s
         self.vehicle = QuadrotorBatch(self.params, 1)
+        # Compile (or load from numba's cache) the dynamics kernels now, before the first HEARTBEAT:
+        # a first step that compiles would freeze the vehicle for seconds at take-off, which its
+        # companion rightly takes for a lost link.
+        self.vehicle.step(np.zeros((1, 4)))
         self.start = np.asarray(start, np.float64).reshape(4)
         self.ground_z = float(self.start[2])
         self.vehicle.reset(self.start[None, :3], self.start[3:4])
