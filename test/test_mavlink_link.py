@@ -431,3 +431,17 @@ def test_udp_peer_pinned_at_the_first_heartbeat(rigs):
         assert rig.autopilot.refused_peers == {spoof.getsockname(): 3}
     finally:
         spoof.close()
+
+
+@pytest.mark.parametrize("flavour", ["px4", "ardupilot"])
+def test_waits_for_the_autopilot_to_be_ready_then_arms(rigs, flavour):
+    """An autopilot whose estimator is not ready refuses to arm: the bridge waits in checking (its
+    pre-arm bit, ArduPilot's EKF flags), says why, and arms on the first try once it is ready."""
+    rig = rigs(flavour, ("--ready-after", "3"))
+    t0 = time.monotonic()
+    rig.wait_phase("flying", 30)
+    assert rig.phases[:3] == ["checking", "ready", "arming"]
+    assert time.monotonic() - t0 > 2.5
+    texts = [t.text for t in rig.autopilot.status.statustexts]
+    assert any("Ready for takeoff" in t or "using GPS" in t for t in texts), texts
+    assert rig.flight.error is None

@@ -16,8 +16,8 @@ The flight sequence is an explicit state machine (:class:`Phase`):
     autopilot that is already armed is not taken over (failed).
 ``checking``
     pre-arm checks, up to ``ready_timeout_s``: telemetry (LOCAL_POSITION_NED and attitude, i.e.
-    a position estimate) arrives and, where the autopilot reports it in SYS_STATUS, its pre-arm
-    check bit is healthy. What is missing is logged every 5 s with the autopilot's STATUSTEXTs.
+    a position estimate) arrives; where the autopilot reports them, its SYS_STATUS pre-arm check
+    bit is healthy and (ArduPilot) its EKF_STATUS_REPORT has an absolute horizontal position. What is missing is logged every 5 s with the autopilot's STATUSTEXTs.
 ``ready``
     disarmed on the ground, waiting for :meth:`request_arm`.
 ``arming``
@@ -97,6 +97,8 @@ PHASES = tuple(p.value for p in Phase)
 TERMINAL_PHASES = frozenset({Phase.LANDED, Phase.HOLDING, Phase.FAILED})
 LINK_RETURN_RULES = ("land", "resume")
 FAILURE_OUTCOMES = ("land", "hold")
+EKF_POS_HORIZ_ABS = 16
+"""EKF_STATUS_REPORT flag (ArduPilot): the EKF has an absolute horizontal position (GPS in use)."""
 ARM_BACKOFF_S = (0.5, 4.0)
 """First and largest wait between arming attempts, s (doubling)."""
 
@@ -326,6 +328,8 @@ class FlightController:
             missing.append("no position estimate yet (no LOCAL_POSITION_NED with attitude)")
         if st.prearm_ok is False:
             missing.append("the autopilot's pre-arm checks fail (SYS_STATUS)")
+        if st.ekf_flags is not None and not st.ekf_flags & EKF_POS_HORIZ_ABS:
+            missing.append("the EKF has no absolute horizontal position yet (EKF_STATUS_REPORT)")
         return missing
 
     def _recent_texts(self, since_s: float | None = None) -> str:

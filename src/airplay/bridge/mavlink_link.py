@@ -185,7 +185,10 @@ class MavlinkLink:
 
     @staticmethod
     def _new_parser():
-        parser = mavlink.MAVLink(None)
+        # ardupilotmega is a superset of common: ArduPilot's own messages (EKF_STATUS_REPORT) parse too
+        from pymavlink.dialects.v20 import ardupilotmega
+
+        parser = ardupilotmega.MAVLink(None)
         parser.robust_parsing = True
         return parser
 
@@ -336,6 +339,7 @@ class AutopilotStatus:
     battery_remaining: float | None = None   # 0..1
     home_amsl_m: float | None = None         # from GLOBAL_POSITION_INT: alt - relative_alt
     prearm_ok: bool | None = None            # SYS_STATUS pre-arm check bit: None where not reported
+    ekf_flags: int | None = None             # ArduPilot EKF_STATUS_REPORT flags: None where not reported
     statustexts: deque = field(default_factory=lambda: deque(maxlen=50))  # StatusText, newest last
 
 
@@ -455,6 +459,8 @@ class Autopilot:
         elif kind == "ATTITUDE":
             self.telemetry.on_attitude_euler(msg.time_boot_ms, msg.roll, msg.pitch, msg.yaw,
                                              (msg.rollspeed, msg.pitchspeed, msg.yawspeed))
+        elif kind == "EKF_STATUS_REPORT":
+            st.ekf_flags = int(msg.flags)
         elif kind == "STATUSTEXT":
             text = StatusText(self.clock(), int(msg.severity), str(msg.text).rstrip("\x00").strip())
             st.statustexts.append(text)
