@@ -12,7 +12,10 @@ non-zero, as it does when any node fails; :mod:`airplay.ros2_launch`).
 AirVLN-R1 flies on it too: ``ros2 launch airplay fly.launch.py scene:=... index:=...
 policy:=airvln_r1 vln_backend:=transformers model:=DIR`` (or ``vln_backend:=openai
 endpoint:=URL``), with the instruction on the ``instruction`` topic or ``instruction:=TEXT``;
-the navigator's STOP lands the vehicle (README "A real drone", "AirVLN-R1 on the vehicle").
+the navigator's STOP lands the vehicle (docs/vehicle.md, "AirVLN-R1 on the vehicle").
+
+The bridge connects and checks the autopilot at start and arms only on request: ``arm:=true``,
+or its lifecycle's activate transition (``airplay bridge arm``); see docs/vehicle.md.
 """
 
 from airplay.graph import FLY_ARGUMENTS, fly_graph
