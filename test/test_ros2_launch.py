@@ -249,13 +249,19 @@ def test_fly_ctrl_c_while_airborne_lands_before_the_bridge_exits(launch_env, sce
         left = [pid for pid in nodes if alive(pid)]
     finally:
         stop_process_trees([proc], {pid for pid in nodes if alive(pid)}, signal.SIGINT, wait_s=15)
-        if pid_file.exists():
-            try:
-                os.killpg(int(pid_file.read_text()), signal.SIGINT)
-            except (ProcessLookupError, ValueError):
-                pass
+        if pid_file.exists():  # SIGTERM: bash starts background commands with SIGINT ignored
+            vehicle_pid = int(pid_file.read_text())
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(vehicle_pid, sig)
+                except ProcessLookupError:
+                    break
+                deadline = time.monotonic() + 5.0
+                while alive(vehicle_pid) and time.monotonic() < deadline:
+                    time.sleep(0.1)
     text = log.read_text()
     flown = vehicle_log.read_text()
+    assert not alive(vehicle_pid), "the rehearsal vehicle outlived the test"
     assert "shutdown while airborne" in text and "landed and disarmed" in text, text
     assert "disarmed" in flown.split("taking off")[-1], flown
     assert code == 0 and "Traceback" not in text, text
