@@ -7,7 +7,7 @@ process with one numba thread (one core), ``--flights`` PointGoal flights of the
 50 Hz, RGB rendered with the CPU backend at ``--size`` (plus mesh depth with ``--depth``),
 one rosbag2 MCAP bag per flight written atomically, at each ``--lod-px`` (level of detail of
 the images, protocol.yaml ``render: lod_px``; default the shipped protocol's, 0 = exact), and
-with ``--lod-cell M DEG`` also with the cut made once per pose cell of M metres x DEG degrees
+with ``--lod-cell M,DEG`` also with the cut made once per pose cell of M metres x DEG degrees
 (``render: lod_cell_m`` / ``lod_cell_deg``; a row each, ``off`` = per-view cut). The
 rate excludes loading the scene, building or reading its LOD hierarchy and warming up (one
 frame rendered, which loads the renderer's compiled kernels, and the expert's wall-penalty grid:

@@ -1,4 +1,4 @@
-"""The learned-policy benchmark (README, "Learned policies"), end to end on the CPU, resumable:
+"""The learned-policy benchmark (docs/policies.md), end to end on the CPU, resumable:
 
 1. Scenes: synthetic indoor scenes, ``--train-seeds`` (split seen) and ``--unseen-seeds``
    (split unseen), their camera set to IMAGE x IMAGE pixels (same 90 degree field of view).

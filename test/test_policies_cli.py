@@ -3,7 +3,7 @@
 ``checkpoint`` and ``execution_horizon`` giving the same episodes as in-process over real DDS.
 
 Images are not rendered in the closed loop (``--no-images``: zeros, in both runtimes); what
-is tested is the plumbing of learned policies, not their flying (see the README experiment).
+is tested is the plumbing of learned policies, not their flying (see docs/policies.md, the benchmark).
 """
 
 from __future__ import annotations

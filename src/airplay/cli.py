@@ -276,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="closed-loop evaluation of a policy over scenes",
                         description="Fly a policy on sampled tasks in each scene and write episodes.jsonl, "
-                                    "summary.json, a metrics table and trajectory plots (README: Results format).")
+                                    "summary.json, a metrics table and trajectory plots (docs/evaluation.md).")
     ev.add_argument("--scenes", nargs="+", required=True,
                     help="scene folders, or folders holding scene folders")
     ev.add_argument("--runtime", default="inprocess", choices=("inprocess", "ros"))
@@ -309,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(func=_cmd_eval)
 
     demo = sub.add_parser("demo", help="make the default scenes if missing and render views of each",
-                          description="What `make sim-eval` runs for now: synthetic scenes of each category, "
+                          description="Synthetic scenes of each category (made if missing), "
                                       "checked, and rendered from free viewpoints, with timings.")
     demo.add_argument("--scenes", default="scenes", help="folder holding the scenes (made if missing)")
     demo.add_argument("--out", default="out/demo", help="folder for the PNGs")

@@ -80,7 +80,7 @@ SIM_EVAL_ARGUMENTS: dict[str, LaunchArgument] = {
     "render_images": _A("true", "render RGB and depth every step (false: nothing is rendered; for policies that "
                                "read no camera)"),
     "bootstrap": _A("1000", "bootstrap resamples of the confidence intervals in summary.json"),
-    # setting:=vln with policy:=airvln_r1 (README "Vision-language navigation"; airplay.vln.options)
+    # setting:=vln with policy:=airvln_r1 (docs/vln.md; airplay.vln.options)
     "vln_backend": _A("transformers", "setting:=vln: AirVLN-R1's model backend, transformers (model:=DIR) or "
                                      "openai (endpoint:=URL)"),
     "model": _A("", "vln_backend:=transformers: local Qwen2.5-VL folder (e.g. the AirVLN-R1 weights)"),
@@ -262,7 +262,7 @@ FLY_ARGUMENTS: dict[str, LaunchArgument] = {
     # every mavlink_bridge parameter (airplay.bridge.parameters), under its own name:
     **{name: _A(_launch_default(spec.default), "mavlink_bridge: " + spec.description)
        for name, spec in BRIDGE_PARAMETERS.items() if name not in FLY_GRAPH_SETS and name != "connection"},
-    # policy:=airvln_r1 (README "Vision-language navigation", "On a vehicle"): the sim_eval VLN arguments, and
+    # policy:=airvln_r1 (docs/vln.md, docs/vehicle.md): the sim_eval VLN arguments, and
     "instruction": _A("", "policy:=airvln_r1: the instruction to fly (empty: the operator's on the instruction "
                          "topic; in a rehearsal, the VLN episode's for (scene, index) when none has come)"),
     **{k: SIM_EVAL_ARGUMENTS[k] for k in _VLN_ARGUMENTS},

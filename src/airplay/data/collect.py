@@ -1,5 +1,5 @@
 """Expert flight collection in-process (the fast path): scenes x sampled tasks -> one rosbag2
-MCAP bag per episode, in the layout the ``recorder`` node writes (README, "Demonstrations").
+MCAP bag per episode, in the layout the ``recorder`` node writes (docs/data.md).
 
 One flight (:func:`fly_task`, the unit of work of the process pool and of Ray):
 

@@ -1,5 +1,5 @@
-"""``airplay collect``: expert flights in scenes -> one rosbag2 MCAP bag per episode (README,
-"Collecting expert flights"). The work is :mod:`airplay.data.collect`."""
+"""``airplay collect``: expert flights in scenes -> one rosbag2 MCAP bag per episode (docs/data.md,
+"Expert flights at scale"). The work is :mod:`airplay.data.collect`."""
 
 from __future__ import annotations
 

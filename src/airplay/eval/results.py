@@ -1,4 +1,4 @@
-"""The results format every runtime and policy writes (README, "Results format").
+"""The results format every runtime and policy writes (docs/evaluation.md).
 
 An output directory holds:
 

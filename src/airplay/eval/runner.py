@@ -1,7 +1,7 @@
 """Closed-loop evaluation in-process: scenes x tasks x a policy -> results, table, plots.
 
 ``airplay eval --runtime inprocess`` calls :func:`evaluate_inprocess`. Every runtime and
-policy writes the same files (README, "Results format"): ``episodes.jsonl``,
+policy writes the same files (docs/evaluation.md): ``episodes.jsonl``,
 ``summary.json`` and ``<scene>_trajectories.png`` in the output folder.
 """
 

@@ -1,4 +1,4 @@
-"""``random``: the lower bound of the closed-loop experiments (README, "Learned policies").
+"""``random``: the lower bound of the closed-loop experiments (docs/policies.md).
 
 Every control period it draws a command uniformly from the vehicle's command box, the
 action space of :class:`airplay.sim.env.AirPlayEnv`: vx, vy in [-max_speed_xy, +max_speed_xy]

@@ -1,6 +1,6 @@
 """``scene.yaml``: what a scene folder declares, parsed and validated.
 
-Example (every field; see README "Bring a real scene")::
+Example (every field; see docs/scenes.md)::
 
     format_version: 1
     name: urban_0007
@@ -182,7 +182,7 @@ class SceneSpec:
 
 def write_scene_yaml(path: str | Path, spec: SceneSpec) -> None:
     """Write ``spec`` as YAML; deterministic (fixed key order, no timestamps)."""
-    text = "# airplay scene; see README 'Bring a real scene' for every field\n"
+    text = "# airplay scene; see docs/scenes.md for every field\n"
     text += yaml.safe_dump(spec.to_yaml_dict(), sort_keys=False, default_flow_style=None, width=100)
     Path(path).write_text(text)
 

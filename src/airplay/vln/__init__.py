@@ -1,5 +1,4 @@
-"""AirVLN-R1 in airplay: vision-language navigation from instructions (issue 8; README
-"Vision-language navigation").
+"""AirVLN-R1 in airplay: vision-language navigation from instructions (docs/vln.md).
 
 One job per module, none needs rclpy; torch and transformers are imported only where a model runs:
 

@@ -5,7 +5,7 @@ clockwise / clockwise seen from above), ``STOP``. airplay options (``extra_actio
 ``config/vln.yaml``): ``ASCEND`` / ``DESCEND`` (vertical, map z) and ``MOVE_LEFT`` /
 ``MOVE_RIGHT`` (sideways in the heading frame).
 
-Scaling rule (README "Vision-language navigation"): AirNav's magnitudes are city-scale;
+Scaling rule (docs/vln.md): AirNav's magnitudes are city-scale;
 every *linear* magnitude (forward, sideways, vertical) is multiplied by a per-scene scale
 ``s`` (default 0.2, so 5 m becomes 1 m in our ~40 m scenes); angles, the episode step
 budget (160) and the actions per call (8) are unchanged. ``s`` comes from

@@ -23,7 +23,7 @@ from pathlib import Path
 
 def add_eval_arguments(ev: argparse.ArgumentParser) -> None:
     """The VLN options of ``airplay eval``."""
-    g = ev.add_argument_group("VLN (--policy airvln_r1; README 'Vision-language navigation')")
+    g = ev.add_argument_group("VLN (--policy airvln_r1; docs/vln.md)")
     g.add_argument("--vln-backend", default=None, choices=("transformers", "openai"),
                    help="where AirVLN-R1's answers come from (also accepted as --backend transformers|openai)")
     g.add_argument("--model", default=None, metavar="DIR",

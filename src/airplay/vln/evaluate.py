@@ -18,7 +18,7 @@ The ROS graph (``airplay eval --runtime ros``) flies the same episodes: its node
 with :func:`write_vln_results`, and the sim's status :data:`POLICY_STOP` (the policy ended the
 episode) plays the part of "running" here.
 
-Results are the standard files (README "Results format"): ``episodes.jsonl`` lines carry, in
+Results are the standard files (docs/evaluation.md): ``episodes.jsonl`` lines carry, in
 addition, ``persona``, ``instruction``, ``vln_steps``, ``format_failures`` and ``stop_reason``;
 ``summary.json`` has, besides ``overall`` and ``per_scene`` (NE, SR, OSR, SPL, ...), a
 ``per_persona`` block with the same metrics for each persona (scenes weighted equally within it).
