@@ -1,0 +1,139 @@
+"""The fly graph against a real ArduCopter SITL, one scenario per test, on one boot.
+
+The scenarios run in one private network namespace, one after the other, through
+``test/sitl_harness.py`` (each scenario is a function there): the tests selected in this module
+are run together by a module fixture. ArduCopter is ready to arm in GUIDED only once its EKF uses
+GPS (~20-45 s after the boot), so one boot serves every scenario: the first scenario starts the
+graph right after the boot (the bridge must wait for that readiness), the others reuse the
+vehicle once it has landed and disarmed. The boot's parameters (SITL_EXTRA_PARAMS) make the
+bridge the GCS that ArduPilot's failsafe watches: FS_GCS_ENABLE=5 (land), MAV_GCS_SYSID=1 (the
+bridge's system_id). By hand: ``unshare -n bash -c 'ip link set lo up && exec .venv/bin/python
+test/sitl_harness.py ardupilot_nominal --out /tmp/sitl'``.
+
+Positions are map metres (map = origin + ArduPilot's local ENU); "true" is the SITL physics'
+state (SIM_STATE), "est" the EKF's LOCAL_POSITION_NED.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sitl_harness as harness
+from sitl_harness import Checks
+
+REPO = Path(__file__).resolve().parents[1]
+TOOL = REPO.parent / "shared" / "tools" / "ardupilot-sitl"
+
+pytestmark = pytest.mark.sitl
+
+
+@pytest.fixture(scope="module")
+def ardupilot(request, tmp_path_factory) -> harness.Group:
+    """The ArduPilot scenarios of the tests selected in this module, run in one harness call."""
+    if not TOOL.is_dir():
+        pytest.skip(f"ArduPilot SITL not present at {TOOL}")
+    if not harness.unshare_permitted():
+        pytest.skip("unshare -n (a private network namespace) is not permitted here")
+    selected = {item.originalname for item in request.session.items if item.module is request.module}
+    names = [name for name in harness.ARDUPILOT_ORDER if f"test_{name}" in selected]
+    group = harness.run_group(names, tmp_path_factory.mktemp("ardupilot-sitl"))
+    summary = group.summary()
+    print(f"\nArduPilot group: {len(names)} scenario(s) in {group.wall_s:.0f} s; " + ", ".join(
+        f"{n} {s['duration_s']:.0f} s" for n, s in summary.get("scenarios", {}).items()))
+    return group
+
+
+def after(v: dict, key: str):
+    return (v["after_action"] or {}).get(key)
+
+
+def test_ardupilot_graph_at_boot(ardupilot):
+    """The graph starts right after the boot, before the EKF uses GPS: the bridge waits (the
+    launch stays up), arms only once ArduCopter is ready, flies, lands on `land`, exits 0."""
+    v = ardupilot.verdict("ardupilot_graph_at_boot")
+    c = Checks(v)
+    c.ran()
+    ready = v["autopilot_ready_t"]
+    armed = [t for t, _, a in v["mode_changes"] if a]
+    c.that(ready is not None and v["events"]["graph_started"] < ready,
+           f"the graph started before ArduCopter was ready (graph {v['events']['graph_started']} s, ready {ready} s)")
+    c.that(bool(armed) and ready is not None and armed[0] >= ready,
+           f"armed only once ArduCopter was ready (ready at {ready} s, first armed at {armed[:1]} s)")
+    c.that(v["events"].get("flying") is not None, "the bridge flew")
+    c.landed_disarmed()
+    c.that(v["launch_exit_code"] == 0, f"the launch exits 0 (code {v['launch_exit_code']})")
+    c.done()
+
+
+def test_ardupilot_nominal(ardupilot):
+    """The expert flies to the goal in GUIDED: within 0.5 m of it (estimate and true position),
+    lands on `land`, disarms, the launch exits 0."""
+    v = ardupilot.verdict("ardupilot_nominal")
+    c = Checks(v)
+    c.ran()
+    c.that(v["offboard_seen"], "ArduCopter flew in GUIDED")
+    c.that(v["goal_distance_min_est"] <= 0.5, f"the estimate within 0.5 m of the goal (closest "
+                                              f"{v['goal_distance_min_est']} m)")
+    c.that(v["goal_distance_min_true"] <= 0.5, f"the true position within 0.5 m of the goal (closest "
+                                               f"{v['goal_distance_min_true']} m; {v['goal_closest_true']})")
+    c.landed_disarmed()
+    c.that(v["launch_exit_code"] == 0, f"the launch exits 0 (code {v['launch_exit_code']})")
+    c.done()
+
+
+def _operator_landing(v: dict, c: Checks) -> None:
+    c.ran()
+    t = after(v, "land_mode_t")
+    c.that(t is not None and t <= 1.5, f"LAND within ~1 s of the topic (after {t} s)")
+    c.landed_disarmed()
+    c.that(v["launch_exited_before_cleanup"], "the launch exits")
+
+
+def test_ardupilot_estop(ardupilot):
+    """`estop` while flying: LAND within ~1 s, lands, disarms, the launch exits."""
+    v = ardupilot.verdict("ardupilot_estop")
+    c = Checks(v)
+    _operator_landing(v, c)
+    c.done()
+
+
+def test_ardupilot_land(ardupilot):
+    """`land` while flying: LAND within ~1 s, lands, disarms, the launch exits 0."""
+    v = ardupilot.verdict("ardupilot_land")
+    c = Checks(v)
+    _operator_landing(v, c)
+    c.that(v["launch_exit_code"] == 0, f"the launch exits 0 (code {v['launch_exit_code']})")
+    c.done()
+
+
+def test_ardupilot_fence_box(ardupilot):
+    """fence_box with the goal 1 m outside: never more than 0.2 m past the fence (true and
+    estimated position), the vehicle holds at the fence or the bridge lands, the launch exits."""
+    v = ardupilot.verdict("ardupilot_fence_box")
+    c = Checks(v)
+    c.ran()
+    c.that(any(k.startswith("geofence") for k in v["intervention_kinds"]),
+           f"the supervisor acted on the geofence ({v['intervention_kinds']})")
+    est, true = v["fence_excess_max_est"], v["fence_excess_max_true"]
+    c.that(est is not None and est <= 0.2, f"the estimate never more than 0.2 m past the fence ({est} m)")
+    c.that(true is not None and true <= 0.2, f"the true position never more than 0.2 m past the fence ({true} m; "
+                                             f"worst {v['fence_worst_true']})")
+    c.landed_disarmed()
+    c.that(v["launch_exited_before_cleanup"], "the launch exits")
+    c.done()
+
+
+def test_ardupilot_companion_loss(ardupilot):
+    """SIGKILL of the bridge in flight, with FS_GCS_ENABLE=5 and MAV_GCS_SYSID=1: ArduCopter's
+    "GCS Failsafe" (FS_GCS_TIMEOUT, 5 s), LAND, disarmed on the ground; the launch exits."""
+    v = ardupilot.verdict("ardupilot_companion_loss")
+    c = Checks(v)
+    c.ran()
+    texts = [text for _, _, text in v["statustexts"]]
+    c.that(any("GCS Failsafe" in text for text in texts), f"ArduCopter announced the GCS failsafe ({texts[-8:]})")
+    t = after(v, "land_mode_t")
+    c.that(t is not None and t <= 10.0, f"LAND within 10 s of the companion's loss (after {t} s)")
+    c.landed_disarmed()
+    c.that(v["launch_exited_before_cleanup"], "the launch exits")
+    c.done()

@@ -1,0 +1,224 @@
+"""The fly graph against a real PX4 SITL (SIH quadrotor), one scenario per test.
+
+The scenarios run in one private network namespace, one after the other, through
+``test/sitl_harness.py`` (its docstring says how; each scenario is a function there): the tests
+selected in this module are run together by a module fixture, reusing one PX4 boot where a
+scenario left it disarmed on the ground, and each test asserts on its scenario's verdict.json.
+By hand: ``unshare -n bash -c 'ip link set lo up && exec .venv/bin/python test/sitl_harness.py
+px4_estop --out /tmp/sitl'``.
+
+Positions are map metres (map = origin + PX4's local ENU, the origin being the task's start on
+the ground); "true" is SIH's own state (HIL_STATE_QUATERNION), "est" PX4's EKF estimate
+(LOCAL_POSITION_NED). On two loaded cores the two can differ by up to ~1 m (the verdicts'
+est_error_max_*; ../shared/tools/px4-sitl/README.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sitl_harness as harness
+from sitl_harness import Checks
+
+REPO = Path(__file__).resolve().parents[1]
+TOOL = REPO.parent / "shared" / "tools" / "px4-sitl"
+
+pytestmark = pytest.mark.sitl
+
+
+@pytest.fixture(scope="module")
+def px4(request, tmp_path_factory) -> harness.Group:
+    """The PX4 scenarios of the tests selected in this module, run in one harness call."""
+    if not TOOL.is_dir():
+        pytest.skip(f"PX4 SITL not present at {TOOL}")
+    if not harness.unshare_permitted():
+        pytest.skip("unshare -n (a private network namespace) is not permitted here")
+    selected = {item.originalname for item in request.session.items if item.module is request.module}
+    names = [name for name in harness.PX4_ORDER if f"test_{name}" in selected]
+    group = harness.run_group(names, tmp_path_factory.mktemp("px4-sitl"))
+    summary = group.summary()
+    print(f"\nPX4 group: {len(names)} scenario(s) in {group.wall_s:.0f} s; " + ", ".join(
+        f"{n} {s['duration_s']:.0f} s" for n, s in summary.get("scenarios", {}).items()))
+    return group
+
+
+def after(v: dict, key: str):
+    return (v["after_action"] or {}).get(key)
+
+
+def test_px4_nominal(px4):
+    """The expert flies to the goal: within 0.5 m of it (PX4's estimate and the true position),
+    lands on `land`, disarms, the launch exits 0."""
+    v = px4.verdict("px4_nominal")
+    c = Checks(v)
+    c.ran()
+    c.that(v["offboard_seen"], "PX4 flew in OFFBOARD")
+    c.that(v["goal_distance_min_est"] <= 0.5, f"the estimate within 0.5 m of the goal (closest "
+                                              f"{v['goal_distance_min_est']} m)")
+    c.that(v["goal_distance_min_true"] <= 0.5, f"the true position within 0.5 m of the goal (closest "
+                                               f"{v['goal_distance_min_true']} m; {v['goal_closest_true']})")
+    c.that("landing" in v["phase_sequence"] and v["final_phase"] == "landed",
+           f"the bridge lands (phases {v['phase_sequence']})")
+    c.landed_disarmed()
+    c.that(v["launch_exit_code"] == 0, f"the launch exits 0 (code {v['launch_exit_code']})")
+    c.that(v["disarmed_before_launch_exit"], "disarmed before the launch exited")
+    c.done()
+
+
+def _operator_landing(v: dict, c: Checks, within_s: float) -> None:
+    c.ran()
+    c.that(v["events"].get("action") is not None, "the topic was published while flying")
+    t = after(v, "land_mode_t")
+    c.that(t is not None and t <= within_s, f"AUTO.LAND within {within_s} s of the topic (after {t} s)")
+    c.landed_disarmed()
+    c.that(v["launch_exited_before_cleanup"], "the launch exits")
+
+
+def test_px4_estop(px4):
+    """`estop` while flying: AUTO.LAND within ~1 s, lands, disarms, the launch exits."""
+    v = px4.verdict("px4_estop")
+    c = Checks(v)
+    _operator_landing(v, c, 1.5)
+    c.done()
+
+
+def test_px4_land(px4):
+    """`land` while flying: AUTO.LAND within ~1 s, lands, disarms, the launch exits 0."""
+    v = px4.verdict("px4_land")
+    c = Checks(v)
+    _operator_landing(v, c, 1.5)
+    c.that(v["launch_exit_code"] == 0, f"the launch exits 0 after a normal landing (code {v['launch_exit_code']})")
+    c.done()
+
+
+def test_px4_sigkill_bridge(px4):
+    """SIGKILL of the bridge while flying: PX4 leaves OFFBOARD within ~3 s (COM_OF_LOSS_T) and,
+    with COM_OBL_RC_ACT 0 and no RC, descends, lands and disarms; the launch exits."""
+    v = px4.verdict("px4_sigkill_bridge")
+    c = Checks(v)
+    c.ran()
+    t = after(v, "left_offboard_t")
+    c.that(t is not None and t <= 3.0, f"PX4 leaves OFFBOARD within 3 s of the SIGKILL (after {t} s)")
+    c.landed_disarmed()
+    c.that(v["launch_exited_before_cleanup"], "the launch exits (its required node is gone)")
+    c.done()
+
+
+def _cut_short(v: dict, c: Checks, bound_s: float = 30.0) -> None:
+    """The bridge ends the flight by its own rule once things resume: it lands, the vehicle ends
+    disarmed, the launch exits non-zero within ``bound_s`` of the end of the disturbance."""
+    c.ran()
+    end = v["events"].get("action_end")
+    landing = [t for t, p in v["phase_changes"] if p == "landing" and end is not None and t >= end - 0.5]
+    c.that(bool(landing), f"the bridge lands after the disturbance (phases {v['phase_changes']})")
+    c.landed_disarmed()
+    t = after(v, "launch_exit_after_action_end_t")
+    c.that(t is not None and t <= bound_s, f"the launch exits within {bound_s:.0f} s of SIGCONT (after {t} s)")
+    code = v["launch_exit_code"]
+    c.that(code not in (None, 0), f"the launch exits non-zero: the flight was cut short (code {code})")
+
+
+def test_px4_sigstop_bridge(px4):
+    """SIGSTOP of the bridge for 3 s, then SIGCONT: the bridge lands, the vehicle ends disarmed,
+    the launch exits non-zero within a bounded time."""
+    v = px4.verdict("px4_sigstop_bridge")
+    c = Checks(v)
+    _cut_short(v, c)
+    c.done()
+
+
+def test_px4_sigstop_px4(px4):
+    """SIGSTOP of PX4 for 3 s, then SIGCONT: the bridge (its heartbeat lost, then back) lands,
+    the vehicle ends disarmed, the launch exits non-zero within a bounded time."""
+    v = px4.verdict("px4_sigstop_px4")
+    c = Checks(v)
+    _cut_short(v, c)
+    c.that("heartbeat_lost" in v["intervention_kinds"], f"the bridge noticed the lost heartbeat "
+                                                         f"({v['intervention_kinds']})")
+    c.done()
+
+
+def test_px4_graph_first(px4):
+    """The graph starts 7 s before PX4: the bridge waits, arms once PX4 is ready ("Ready for
+    takeoff!"), flies, lands on `land`, exits 0."""
+    v = px4.verdict("px4_graph_first")
+    c = Checks(v)
+    c.ran()
+    ev = v["events"]
+    booted, ready = ev.get("autopilot_booted"), v["autopilot_ready_t"]
+    c.that(ev.get("autopilot_boot") is not None and ev["autopilot_boot"] - ev["graph_started"] >= 6.5,
+           f"the graph started ~7 s before PX4 ({ev})")
+    armed = [t for t, _, a in v["mode_changes"] if a]
+    c.that(bool(armed) and ready is not None and armed[0] >= ready,
+           f"armed only once PX4 was ready (ready at {ready} s, first armed at {armed[:1]} s)")
+    c.that(ev.get("flying") is not None and booted is not None, "the bridge flew")
+    c.landed_disarmed()
+    c.that(v["launch_exit_code"] == 0, f"the launch exits 0 (code {v['launch_exit_code']})")
+    c.done()
+
+
+def _fence(v: dict, c: Checks) -> None:
+    c.ran()
+    c.that(v["events"].get("flying") is not None, "the bridge flew")
+    c.that(any(k.startswith("geofence") for k in v["intervention_kinds"]),
+           f"the supervisor acted on the geofence ({v['intervention_kinds']})")
+    est, true = v["fence_excess_max_est"], v["fence_excess_max_true"]
+    c.that(est is not None and est <= 0.2, f"the estimate never more than 0.2 m past the fence ({est} m)")
+    c.that(true is not None and true <= 0.2, f"the true position never more than 0.2 m past the fence ({true} m; "
+                                             f"worst {v['fence_worst_true']})")
+    c.landed_disarmed()
+    c.that(v["launch_exited_before_cleanup"], "the launch exits")
+
+
+def test_px4_fence_box(px4):
+    """fence_box with the goal 1 m outside: never more than 0.2 m past the fence (true and
+    estimated position), the vehicle holds at the fence or the bridge lands, the launch exits."""
+    v = px4.verdict("px4_fence_box")
+    c = Checks(v)
+    _fence(v, c)
+    c.done()
+
+
+def test_px4_fence_ceiling(px4):
+    """fence_z_max 0.5 m above the take-off height in a task whose expert climbs 0.7 m: never
+    more than 0.2 m above the ceiling (true and estimated position), the launch exits."""
+    v = px4.verdict("px4_fence_ceiling")
+    c = Checks(v)
+    _fence(v, c)
+    c.that(v["goal_map"][2] > v["fence"]["z_max"], "the goal lies above the ceiling (the expert climbs into it)")
+    c.done()
+
+
+def test_px4_sigint_launch(px4):
+    """SIGINT to the launch while airborne (an operator's Ctrl-C): PX4 in AUTO.LAND within ~1-2 s
+    (the bridge commanded LAND before it went), lands and disarms; whether it disarmed before the
+    launch's processes were gone is recorded (disarmed_before_launch_exit)."""
+    v = px4.verdict("px4_sigint_launch")
+    c = Checks(v)
+    c.ran()
+    t = after(v, "land_mode_t")
+    c.that(t is not None and t <= 2.0, f"AUTO.LAND within 2 s of the SIGINT (after {t} s)")
+    exit_t = after(v, "launch_exit_t")
+    c.that(t is not None and exit_t is not None and t <= exit_t,
+           f"LAND commanded before the launch ended (LAND after {t} s, exit after {exit_t} s)")
+    c.landed_disarmed()
+    c.that(v["launch_exited_before_cleanup"], "the launch exits")
+    c.done()
+
+
+def test_px4_offboard_refused(px4):
+    """PX4 refuses OFFBOARD (COM_OF_LOSS_T=0: the setpoint stream always counts as lost; PX4 ACKs
+    the mode change and stays in AUTO.LOITER): the bridge, airborne after its take-off, notices,
+    lands and exits non-zero. (COM_RCL_EXCEPT=0 does not refuse it in this SITL: sitl_harness's
+    PX4_REFUSE_OFFBOARD says why.)"""
+    v = px4.verdict("px4_offboard_refused")
+    c = Checks(v)
+    c.ran()
+    c.that(v["armed_seen"], "the bridge armed and took off (the refusal comes at the OFFBOARD switch)")
+    c.that(not v["offboard_seen"], f"PX4 really refused OFFBOARD (modes {v['mode_changes']})")
+    c.that(any(m == "AUTO.LAND" for _, m, _ in v["mode_changes"]), "the bridge commanded LAND")
+    c.landed_disarmed()
+    code = v["launch_exit_code"]
+    c.that(code not in (None, 0), f"the launch exits non-zero (code {code})")
+    c.done()
