@@ -21,12 +21,14 @@ The flight sequence is an explicit state machine (:class:`Phase`):
 ``ready``
     disarmed on the ground, waiting for :meth:`request_arm`.
 ``arming``
-    (ArduPilot: GUIDED first) ARM; a refusal other than UNSUPPORTED is retried with back-off
+    (ArduPilot: GUIDED first; PX4: AUTO.LOITER first where its mode is not one to arm in, e.g.
+    OFFBOARD after an earlier flight) ARM; a refusal other than UNSUPPORTED is retried with back-off
     (0.5 s doubling to 4 s) until ``ready_timeout_s`` after the request, logging the autopilot's
     reason (STATUSTEXT).
 ``taking_off``
-    NAV_TAKEOFF to ``takeoff_height_m``; the vehicle must be within ``altitude_tolerance_m`` of
-    it within ``takeoff_timeout_s``.
+    NAV_TAKEOFF to ``takeoff_height_m``; within ``takeoff_timeout_s`` the vehicle must be within
+    ``altitude_tolerance_m`` of it, or PX4 must report its take-off done (AUTO.TAKEOFF ->
+    AUTO.LOITER).
 ``warming_up``
     the supervisor's output streamed (hover until the policy commands) for
     ``setpoint_warmup_s``, then PX4: OFFBOARD, checked in the HEARTBEAT.
@@ -97,6 +99,8 @@ PHASES = tuple(p.value for p in Phase)
 TERMINAL_PHASES = frozenset({Phase.LANDED, Phase.HOLDING, Phase.FAILED})
 LINK_RETURN_RULES = ("land", "resume")
 FAILURE_OUTCOMES = ("land", "hold")
+PX4_ARMING_MODES = ("POSCTL", "ALTCTL", "MANUAL", "STABILIZED", "AUTO.LOITER")
+"""PX4 modes the bridge arms in; from any other it switches to AUTO.LOITER first."""
 EKF_POS_HORIZ_ABS = 16
 """EKF_STATUS_REPORT flag (ArduPilot): the EKF has an absolute horizontal position (GPS in use)."""
 ARM_BACKOFF_S = (0.5, 4.0)
@@ -157,6 +161,30 @@ def supervisor_config_from_vehicle(params=None, **overrides) -> SupervisorConfig
     values["control_period_s"] = float(params.control_dt_s)
     values.update(overrides)
     return SupervisorConfig(**values)
+
+
+class _TakeoffDone:
+    """The take-off is over when the vehicle is within ``tolerance_m`` of ``target_z_m`` (map z), or,
+    for PX4, when PX4 itself says so: its mode goes from AUTO.TAKEOFF to AUTO.LOITER (PX4 climbs to
+    its own home-relative height, which an estimate that drifted on the ground puts elsewhere)."""
+
+    def __init__(self, autopilot, target_z_m: float, tolerance_m: float) -> None:
+        self.autopilot, self.target_z_m, self.tolerance_m = autopilot, target_z_m, tolerance_m
+        self.seen_takeoff_mode = False
+
+    def __call__(self) -> bool:
+        st = self.autopilot.status
+        state = self.autopilot.telemetry.state()
+        if state is not None and abs(float(state[2]) - self.target_z_m) <= self.tolerance_m:
+            return True
+        if st.flavour == "px4":
+            if st.mode == "AUTO.TAKEOFF":
+                self.seen_takeoff_mode = True
+            elif self.seen_takeoff_mode and st.mode == "AUTO.LOITER" and st.armed:
+                log.info("take-off complete by PX4's report (AUTO.TAKEOFF -> AUTO.LOITER) at z=%.2f m",
+                         math.nan if state is None else float(state[2]))
+                return True
+        return False
 
 
 class FlightController:
@@ -287,10 +315,10 @@ class FlightController:
             self._takeoff_commanded = True
             ap.takeoff(cfg.takeoff_height_m, cfg.ack_timeout_s)
             target = ground_z + cfg.takeoff_height_m
+            climbed = _TakeoffDone(ap, target, cfg.altitude_tolerance_m)
             try:
-                ap.wait_for(lambda: abs(self._current_z() - target) <= cfg.altitude_tolerance_m or self._stop.is_set()
-                            or self._landing_requested or self.phase == Phase.LINK_LOST,
-                            cfg.takeoff_timeout_s, f"the take-off to z={target:.2f} m")
+                ap.wait_for(lambda: climbed() or self._stop.is_set() or self._landing_requested
+                            or self.phase == Phase.LINK_LOST, cfg.takeoff_timeout_s, f"the take-off to z={target:.2f} m")
             except TimeoutError as exc:
                 raise FlightFailure(f"{exc} (takeoff_timeout_s; at z={self._current_z():.2f} m)") from None
             if self._landing_requested:
@@ -347,6 +375,9 @@ class FlightController:
             try:
                 if ap.status.flavour == "ardupilot" and ap.status.mode != "GUIDED":
                     ap.set_mode("offboard", cfg.ack_timeout_s, verify_s=2.0)
+                elif ap.status.flavour == "px4" and ap.status.mode not in PX4_ARMING_MODES:
+                    # e.g. OFFBOARD or AUTO.LAND left over from a previous flight: PX4 refuses to arm there
+                    ap.set_mode("hold", cfg.ack_timeout_s, verify_s=2.0)
                 ap.arm(cfg.ack_timeout_s)
                 try:
                     ap.wait_for(lambda: ap.status.armed, 2.0, "ARMED in the autopilot's HEARTBEAT")
