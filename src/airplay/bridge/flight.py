@@ -33,8 +33,9 @@ The flight sequence is an explicit state machine (:class:`Phase`):
     the supervisor's output streamed (hover until the policy commands) for
     ``setpoint_warmup_s``, then PX4: OFFBOARD, checked in the HEARTBEAT.
 ``flying``
-    every tick sends the supervisor's output: a velocity + yaw-rate setpoint
-    (MAV_FRAME_BODY_NED), or a position + yaw setpoint while the supervisor holds.
+    every tick sends the supervisor's output: a velocity + yaw-rate setpoint (MAV_FRAME_LOCAL_NED,
+    turned into the world frame with the current yaw), or a position + yaw setpoint while the
+    supervisor holds.
 ``link_lost``
     nothing from the autopilot (HEARTBEAT or telemetry) for ``heartbeat_timeout_s`` while
     armed, or this process stalled that long (no control period ran): nothing is sent (the
@@ -536,8 +537,8 @@ class FlightController:
                     hold_yaw = getattr(out, "hold_yaw_rad", None)
                     ap.send_position(hold, yaw_of_state(state) if hold_yaw is None and state is not None
                                      else (hold_yaw or 0.0))
-                else:
-                    ap.send_velocity(out.command)
+                else:  # world-frame velocity: what the supervisor checked against the fence
+                    ap.send_velocity(out.command, None if state is None else yaw_of_state(state))
                 self.sent += 1
         for intervention in out.interventions:
             self.on_intervention(intervention)

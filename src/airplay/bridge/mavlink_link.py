@@ -608,19 +608,29 @@ class Autopilot:
             return False
 
     # -- setpoints --------------------------------------------------------------------------
-    def send_velocity(self, cmd) -> None:
+    def send_velocity(self, cmd, yaw_enu_rad: float | None = None) -> None:
         """SET_POSITION_TARGET_LOCAL_NED from an airplay heading-frame command ``[vx fwd, vy left,
-        vz up (m/s), yaw_rate CCW (rad/s)]``: MAV_FRAME_BODY_NED, velocity + yaw rate
-        (type_mask 1479), converted by :func:`airplay.bridge.frames.heading_command_to_px4_body_ned`."""
+        vz up (m/s), yaw_rate CCW (rad/s)]``, velocity + yaw rate (type_mask 1479).
+
+        With the vehicle's current yaw ``yaw_enu_rad`` (map ENU, CCW from east) the velocity goes in
+        MAV_FRAME_LOCAL_NED, turned into the world frame here
+        (:func:`airplay.bridge.frames.heading_command_to_local_ned`): the autopilot then flies the
+        very world-frame velocity the supervisor checked against the geofence, whatever its yaw
+        does meanwhile. Without it, MAV_FRAME_BODY_NED
+        (:func:`airplay.bridge.frames.heading_command_to_px4_body_ned`)."""
         st = self.status
         if st.system is None:
             return
-        v_frd, yaw_rate_cw = frames.heading_command_to_px4_body_ned(np.asarray(cmd, np.float64))
+        if yaw_enu_rad is None:
+            frame = frames.MAV_FRAME_BODY_NED
+            v, yaw_rate_cw = frames.heading_command_to_px4_body_ned(np.asarray(cmd, np.float64))
+        else:
+            frame = frames.MAV_FRAME_LOCAL_NED
+            v, yaw_rate_cw = frames.heading_command_to_local_ned(np.asarray(cmd, np.float64), yaw_enu_rad)
         self.link.mav.set_position_target_local_ned_send(
             int((time.monotonic() - self._boot) * 1000) & 0xFFFFFFFF, st.system, st.component,
-            frames.MAV_FRAME_BODY_NED, frames.TYPE_MASK_VELOCITY_YAW_RATE,
-            0.0, 0.0, 0.0, float(v_frd[0]), float(v_frd[1]), float(v_frd[2]), 0.0, 0.0, 0.0, 0.0, yaw_rate_cw)
-
+            frame, frames.TYPE_MASK_VELOCITY_YAW_RATE,
+            0.0, 0.0, 0.0, float(v[0]), float(v[1]), float(v[2]), 0.0, 0.0, 0.0, 0.0, yaw_rate_cw)
 
     def send_position(self, position_enu, yaw_enu_rad: float) -> None:
         """SET_POSITION_TARGET_LOCAL_NED holding map ENU position ``position_enu`` (m) with map yaw
