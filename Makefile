@@ -54,7 +54,7 @@ sim-eval: $(STAMP)
 test: $(STAMP)
 	ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST FASTDDS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml \
 	  FASTRTPS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml \
-	  $(PY) -m pytest -q
+	  $(PY) -m pytest -q --durations=15
 
 bench: $(STAMP)
 	$(PY) bench/render.py
