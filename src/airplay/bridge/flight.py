@@ -102,6 +102,10 @@ LINK_RETURN_RULES = ("land", "resume")
 FAILURE_OUTCOMES = ("land", "hold")
 PX4_ARMING_MODES = ("POSCTL", "ALTCTL", "MANUAL", "STABILIZED", "AUTO.LOITER")
 """PX4 modes the bridge arms in; from any other it switches to AUTO.LOITER first."""
+PREARM_FRESH_S = 3.0
+"""A SYS_STATUS pre-arm bit (or EKF_STATUS_REPORT) older than this (s) is not waited on: ArduPilot SITL under load was
+seen to stop streaming SYS_STATUS on the companion's link with the bit last unhealthy; the
+arming retries then get the autopilot's own answer."""
 EKF_POS_HORIZ_ABS = 16
 """EKF_STATUS_REPORT flag (ArduPilot): the EKF has an absolute horizontal position (GPS in use)."""
 ARM_BACKOFF_S = (0.5, 4.0)
@@ -300,6 +304,7 @@ class FlightController:
                                     "on the ground, and does not take over one that flies")
             for msg_id in (mavlink.MAVLINK_MSG_ID_LOCAL_POSITION_NED, mavlink.MAVLINK_MSG_ID_ATTITUDE_QUATERNION):
                 ap.request_message_interval(msg_id, cfg.telemetry_rate_hz, cfg.ack_timeout_s)
+            ap.request_message_interval(mavlink.MAVLINK_MSG_ID_SYS_STATUS, 2.0, cfg.ack_timeout_s)  # pre-arm bit
             self._set_phase(Phase.CHECKING)
             self._wait_ready()
             self._set_phase(Phase.READY)
@@ -355,9 +360,11 @@ class FlightController:
         missing = []
         if self.autopilot.telemetry.state() is None:
             missing.append("no position estimate yet (no LOCAL_POSITION_NED with attitude)")
-        if st.prearm_ok is False:
+        fresh = st.prearm_s is not None and self.autopilot.clock() - st.prearm_s <= PREARM_FRESH_S
+        if st.prearm_ok is False and fresh:  # a stale reading (SYS_STATUS no longer streamed) decides nothing
             missing.append("the autopilot's pre-arm checks fail (SYS_STATUS)")
-        if st.ekf_flags is not None and not st.ekf_flags & EKF_POS_HORIZ_ABS:
+        ekf_fresh = st.ekf_s is not None and self.autopilot.clock() - st.ekf_s <= PREARM_FRESH_S
+        if st.ekf_flags is not None and ekf_fresh and not st.ekf_flags & EKF_POS_HORIZ_ABS:
             missing.append("the EKF has no absolute horizontal position yet (EKF_STATUS_REPORT)")
         return missing
 

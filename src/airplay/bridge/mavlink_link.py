@@ -339,7 +339,9 @@ class AutopilotStatus:
     battery_remaining: float | None = None   # 0..1
     home_amsl_m: float | None = None         # from GLOBAL_POSITION_INT: alt - relative_alt
     prearm_ok: bool | None = None            # SYS_STATUS pre-arm check bit: None where not reported
+    prearm_s: float | None = None            # when that SYS_STATUS came (the Autopilot's clock)
     ekf_flags: int | None = None             # ArduPilot EKF_STATUS_REPORT flags: None where not reported
+    ekf_s: float | None = None               # when that EKF_STATUS_REPORT came
     statustexts: deque = field(default_factory=lambda: deque(maxlen=50))  # StatusText, newest last
 
 
@@ -460,7 +462,7 @@ class Autopilot:
             self.telemetry.on_attitude_euler(msg.time_boot_ms, msg.roll, msg.pitch, msg.yaw,
                                              (msg.rollspeed, msg.pitchspeed, msg.yawspeed))
         elif kind == "EKF_STATUS_REPORT":
-            st.ekf_flags = int(msg.flags)
+            st.ekf_flags, st.ekf_s = int(msg.flags), self.clock()
         elif kind == "STATUSTEXT":
             text = StatusText(self.clock(), int(msg.severity), str(msg.text).rstrip("\x00").strip())
             st.statustexts.append(text)
@@ -468,6 +470,7 @@ class Autopilot:
         elif kind == "SYS_STATUS":
             if msg.onboard_control_sensors_present & PREARM_CHECK_BIT:
                 st.prearm_ok = bool(msg.onboard_control_sensors_health & PREARM_CHECK_BIT)
+                st.prearm_s = self.clock()
             if msg.voltage_battery != 65535:
                 st.battery_voltage_v = msg.voltage_battery / 1000.0
             if msg.current_battery != -1:
