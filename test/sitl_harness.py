@@ -20,7 +20,7 @@ For each scenario named (all of one autopilot, run in the order given) the harne
   the true state from SIM_STATE);
 - listens to the bridge with rclpy (``vehicle/phase``, ``supervisor/interventions``, ``odom``,
   ``vehicle/mode``, ``vehicle/armed``) and can publish on its ``estop`` / ``land`` topics;
-- starts ``airplay launch fly scene:=... index:=0 policy:=expert render_images:=false
+- starts ``airplay launch fly scene:=... index:=1 policy:=expert render_images:=false
   connection:=... takeoff_height_m:=... arm:=true origin_x:=... ...`` (its own process group,
   output to ``launch.log``), with the arguments the scenario lists;
 - performs the scenario's action (a topic, SIGKILL / SIGSTOP+SIGCONT of the bridge or of the
@@ -669,11 +669,18 @@ class ArduPilot(Autopilot):
         while listener.target_system is None and time.monotonic() < deadline:
             time.sleep(0.05)
         target = listener.target_system or 1
-        listener.conn.mav.request_data_stream_send(target, 1, m.MAV_DATA_STREAM_ALL, 4, 1)
-        for msg_id, rate in ((m.MAVLINK_MSG_ID_LOCAL_POSITION_NED, 25), (m.MAVLINK_MSG_ID_SIM_STATE, 25),
-                             (m.MAVLINK_MSG_ID_HEARTBEAT, 4), (m.MAVLINK_MSG_ID_SYS_STATUS, 4),
-                             (m.MAVLINK_MSG_ID_EXTENDED_SYS_STATE, 4)):
-            listener.send_interval(msg_id, rate)
+        # Asked again until the true state streams: right after boot, on a loaded machine, ArduPilot
+        # was seen to drop the first requests (a scenario then had no SIM_STATE at all).
+        for _ in range(15):
+            listener.conn.mav.request_data_stream_send(target, 1, m.MAV_DATA_STREAM_ALL, 4, 1)
+            for msg_id, rate in ((m.MAVLINK_MSG_ID_LOCAL_POSITION_NED, 25), (m.MAVLINK_MSG_ID_SIM_STATE, 25),
+                                 (m.MAVLINK_MSG_ID_HEARTBEAT, 4), (m.MAVLINK_MSG_ID_SYS_STATUS, 4),
+                                 (m.MAVLINK_MSG_ID_EXTENDED_SYS_STATE, 4)):
+                listener.send_interval(msg_id, rate)
+            time.sleep(1.0)
+            with self.series.lock:
+                if self.series.truth:
+                    return
 
     def ready(self) -> bool:
         """The EKF uses GPS (its STATUSTEXT): what arming in GUIDED needs. SYS_STATUS's pre-arm bit

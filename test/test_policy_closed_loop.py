@@ -121,7 +121,7 @@ def test_checkpoint_flies_a_task_on_the_rehearsal_vehicle(flights, trained, tmp_
                            tmp_path / "vehicle.log"))
         arguments = [f"scene:={scene}", f"index:={index}", f"episodes:={TASKS}", "seed:=0", "policy:=cnn_bc",
                      f"checkpoint:={ckpt}", "render_backend:=cpu", f"connection:=udpin:127.0.0.1:{port}",
-                     f"takeoff_height_m:={task.start_position[2]:.3f}"]
+                     "arm:=true", f"takeoff_height_m:={task.start_position[2]:.3f}"]
         for spec in fly_graph(parse_launch_arguments(arguments, FLY_ARGUMENTS)):
             procs.append(spawn(node_command(spec), tmp_path / f"{spec.name}.log"))
         bridge = procs[-1]
