@@ -281,7 +281,8 @@ def test_geofence_hold_then_land(rigs):
     assert kinds.index(K.GEOFENCE_HOLD) < kinds.index(K.GEOFENCE_LAND)
     hold = next(iv for iv in rig.interventions if iv.kind is K.GEOFENCE_HOLD)
     land = next(iv for iv in rig.interventions if iv.kind is K.GEOFENCE_LAND)
-    assert 0.5 <= land.time_s - hold.time_s < 0.8   # geofence_hold_s, plus at most a few late ticks
+    # geofence_hold_s, plus late ticks (a loaded machine delays the 50 Hz loop; the rule is "not before")
+    assert 0.5 <= land.time_s - hold.time_s < 1.5
     # it held: no horizontal motion although the policy asked for 0.5 m/s forward
     assert max(np.hypot(s[0], s[1]) for _, s in rig.trace) < 0.1
 
