@@ -56,7 +56,6 @@ import fcntl
 import json
 import math
 import os
-import random
 import re
 import shutil
 import signal
@@ -70,6 +69,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from conftest import descendants, random_ros_domain  # importing it also keeps DDS on loopback
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TOOLS = REPO.parent / "shared" / "tools"
 LOCK_PATH = Path("/tmp/airplay-sitl.lock")
@@ -80,14 +81,9 @@ EARTH_RADIUS_M = 6378137.0
 
 
 def ros_environment() -> None:
-    """DDS on loopback and a ROS domain of this run's own, before rclpy is imported anywhere."""
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    profile = str(REPO / "config" / "fastdds_localhost.xml")
-    os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = profile
-    os.environ["FASTRTPS_DEFAULT_PROFILES_FILE"] = profile
-    os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
-    # a domain of this run's own (1..101, safe on Linux), whatever the caller's environment says
-    os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 101))
+    """A ROS domain of this run's own, before rclpy is imported anywhere (DDS on loopback: the
+    test settings of conftest, imported above)."""
+    os.environ["ROS_DOMAIN_ID"] = random_ros_domain()  # whatever the caller's environment says
     os.environ["PYTHONUNBUFFERED"] = "1"
     os.environ["MAVLINK20"] = "1"  # before pymavlink's first import: MAVLink 2 (both SITLs speak it)
 
@@ -113,21 +109,6 @@ def alive(pid: int, started: int | None = None) -> bool:
     if st is None or st[0] in ("Z", "X"):
         return False
     return started is None or int(st[19]) == started
-
-
-def descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            st = _stat(int(entry.name))
-            if st is not None:
-                children.setdefault(int(st[1]), []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def cmdline(pid: int) -> str:
@@ -1676,9 +1657,34 @@ def log_tail(path, lines: int = 40, skip=("CLAMPED_ACCEL", "GEOFENCE_BRAKE", "[p
     return "\n".join(kept[-lines:])
 
 
+def module_group(request, tmp_path_factory, flavour: str, order: tuple[str, ...], label: str) -> "Group":
+    """The body of a test module's group fixture: the scenarios (of ``order``) whose tests are
+    selected in ``request``'s module, run in one harness call; skips where the autopilot's tool
+    or a private network namespace is missing."""
+    import pytest
+
+    tool = SHARED_TOOLS / f"{flavour}-sitl"
+    if not tool.is_dir():
+        pytest.skip(f"{label} SITL not present at {tool}")
+    if not unshare_permitted():
+        pytest.skip("unshare -n (a private network namespace) is not permitted here")
+    selected = {item.originalname for item in request.session.items if item.module is request.module}
+    names = [name for name in order if f"test_{name}" in selected]
+    group = run_group(names, tmp_path_factory.mktemp(f"{flavour}-sitl"))
+    summary = group.summary()
+    print(f"\n{label} group: {len(names)} scenario(s) in {group.wall_s:.0f} s; " + ", ".join(
+        f"{n} {s['duration_s']:.0f} s" for n, s in summary.get("scenarios", {}).items()))
+    return group
+
+
+def after_action(v: dict, key: str):
+    """A time of the verdict's after_action (s after the scenario's action), None where absent."""
+    return (v["after_action"] or {}).get(key)
+
+
 class Checks:
     """Expectations on one verdict, all evaluated, reported together (with the numbers and the
-    log tails) by :meth:`done`."""
+    log tails) by :meth:`report`: ``assert not c.failed, c.report()``."""
 
     SUMMARY = ("error", "ended", "dropped_arguments", "events", "mode_changes", "phase_changes", "after_action",
                "intervention_kinds", "goal_distance_min_est", "goal_distance_min_true", "goal_closest_true",
@@ -1708,11 +1714,37 @@ class Checks:
         h = v["landed_height_true"]
         self.that(h is not None and h < 0.3, f"the vehicle ends on the ground (true height {h} m)")
 
-    def done(self) -> None:
-        if not self.failed:
-            return
-        import pytest
+    def operator_landing(self, within_s: float, mode: str) -> None:
+        """The land or estop topic, published while flying, brought the landing mode ``mode``
+        within ``within_s``; the vehicle landed, disarmed, and the launch exited."""
+        v = self.v
+        self.ran()
+        self.that(v["events"].get("action") is not None, "the topic was published while flying")
+        t = after_action(v, "land_mode_t")
+        self.that(t is not None and t <= within_s, f"{mode} within {within_s} s of the topic (after {t} s)")
+        self.landed_disarmed()
+        self.that(v["launch_exited_before_cleanup"], "the launch exits")
 
+    def fence(self, limit_m: float = 0.2) -> None:
+        """The bridge flew, the supervisor acted on the geofence, neither the estimate nor the true
+        position went more than ``limit_m`` past it, the vehicle landed, the launch exited."""
+        v = self.v
+        self.ran()
+        self.that(v["events"].get("flying") is not None, "the bridge flew")
+        self.that(any(k.startswith("geofence") for k in v["intervention_kinds"]),
+                  f"the supervisor acted on the geofence ({v['intervention_kinds']})")
+        est, true = v["fence_excess_max_est"], v["fence_excess_max_true"]
+        self.that(est is not None and est <= limit_m,
+                  f"the estimate never more than {limit_m} m past the fence ({est} m)")
+        self.that(true is not None and true <= limit_m, f"the true position never more than {limit_m} m past "
+                                                        f"the fence ({true} m; worst {v['fence_worst_true']})")
+        self.landed_disarmed()
+        self.that(v["launch_exited_before_cleanup"], "the launch exits")
+
+    def report(self) -> str:
+        """The unmet expectations with the verdict's numbers and the log tails ("" when all were met)."""
+        if not self.failed:
+            return ""
         v = self.v
         lines = [f"{v['scenario']}: {len(self.failed)} expectation(s) not met:"]
         lines += [f"  - {f}" for f in self.failed]
@@ -1723,7 +1755,7 @@ class Checks:
         lines.append(log_tail(v["logs"]["launch"]))
         lines.append(f"--- {v['logs']['autopilot']} (tail)")
         lines.append(log_tail(v["logs"]["autopilot"], 15))
-        pytest.fail("\n".join(lines), pytrace=False)
+        return "\n".join(lines)
 
 
 def main(argv=None) -> int:

@@ -16,14 +16,10 @@ state (SIM_STATE), "est" the EKF's LOCAL_POSITION_NED.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import sitl_harness as harness
 from sitl_harness import Checks
-
-REPO = Path(__file__).resolve().parents[1]
-TOOL = REPO.parent / "shared" / "tools" / "ardupilot-sitl"
+from sitl_harness import after_action as after
 
 pytestmark = pytest.mark.sitl
 
@@ -31,21 +27,7 @@ pytestmark = pytest.mark.sitl
 @pytest.fixture(scope="module")
 def ardupilot(request, tmp_path_factory) -> harness.Group:
     """The ArduPilot scenarios of the tests selected in this module, run in one harness call."""
-    if not TOOL.is_dir():
-        pytest.skip(f"ArduPilot SITL not present at {TOOL}")
-    if not harness.unshare_permitted():
-        pytest.skip("unshare -n (a private network namespace) is not permitted here")
-    selected = {item.originalname for item in request.session.items if item.module is request.module}
-    names = [name for name in harness.ARDUPILOT_ORDER if f"test_{name}" in selected]
-    group = harness.run_group(names, tmp_path_factory.mktemp("ardupilot-sitl"))
-    summary = group.summary()
-    print(f"\nArduPilot group: {len(names)} scenario(s) in {group.wall_s:.0f} s; " + ", ".join(
-        f"{n} {s['duration_s']:.0f} s" for n, s in summary.get("scenarios", {}).items()))
-    return group
-
-
-def after(v: dict, key: str):
-    return (v["after_action"] or {}).get(key)
+    return harness.module_group(request, tmp_path_factory, "ardupilot", harness.ARDUPILOT_ORDER, "ArduPilot")
 
 
 def test_ardupilot_graph_at_boot(ardupilot):
@@ -63,7 +45,7 @@ def test_ardupilot_graph_at_boot(ardupilot):
     c.that(v["events"].get("flying") is not None, "the bridge flew")
     c.landed_disarmed()
     c.that(v["launch_exit_code"] == 0, f"the launch exits 0 (code {v['launch_exit_code']})")
-    c.done()
+    assert not c.failed, c.report()
 
 
 def test_ardupilot_nominal(ardupilot):
@@ -79,32 +61,24 @@ def test_ardupilot_nominal(ardupilot):
                                                f"{v['goal_distance_min_true']} m; {v['goal_closest_true']})")
     c.landed_disarmed()
     c.that(v["launch_exit_code"] == 0, f"the launch exits 0 (code {v['launch_exit_code']})")
-    c.done()
-
-
-def _operator_landing(v: dict, c: Checks) -> None:
-    c.ran()
-    t = after(v, "land_mode_t")
-    c.that(t is not None and t <= 1.5, f"LAND within ~1 s of the topic (after {t} s)")
-    c.landed_disarmed()
-    c.that(v["launch_exited_before_cleanup"], "the launch exits")
+    assert not c.failed, c.report()
 
 
 def test_ardupilot_estop(ardupilot):
     """`estop` while flying: LAND within ~1 s, lands, disarms, the launch exits."""
     v = ardupilot.verdict("ardupilot_estop")
     c = Checks(v)
-    _operator_landing(v, c)
-    c.done()
+    c.operator_landing(1.5, "LAND")
+    assert not c.failed, c.report()
 
 
 def test_ardupilot_land(ardupilot):
     """`land` while flying: LAND within ~1 s, lands, disarms, the launch exits 0."""
     v = ardupilot.verdict("ardupilot_land")
     c = Checks(v)
-    _operator_landing(v, c)
+    c.operator_landing(1.5, "LAND")
     c.that(v["launch_exit_code"] == 0, f"the launch exits 0 (code {v['launch_exit_code']})")
-    c.done()
+    assert not c.failed, c.report()
 
 
 def test_ardupilot_fence_box(ardupilot):
@@ -112,16 +86,8 @@ def test_ardupilot_fence_box(ardupilot):
     estimated position), the vehicle holds at the fence or the bridge lands, the launch exits."""
     v = ardupilot.verdict("ardupilot_fence_box")
     c = Checks(v)
-    c.ran()
-    c.that(any(k.startswith("geofence") for k in v["intervention_kinds"]),
-           f"the supervisor acted on the geofence ({v['intervention_kinds']})")
-    est, true = v["fence_excess_max_est"], v["fence_excess_max_true"]
-    c.that(est is not None and est <= 0.2, f"the estimate never more than 0.2 m past the fence ({est} m)")
-    c.that(true is not None and true <= 0.2, f"the true position never more than 0.2 m past the fence ({true} m; "
-                                             f"worst {v['fence_worst_true']})")
-    c.landed_disarmed()
-    c.that(v["launch_exited_before_cleanup"], "the launch exits")
-    c.done()
+    c.fence()
+    assert not c.failed, c.report()
 
 
 def test_ardupilot_companion_loss(ardupilot):
@@ -136,4 +102,4 @@ def test_ardupilot_companion_loss(ardupilot):
     c.that(t is not None and t <= 10.0, f"LAND within 10 s of the companion's loss (after {t} s)")
     c.landed_disarmed()
     c.that(v["launch_exited_before_cleanup"], "the launch exits")
-    c.done()
+    assert not c.failed, c.report()

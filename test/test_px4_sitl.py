@@ -15,14 +15,10 @@ est_error_max_*; ../shared/tools/px4-sitl/README.md).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import sitl_harness as harness
 from sitl_harness import Checks
-
-REPO = Path(__file__).resolve().parents[1]
-TOOL = REPO.parent / "shared" / "tools" / "px4-sitl"
+from sitl_harness import after_action as after
 
 pytestmark = pytest.mark.sitl
 
@@ -30,21 +26,7 @@ pytestmark = pytest.mark.sitl
 @pytest.fixture(scope="module")
 def px4(request, tmp_path_factory) -> harness.Group:
     """The PX4 scenarios of the tests selected in this module, run in one harness call."""
-    if not TOOL.is_dir():
-        pytest.skip(f"PX4 SITL not present at {TOOL}")
-    if not harness.unshare_permitted():
-        pytest.skip("unshare -n (a private network namespace) is not permitted here")
-    selected = {item.originalname for item in request.session.items if item.module is request.module}
-    names = [name for name in harness.PX4_ORDER if f"test_{name}" in selected]
-    group = harness.run_group(names, tmp_path_factory.mktemp("px4-sitl"))
-    summary = group.summary()
-    print(f"\nPX4 group: {len(names)} scenario(s) in {group.wall_s:.0f} s; " + ", ".join(
-        f"{n} {s['duration_s']:.0f} s" for n, s in summary.get("scenarios", {}).items()))
-    return group
-
-
-def after(v: dict, key: str):
-    return (v["after_action"] or {}).get(key)
+    return harness.module_group(request, tmp_path_factory, "px4", harness.PX4_ORDER, "PX4")
 
 
 def test_px4_nominal(px4):
@@ -69,24 +51,15 @@ def test_px4_nominal(px4):
     c.that(t is not None and t <= 1.5, f"AUTO.LAND within 1.5 s of the land topic (after {t} s)")
     c.that(v["launch_exit_code"] == 0, f"the launch exits 0 (code {v['launch_exit_code']})")
     c.that(v["disarmed_before_launch_exit"], "disarmed before the launch exited")
-    c.done()
-
-
-def _operator_landing(v: dict, c: Checks, within_s: float) -> None:
-    c.ran()
-    c.that(v["events"].get("action") is not None, "the topic was published while flying")
-    t = after(v, "land_mode_t")
-    c.that(t is not None and t <= within_s, f"AUTO.LAND within {within_s} s of the topic (after {t} s)")
-    c.landed_disarmed()
-    c.that(v["launch_exited_before_cleanup"], "the launch exits")
+    assert not c.failed, c.report()
 
 
 def test_px4_estop(px4):
     """`estop` while flying: AUTO.LAND within ~1 s, lands, disarms, the launch exits."""
     v = px4.verdict("px4_estop")
     c = Checks(v)
-    _operator_landing(v, c, 1.5)
-    c.done()
+    c.operator_landing(1.5, "AUTO.LAND")
+    assert not c.failed, c.report()
 
 
 def test_px4_sigkill_bridge(px4):
@@ -99,7 +72,7 @@ def test_px4_sigkill_bridge(px4):
     c.that(t is not None and t <= 3.0, f"PX4 leaves OFFBOARD within 3 s of the SIGKILL (after {t} s)")
     c.landed_disarmed()
     c.that(v["launch_exited_before_cleanup"], "the launch exits (its required node is gone)")
-    c.done()
+    assert not c.failed, c.report()
 
 
 def _cut_short(v: dict, c: Checks, bound_s: float = 30.0) -> None:
@@ -122,7 +95,7 @@ def test_px4_sigstop_bridge(px4):
     v = px4.verdict("px4_sigstop_bridge")
     c = Checks(v)
     _cut_short(v, c)
-    c.done()
+    assert not c.failed, c.report()
 
 
 def test_px4_sigstop_px4(px4):
@@ -133,7 +106,7 @@ def test_px4_sigstop_px4(px4):
     _cut_short(v, c)
     c.that("heartbeat_lost" in v["intervention_kinds"], f"the bridge noticed the lost heartbeat "
                                                          f"({v['intervention_kinds']})")
-    c.done()
+    assert not c.failed, c.report()
 
 
 def test_px4_graph_first(px4):
@@ -152,20 +125,7 @@ def test_px4_graph_first(px4):
     c.that(ev.get("flying") is not None and booted is not None, "the bridge flew")
     c.landed_disarmed()
     c.that(v["launch_exit_code"] == 0, f"the launch exits 0 (code {v['launch_exit_code']})")
-    c.done()
-
-
-def _fence(v: dict, c: Checks) -> None:
-    c.ran()
-    c.that(v["events"].get("flying") is not None, "the bridge flew")
-    c.that(any(k.startswith("geofence") for k in v["intervention_kinds"]),
-           f"the supervisor acted on the geofence ({v['intervention_kinds']})")
-    est, true = v["fence_excess_max_est"], v["fence_excess_max_true"]
-    c.that(est is not None and est <= 0.2, f"the estimate never more than 0.2 m past the fence ({est} m)")
-    c.that(true is not None and true <= 0.2, f"the true position never more than 0.2 m past the fence ({true} m; "
-                                             f"worst {v['fence_worst_true']})")
-    c.landed_disarmed()
-    c.that(v["launch_exited_before_cleanup"], "the launch exits")
+    assert not c.failed, c.report()
 
 
 def test_px4_fence_box(px4):
@@ -173,8 +133,8 @@ def test_px4_fence_box(px4):
     estimated position), the vehicle holds at the fence or the bridge lands, the launch exits."""
     v = px4.verdict("px4_fence_box")
     c = Checks(v)
-    _fence(v, c)
-    c.done()
+    c.fence()
+    assert not c.failed, c.report()
 
 
 def test_px4_fence_ceiling(px4):
@@ -182,10 +142,10 @@ def test_px4_fence_ceiling(px4):
     more than 0.2 m above the ceiling (true and estimated position), the launch exits."""
     v = px4.verdict("px4_fence_ceiling")
     c = Checks(v)
-    _fence(v, c)
+    c.fence()
     c.that(v["goal_map"][2] > v["fence"]["z_max"] - v["fence"]["margin_m"],
            "the goal lies in the ceiling's braking zone (the expert climbs into it)")
-    c.done()
+    assert not c.failed, c.report()
 
 
 def test_px4_sigint_launch(px4):
@@ -202,7 +162,7 @@ def test_px4_sigint_launch(px4):
            f"LAND commanded before the launch ended (LAND after {t} s, exit after {exit_t} s)")
     c.landed_disarmed()
     c.that(v["launch_exited_before_cleanup"], "the launch exits")
-    c.done()
+    assert not c.failed, c.report()
 
 
 def test_px4_offboard_refused(px4):
@@ -219,4 +179,4 @@ def test_px4_offboard_refused(px4):
     c.landed_disarmed()
     code = v["launch_exit_code"]
     c.that(code not in (None, 0), f"the launch exits non-zero (code {code})")
-    c.done()
+    assert not c.failed, c.report()
