@@ -17,7 +17,8 @@ The flight sequence is an explicit state machine (:class:`Phase`):
 ``checking``
     pre-arm checks, up to ``ready_timeout_s``: telemetry (LOCAL_POSITION_NED and attitude, i.e.
     a position estimate) arrives; where the autopilot reports them, its SYS_STATUS pre-arm check
-    bit is healthy and (ArduPilot) its EKF_STATUS_REPORT has an absolute horizontal position. What is missing is logged every 5 s with the autopilot's STATUSTEXTs.
+    bit is healthy and (ArduPilot) its EKF_STATUS_REPORT has an absolute horizontal position.
+    What is missing is logged every 5 s with the autopilot's STATUSTEXTs.
 ``ready``
     disarmed on the ground, waiting for :meth:`request_arm`.
 ``arming``
@@ -324,7 +325,8 @@ class FlightController:
             climbed = _TakeoffDone(ap, target, cfg.altitude_tolerance_m)
             try:
                 ap.wait_for(lambda: climbed() or self._stop.is_set() or self._landing_requested
-                            or self.phase == Phase.LINK_LOST, cfg.takeoff_timeout_s, f"the take-off to z={target:.2f} m")
+                            or self.phase == Phase.LINK_LOST, cfg.takeoff_timeout_s,
+                            f"the take-off to z={target:.2f} m")
             except TimeoutError as exc:
                 raise FlightFailure(f"{exc} (takeoff_timeout_s; at z={self._current_z():.2f} m)") from None
             if self._landing_requested:
@@ -349,29 +351,26 @@ class FlightController:
             now = time.monotonic()
             if now >= deadline:
                 raise FlightFailure(f"not ready after {cfg.ready_timeout_s:.0f} s (ready_timeout_s): "
-                                    f"{'; '.join(missing)}{self._recent_texts()}")
+                                    f"{'; '.join(missing)}{self.autopilot.recent_texts()}")
             if now >= next_report:
-                log.info("waiting for the autopilot: %s%s", "; ".join(missing), self._recent_texts())
+                log.info("waiting for the autopilot: %s%s", "; ".join(missing), self.autopilot.recent_texts())
                 next_report = now + 5.0
             self._sleep(0.1)
 
     def _not_ready(self) -> list[str]:
-        st = self.autopilot.status
+        st, now = self.autopilot.status, self.autopilot.clock()
+
+        def fresh(stamp_s: float | None) -> bool:  # a stale reading (no longer streamed) decides nothing
+            return stamp_s is not None and now - stamp_s <= PREARM_FRESH_S
+
         missing = []
         if self.autopilot.telemetry.state() is None:
             missing.append("no position estimate yet (no LOCAL_POSITION_NED with attitude)")
-        fresh = st.prearm_s is not None and self.autopilot.clock() - st.prearm_s <= PREARM_FRESH_S
-        if st.prearm_ok is False and fresh:  # a stale reading (SYS_STATUS no longer streamed) decides nothing
+        if st.prearm_ok is False and fresh(st.prearm_s):
             missing.append("the autopilot's pre-arm checks fail (SYS_STATUS)")
-        ekf_fresh = st.ekf_s is not None and self.autopilot.clock() - st.ekf_s <= PREARM_FRESH_S
-        if st.ekf_flags is not None and ekf_fresh and not st.ekf_flags & EKF_POS_HORIZ_ABS:
+        if st.ekf_flags is not None and fresh(st.ekf_s) and not st.ekf_flags & EKF_POS_HORIZ_ABS:
             missing.append("the EKF has no absolute horizontal position yet (EKF_STATUS_REPORT)")
         return missing
-
-    def _recent_texts(self, since_s: float | None = None) -> str:
-        texts = [t.text for t in list(self.autopilot.status.statustexts)
-                 if since_s is None or t.time_s >= since_s]
-        return f" (autopilot: {'; '.join(texts[-3:])})" if texts else ""
 
     def _arm(self) -> None:
         """``arming``: (ArduPilot GUIDED,) ARM, retried with back-off while the refusal may pass."""
@@ -526,12 +525,12 @@ class FlightController:
         ap, cfg = self.autopilot, self.config
         with self._lock:
             sup = self.supervisor
-            last_heard = ap.status.last_message_s if ap.status.last_heartbeat_s is not None else None
-            if last_heard is not None:  # the link is alive while any message of the autopilot comes
-                sup.on_heartbeat(last_heard)
+            if ap.last_heard_s is not None:  # the link is alive while any message of the autopilot comes
+                sup.on_heartbeat(ap.last_heard_s)
             state = ap.telemetry.state()
+            yaw = None if state is None else yaw_of_state(state)
             if state is not None:
-                sup.on_state(state[0:3], state[7:10], yaw_of_state(state), now)
+                sup.on_state(state[0:3], state[7:10], yaw, now)
         self._watch_link(now)
         with self._lock:
             if not self.streaming or self.phase == Phase.LINK_LOST:
@@ -539,13 +538,10 @@ class FlightController:
             out = sup.output(now)
             self.last_output = out
             if out.command is not None:
-                hold = getattr(out, "hold_position_enu", None)
-                if hold is not None and out.mode is Mode.HOLD:
-                    hold_yaw = getattr(out, "hold_yaw_rad", None)
-                    ap.send_position(hold, yaw_of_state(state) if hold_yaw is None and state is not None
-                                     else (hold_yaw or 0.0))
+                if out.hold_position_enu is not None:  # the supervisor holds: a position setpoint, no drift
+                    ap.send_position(out.hold_position_enu, out.hold_yaw_rad)
                 else:  # world-frame velocity: what the supervisor checked against the fence
-                    ap.send_velocity(out.command, None if state is None else yaw_of_state(state))
+                    ap.send_velocity(out.command, yaw)
                 self.sent += 1
         for intervention in out.interventions:
             self.on_intervention(intervention)

@@ -145,6 +145,7 @@ class MavlinkLink:
         self.peer: tuple[str, int] | None = None
         self.bad_frames = 0
         kind, _, rest = url.partition(":")
+        self.listening = kind in ("udp", "udpin")  # UDP answering whoever sends: the peer is learnt
         if kind in ("udp", "udpin", "udpout"):
             host, port = _host_port(url, rest)
             self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -423,7 +424,7 @@ class Autopilot:
                 self.ignored += 1
                 return
             address = getattr(msg, "_link_address", None)
-            if address is not None and self.link._sock is not None and self.link.url.split(":")[0] != "udpout":
+            if address is not None and self.link.listening:
                 if self.pinned_peer is None:
                     self.pinned_peer = self.link.peer = address
                 elif address != self.pinned_peer:
@@ -444,9 +445,7 @@ class Autopilot:
             self.ignored += 1
             return
         st.last_message_s = self.clock()
-        if kind == "HEARTBEAT":
-            pass
-        elif kind == "COMMAND_ACK":
+        if kind == "COMMAND_ACK":
             mine = (self.link.mav.srcSystem, self.link.mav.srcComponent)
             if (msg.target_system, msg.target_component) not in ((0, 0), mine):
                 return  # the answer to another ground station's command
@@ -488,17 +487,18 @@ class Autopilot:
             callback(msg)
 
     # -- state ------------------------------------------------------------------------------
-    def heartbeat_age_s(self) -> float:
-        """Seconds since the autopilot's last HEARTBEAT (inf before the first)."""
-        last = self.status.last_heartbeat_s
-        return math.inf if last is None else self.clock() - last
+    @property
+    def last_heard_s(self) -> float | None:
+        """When the last message of the autopilot came, HEARTBEAT or telemetry (None before its
+        first HEARTBEAT), on :attr:`clock`."""
+        return None if self.status.last_heartbeat_s is None else self.status.last_message_s
 
     def link_age_s(self) -> float:
-        """Seconds since the last message of the autopilot, HEARTBEAT or telemetry (inf before the
-        first HEARTBEAT): its link is alive while this stays small. Telemetry comes at 50 Hz, so a
-        HEARTBEAT that is late under load (1 Hz) is not taken for a lost link."""
-        last = self.status.last_message_s
-        return math.inf if last is None or self.status.last_heartbeat_s is None else self.clock() - last
+        """Seconds since :attr:`last_heard_s` (inf before the first HEARTBEAT): the autopilot's link
+        is alive while this stays small. Telemetry comes at 50 Hz, so a HEARTBEAT that is late under
+        load (1 Hz) is not taken for a lost link."""
+        last = self.last_heard_s
+        return math.inf if last is None else self.clock() - last
 
     def wait_heartbeat(self, timeout_s: float) -> AutopilotStatus:
         """Block until an autopilot HEARTBEAT arrived; the status then names the flavour."""
@@ -559,7 +559,11 @@ class Autopilot:
         """'' or ' (autopilot: TEXT; TEXT)': the STATUSTEXTs that arrived since ``since_s`` (the
         autopilot's reason for a refusal usually comes just before or after its COMMAND_ACK)."""
         time.sleep(0.05)  # a STATUSTEXT sent right after the ACK
-        texts = [t.text for t in list(self.status.statustexts) if t.time_s >= since_s - 0.5]
+        return self.recent_texts(since_s - 0.5)
+
+    def recent_texts(self, since_s: float | None = None) -> str:
+        """'' or ' (autopilot: TEXT; TEXT; TEXT)': the last three STATUSTEXTs (since ``since_s``)."""
+        texts = [t.text for t in list(self.status.statustexts) if since_s is None or t.time_s >= since_s]
         return f" (autopilot: {'; '.join(texts[-3:])})" if texts else ""
 
     def arm(self, timeout_s: float = 1.0) -> None:

@@ -118,7 +118,9 @@ class Intervention:
 
     def to_dict(self) -> dict:
         """JSON-ready form (for publishing on a std_msgs/String topic)."""
-        as_list = lambda c: None if c is None else [float(x) for x in c]
+        def as_list(c):
+            return None if c is None else [float(x) for x in c]
+
         return {"time_s": self.time_s, "kind": self.kind.value, "reason": self.reason,
                 "command_in": as_list(self.command_in), "command_out": as_list(self.command_out)}
 
