@@ -193,6 +193,15 @@ def test_launch_service_with_the_description_as_its_root_refuses_unknown_argumen
     assert "unknown launch argument 'episode'" in res.stdout + res.stderr
 
 
+def ctrl_c(proc: subprocess.Popen, nodes: set[int], timeout_s: float) -> tuple[int, float, list[int]]:
+    """A terminal's Ctrl-C (SIGINT to the process group: ros2 launch and every node); the launch's
+    exit code, the seconds it took, and the ids of ``nodes`` still alive after it."""
+    t0 = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    code = proc.wait(timeout=timeout_s)
+    return code, time.monotonic() - t0, [pid for pid in nodes if alive(pid)]
+
+
 def test_ctrl_c_ends_the_graph_without_traceback_or_leftovers(launch_env, scene_dir, tmp_path):
     log = tmp_path / "launch.log"
     proc = ros2_launch(launch_env, ["airplay", "sim_eval.launch.py", f"scenes:={scene_dir}", "episodes:=50",
@@ -203,11 +212,7 @@ def test_ctrl_c_ends_the_graph_without_traceback_or_leftovers(launch_env, scene_
         time.sleep(2.0)  # mid-episode
         nodes.update(descendants(proc.pid))
         assert len(nodes) >= 4, nodes
-        t0 = time.monotonic()
-        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: ros2 launch and every node
-        code = proc.wait(timeout=30)
-        elapsed = time.monotonic() - t0
-        left = [pid for pid in nodes if alive(pid)]
+        code, elapsed, left = ctrl_c(proc, nodes, timeout_s=30)
     finally:
         stop_process_trees([proc], {pid for pid in nodes if alive(pid)}, signal.SIGINT, wait_s=15)
     text = log.read_text()
@@ -242,15 +247,11 @@ def test_fly_ctrl_c_while_airborne_lands_before_the_bridge_exits(launch_env, sce
         time.sleep(1.0)
         nodes.update(descendants(proc.pid))
         nodes.discard(int(pid_file.read_text()))  # the vehicle: not part of the graph
-        t0 = time.monotonic()
-        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: ros2 launch and every node
-        code = proc.wait(timeout=60)
-        elapsed = time.monotonic() - t0
-        left = [pid for pid in nodes if alive(pid)]
+        code, elapsed, left = ctrl_c(proc, nodes, timeout_s=60)
     finally:
         stop_process_trees([proc], {pid for pid in nodes if alive(pid)}, signal.SIGINT, wait_s=15)
-        if pid_file.exists():  # SIGTERM: bash starts background commands with SIGINT ignored
-            vehicle_pid = int(pid_file.read_text())
+        vehicle_pid = int(pid_file.read_text()) if pid_file.exists() else None
+        if vehicle_pid is not None:  # SIGTERM: bash starts background commands with SIGINT ignored
             for sig in (signal.SIGTERM, signal.SIGKILL):
                 try:
                     os.killpg(vehicle_pid, sig)
@@ -261,7 +262,7 @@ def test_fly_ctrl_c_while_airborne_lands_before_the_bridge_exits(launch_env, sce
                     time.sleep(0.1)
     text = log.read_text()
     flown = vehicle_log.read_text()
-    assert not alive(vehicle_pid), "the rehearsal vehicle outlived the test"
+    assert vehicle_pid is not None and not alive(vehicle_pid), "the rehearsal vehicle outlived the test"
     assert "shutdown while airborne" in text and "landed and disarmed" in text, text
     assert "disarmed" in flown.split("taking off")[-1], flown
     assert code == 0 and "Traceback" not in text, text
