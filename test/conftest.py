@@ -17,6 +17,22 @@ os.environ["FASTRTPS_DEFAULT_PROFILES_FILE"] = os.environ["FASTDDS_DEFAULT_PROFI
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
 
+# A SITL module's first test waits for its fixture to fly every scenario of the group (PX4's
+# 10 took 316 s with two busy loops beside them), hence a limit above the default 600 s.
+SITL_TIMEOUT_S = 1800
+
+
+def pytest_collection_modifyitems(config, items):
+    """Markers that follow from what a test uses: ``ros`` for a test taking ``own_ros_domain``
+    (it starts a graph over DDS), and a per-test timeout of ``SITL_TIMEOUT_S`` for ``sitl``."""
+    for item in items:
+        if "own_ros_domain" in getattr(item, "fixturenames", ()) and item.get_closest_marker("ros") is None:
+            item.add_marker(pytest.mark.ros)
+        if item.get_closest_marker("sitl") is not None and item.get_closest_marker("timeout") is None:
+            if config.pluginmanager.hasplugin("timeout"):
+                item.add_marker(pytest.mark.timeout(SITL_TIMEOUT_S))
+
+
 def random_ros_domain() -> str:
     """A ROS_DOMAIN_ID for one graph: 1..101, the range ROS 2 documents as safe on Linux
     (higher ids can collide with the kernel's ephemeral ports)."""

@@ -103,6 +103,7 @@ def test_eval_inprocess_with_a_checkpoint(kind, checkpoints, scene_dir, tmp_path
     assert meta["policy"] == kind and meta["checkpoint"] == str(folder)
 
 
+@pytest.mark.ros
 def test_policy_node_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, tmp_path, monkeypatch):
     """ACT with H = 4 through sim, renderer, policy and evaluator processes over DDS: the same
     episodes.jsonl as in-process."""
@@ -143,6 +144,7 @@ def test_policy_node_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, 
     assert len(steps) == episodes and min(steps) > 8, steps  # more than two chunks executed
 
 
+@pytest.mark.ros
 def test_policy_node_rejects_a_missing_checkpoint(scene_dir, tmp_path, monkeypatch):
     pytest.importorskip("rclpy")
     from test_ros_graph import start_node, stop_all
@@ -158,6 +160,7 @@ def test_policy_node_rejects_a_missing_checkpoint(scene_dir, tmp_path, monkeypat
     assert "parameter 'checkpoint'" in (tmp_path / "policy.log").read_text()
 
 
+@pytest.mark.ros
 def test_eval_ros_runtime_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, tmp_path, monkeypatch):
     """``airplay eval --runtime ros --policy cnn_bc --checkpoint DIR`` (the launch arguments
     checkpoint:= and execution_horizon:= through graph.py to the policy node): the same
