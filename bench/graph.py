@@ -500,7 +500,7 @@ def throughput(tmp: Path, episodes: int, render_images: bool, env: dict, density
                   "listener_span_s": round(span["span_s"], 3) if span["span_s"] else None,
                   "listener_steps": span["steps"], "listener_statuses": span["statuses_heard"],
                   "listener_steps_per_s": round(span_rate, 1) if span_rate else None,
-                  "node_cpu_s_at_end": cpu_s, "executor": env.get("AIRPLAY_EXECUTOR", "lean") or "lean"},
+                  "node_cpu_s_at_end": cpu_s, "executor": env.get("AIRPLAY_EXECUTOR", "auto") or "auto"},
         "graph_rclpy_executor": reference,
         "startup": startup,
         "same_outcomes": ip_out == g_out,

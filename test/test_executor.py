@@ -3,11 +3,15 @@
 Over real DDS on loopback: messages between two processes (in order, none lost), a timer,
 a parameter service of the other process called through a client and a future, coroutine
 callbacks, guard conditions, entities made and destroyed while spinning, shutdown from
-another thread; and a node started with an unknown AIRPLAY_EXECUTOR exits 2 naming it.
+another thread; a node started with an unknown AIRPLAY_EXECUTOR exits 2 naming it. The rclpy
+internals it uses (airplay.nodes.rclpy_private) are all there with the kinds expected on the
+installed rclpy, and the lockstep graph gives the same episodes under it and under rclpy's
+SingleThreadedExecutor.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +26,7 @@ rclpy = pytest.importorskip("rclpy")
 from rclpy.node import Node  # noqa: E402
 from std_msgs.msg import Int64  # noqa: E402
 
+from airplay.nodes import rclpy_private  # noqa: E402
 from airplay.nodes.common import RELIABLE  # noqa: E402
 from airplay.nodes.executor import LeanExecutor, executor_from_environment  # noqa: E402
 
@@ -162,18 +167,100 @@ def test_coroutines_guards_runtime_entities_and_shutdown(context):
     assert not spinner.is_alive(), "spin() did not end on shutdown()"
 
 
-def test_environment_chooses_the_executor(monkeypatch, context):
+def test_environment_chooses_the_executor(monkeypatch, context, capfd):
     from rclpy.executors import SingleThreadedExecutor
 
     from airplay.nodes.executor import ExecutorChoiceError
 
     monkeypatch.delenv("AIRPLAY_EXECUTOR", raising=False)
-    assert isinstance(executor_from_environment(context), LeanExecutor)
+    assert isinstance(executor_from_environment(context), LeanExecutor)  # auto, on the rclpy it was written for
     monkeypatch.setenv("AIRPLAY_EXECUTOR", "rclpy")
     assert isinstance(executor_from_environment(context), SingleThreadedExecutor)
+    monkeypatch.setenv("AIRPLAY_EXECUTOR", "lean")
+    assert isinstance(executor_from_environment(context), LeanExecutor)
     monkeypatch.setenv("AIRPLAY_EXECUTOR", "fast")
     with pytest.raises(ExecutorChoiceError, match="AIRPLAY_EXECUTOR"):
         executor_from_environment(context)
+
+    # Another rclpy release: auto falls back to rclpy's executor and says why; lean still forces it.
+    monkeypatch.setattr(rclpy_private, "rclpy_version", lambda: "99.0.0")
+    monkeypatch.setenv("AIRPLAY_EXECUTOR", "auto")
+    capfd.readouterr()
+    chosen = executor_from_environment(context)
+    assert type(chosen) is SingleThreadedExecutor
+    assert "rclpy 99.0.0" in capfd.readouterr().err
+    monkeypatch.setenv("AIRPLAY_EXECUTOR", "lean")
+    assert isinstance(executor_from_environment(context), LeanExecutor)
+
+
+def test_the_private_rclpy_api_is_the_one_it_was_written_against(context):
+    """Fails, naming each, when an rclpy upgrade removes or changes a private name the lean
+    executor uses; update airplay/nodes/rclpy_private.py (and WRITTEN_AGAINST) after checking them."""
+    assert rclpy_private.version_problem() is None, rclpy_private.version_problem()
+    executor = LeanExecutor(context=context)
+    assert rclpy_private.api_problems(executor) == []
+    assert rclpy_private.version_problem("7.1.9") is None
+    assert "8.0.0" in rclpy_private.version_problem("8.0.0")
+    assert rclpy_private.version_problem("7.10.0") is not None
+
+
+def test_the_private_api_check_names_what_is_missing(monkeypatch, context):
+    from rclpy.impl.implementation_singleton import rclpy_implementation
+    from rclpy.task import Future
+
+    executor = LeanExecutor(context=context)
+    monkeypatch.delattr(Future, "_set_executor")
+    monkeypatch.setattr(rclpy_implementation, "WaitSet", type("WaitSet", (), {"wait": None}))
+    monkeypatch.setattr(executor, "_tasks", None)
+    problems = rclpy_private.api_problems(executor)
+    assert "rclpy.task.Future._set_executor is missing" in problems
+    assert "rclpy_implementation.WaitSet.get_ready_entities is missing" in problems
+    assert "rclpy_implementation.WaitSet.wait is missing" not in problems
+    assert any(p.startswith("Executor._tasks is not a list") for p in problems)
+
+
+def _graph_episodes(scene_dir, out, executor: str, log_dir) -> str:
+    """episodes.jsonl of a lockstep sim_eval graph whose four nodes spin ``executor``."""
+    from conftest import stop_process_trees
+
+    from airplay.graph import SIM_EVAL_ARGUMENTS, parse_launch_arguments, sim_eval_graph
+    from airplay.launcher import graph_environment, node_command
+
+    env = {**graph_environment(), "AIRPLAY_EXECUTOR": executor}
+    arguments = [f"scenes:={scene_dir}", f"episodes:={GRAPH_EPISODES}", "seed:=0", "policy:=expert",
+                 "setting:=pointgoal", "lockstep:=true", f"out:={out}", "render_images:=false"]
+    procs = {}
+    try:
+        for spec in sim_eval_graph(parse_launch_arguments(arguments, SIM_EVAL_ARGUMENTS)):
+            log = open(log_dir / f"{executor}-{spec.name}.log", "w")
+            procs[spec.name] = subprocess.Popen(node_command(spec), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                                start_new_session=True)
+        try:
+            code = procs["evaluator"].wait(timeout=240)  # a hang guard, not a speed check
+        except subprocess.TimeoutExpired:
+            code = None
+        logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted(log_dir.glob(f"{executor}-*.log")))
+        assert code == 0, f"the graph under AIRPLAY_EXECUTOR={executor} ended with {code}\n{logs}"
+    finally:
+        stop_process_trees(list(procs.values()), set())
+    return (out / "episodes.jsonl").read_text()
+
+
+GRAPH_EPISODES = 3
+
+
+def test_the_lockstep_graph_gives_the_same_episodes_under_both_executors(tmp_path):
+    from conftest import sparse_indoor_scene
+
+    from airplay.eval.runner import EvalConfig, evaluate_inprocess
+
+    scene_dir = sparse_indoor_scene(tmp_path / "scenes" / "indoor_1")
+    lean = _graph_episodes(scene_dir, tmp_path / "lean", "lean", tmp_path)
+    plain = _graph_episodes(scene_dir, tmp_path / "rclpy", "rclpy", tmp_path)
+    evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=GRAPH_EPISODES, render_images=False),
+                       tmp_path / "inproc", progress=False)
+    assert len([json.loads(line) for line in lean.splitlines()]) == GRAPH_EPISODES
+    assert lean == plain == (tmp_path / "inproc" / "episodes.jsonl").read_text()
 
 
 def test_a_node_with_an_unknown_executor_exits_2_naming_it(tmp_path):

@@ -23,25 +23,32 @@ Callback groups are not consulted: with one thread every callback runs to comple
 before the next starts, which is what a mutually exclusive group guarantees. A coroutine
 callback becomes a task of this executor, as with rclpy's executors.
 
-Select it with ``AIRPLAY_EXECUTOR=lean`` (the default for airplay's nodes) or ``rclpy``
-(rclpy's SingleThreadedExecutor), e.g. to compare them: ``bench/graph.py --executor``.
+The rclpy internals it needs (the ``rcl`` wait set, the entity handles, the executor's fields)
+are all reached through :mod:`airplay.nodes.rclpy_private`, which checks them and the rclpy
+version. Select it with ``AIRPLAY_EXECUTOR``: ``auto`` (the default: this executor where that
+check passes, rclpy's otherwise), ``lean`` or ``rclpy`` (rclpy's SingleThreadedExecutor), e.g.
+to compare them: ``bench/graph.py --compare-executor``.
 """
 
 from __future__ import annotations
 
 import inspect
 import os
+import sys
 import time
 from typing import Callable
 
 from rclpy.event_handler import EventHandler
 from rclpy.exceptions import InvalidHandle
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.subscription import Subscription
 
-EXECUTORS = ("lean", "rclpy")
-"""Values of ``AIRPLAY_EXECUTOR``."""
+from airplay.nodes import rclpy_private as private
+
+EXECUTORS = ("auto", "lean", "rclpy")
+"""Values of ``AIRPLAY_EXECUTOR``: ``auto`` (the default) is ``lean`` where the installed rclpy
+is the release line :mod:`airplay.nodes.rclpy_private` was written against and has every private
+name it uses, ``rclpy`` otherwise (with a warning on stderr)."""
 
 
 class ExecutorChoiceError(ValueError):
@@ -49,13 +56,30 @@ class ExecutorChoiceError(ValueError):
 
 
 def executor_from_environment(context=None) -> Executor:
-    """The executor ``AIRPLAY_EXECUTOR`` names (default ``lean``); ExecutorChoiceError otherwise."""
-    name = os.environ.get("AIRPLAY_EXECUTOR", "lean") or "lean"
-    if name == "lean":
-        return LeanExecutor(context=context)
+    """The executor ``AIRPLAY_EXECUTOR`` names (default ``auto``, see :data:`EXECUTORS`);
+    ExecutorChoiceError for another name."""
+    name = os.environ.get("AIRPLAY_EXECUTOR", "auto") or "auto"
+    if name not in EXECUTORS:
+        raise ExecutorChoiceError(
+            f"environment variable AIRPLAY_EXECUTOR must be one of {', '.join(EXECUTORS)}, got {name!r}")
     if name == "rclpy":
         return SingleThreadedExecutor(context=context)
-    raise ExecutorChoiceError(f"environment variable AIRPLAY_EXECUTOR must be one of {', '.join(EXECUTORS)}, got {name!r}")
+    if name == "lean":
+        return LeanExecutor(context=context)
+    problem = private.version_problem()
+    executor = None
+    if problem is None:
+        executor = LeanExecutor(context=context)
+        problems = private.api_problems(executor)
+        if problems:
+            problem = "; ".join(problems)
+            executor.shutdown()
+            executor = None
+    if executor is None:
+        print(f"airplay: {problem}; using rclpy's SingleThreadedExecutor (AIRPLAY_EXECUTOR=lean forces "
+              "airplay's)", file=sys.stderr, flush=True)
+        return SingleThreadedExecutor(context=context)
+    return executor
 
 
 SLOW_POLL_S = 0.1
@@ -92,22 +116,22 @@ class _Entities:
             for w in node.waitables:
                 (self.events if isinstance(w, EventHandler) else self.waitables).append(w)
         counts = [w.get_num_entities() for w in self.waitables + self.events]
-        self.wait_set = _rclpy.WaitSet(
+        self.wait_set = private.new_wait_set(
             len(self.subscriptions) + sum(c.num_subscriptions for c in counts),
             len(self.guards) + 2 + sum(c.num_guard_conditions for c in counts),  # + the executor's two
             len(self.timers) + sum(c.num_timers for c in counts),
             len(self.clients) + sum(c.num_clients for c in counts),
             len(self.services) + len(self.builtin_services) + sum(c.num_services for c in counts),
             sum(c.num_events for c in counts),
-            executor._context.handle)
-        self.fast_handles = [x.handle for group in (self.subscriptions, self.guards, self.timers, self.clients,
-                                                    self.services) for x in group] + list(self.waitables)
-        self.slow_handles = [x.handle for x in self.builtin_services] + list(self.events)
-        self.sub_by_ptr = {x.handle.pointer: x for x in self.subscriptions}
-        self.timer_by_ptr = {x.handle.pointer: x for x in self.timers}
-        self.client_by_ptr = {x.handle.pointer: x for x in self.clients}
-        self.service_by_ptr = {x.handle.pointer: x for x in self.services + self.builtin_services}
-        self.guard_by_ptr = {x.handle.pointer: x for x in self.guards}
+            executor)
+        self.fast_handles = private.handles(self.subscriptions + self.guards + self.timers + self.clients
+                                            + self.services) + list(self.waitables)
+        self.slow_handles = private.handles(self.builtin_services) + list(self.events)
+        self.sub_by_ptr = {private.pointer(x): x for x in self.subscriptions}
+        self.timer_by_ptr = {private.pointer(x): x for x in self.timers}
+        self.client_by_ptr = {private.pointer(x): x for x in self.clients}
+        self.service_by_ptr = {private.pointer(x): x for x in self.services + self.builtin_services}
+        self.guard_by_ptr = {private.pointer(x): x for x in self.guards}
 
 
 class LeanExecutor(Executor):
@@ -137,11 +161,10 @@ class LeanExecutor(Executor):
 
     # -- one wake-up -----------------------------------------------------------------------
     def _spin_once(self, timeout_sec: float | None, condition: Callable[[], bool] = lambda: False) -> None:
-        if self._is_shutdown or condition():
+        if private.is_shut_down(self) or condition():
             return
         self._run_tasks()
         e = self._current()
-        ws = e.wait_set
         timeout_sec = getattr(timeout_sec, "timeout", timeout_sec)  # rclpy passes a TimeoutObject
         now = time.monotonic()
         slow = now >= self._next_slow
@@ -151,57 +174,21 @@ class LeanExecutor(Executor):
             left = self._next_slow - now
             timeout_sec = left if timeout_sec is None or timeout_sec < 0 else min(timeout_sec, left)
         timeout_ns = -1 if timeout_sec is None or timeout_sec < 0 else int(timeout_sec * 1e9)
-        wake, sigint = self._guard, self._sigint_gc
-        if wake is None or sigint is None:  # shut down meanwhile
+        own = private.wake_guards(self)
+        if own is None:  # shut down meanwhile
             return
-        held = []
-        try:
-            # Hold every handle while it is in the wait set, as rclpy does, so that an entity
-            # destroyed from another thread (shutdown() destroys the executor's guards right
-            # after triggering them) is destroyed only after the wait.
-            for handle in (e.fast_handles + e.slow_handles if slow else e.fast_handles):
-                handle.__enter__()
-                held.append(handle)
-            with wake.handle, sigint.handle, self._context.handle:
-                ws.clear_entities()
-                for x in e.subscriptions:
-                    ws.add_subscription(x.handle)
-                for x in e.guards:
-                    ws.add_guard_condition(x.handle)
-                ws.add_guard_condition(wake.handle)
-                ws.add_guard_condition(sigint.handle)
-                for x in e.timers:
-                    ws.add_timer(x.handle)
-                for x in e.clients:
-                    ws.add_client(x.handle)
-                for x in e.services:
-                    ws.add_service(x.handle)
-                for x in e.waitables:
-                    x.add_to_wait_set(ws)
-                if slow:
-                    for x in e.builtin_services:
-                        ws.add_service(x.handle)
-                    for x in e.events:
-                        x.add_to_wait_set(ws)
-                ws.wait(timeout_ns)
-                guards = ws.get_ready_entities("guard_condition")
-                if wake.handle.pointer in guards:  # entities may have changed: remake the lists
-                    self._entities = None
-        except InvalidHandle:  # an entity was destroyed since the lists were made
+        ready = private.wait(e.wait_set, e, slow, own, self, timeout_ns)
+        if ready is None:  # an entity was destroyed since the lists were made
             self._entities = None
             return
-        finally:
-            for handle in held:
-                handle.__exit__(None, None, None)
-        if self._is_shutdown:
+        timers, subs, guards, clients, services, woken = ready
+        if woken:  # entities may have changed: remake the lists
+            self._entities = None
+        if private.is_shut_down(self):
             return
-        if not self._context.ok():
+        if not private.context_ok(self):
             raise ExternalShutdownException()
-        timers = ws.get_ready_entities("timer")
-        subs = ws.get_ready_entities("subscription")
-        clients = ws.get_ready_entities("client")
-        services = ws.get_ready_entities("service")
-        ready_waitables = [w for w in (e.waitables + e.events if slow else e.waitables) if w.is_ready(ws)]
+        ready_waitables = [w for w in (e.waitables + e.events if slow else e.waitables) if w.is_ready(e.wait_set)]
         for ready, by_ptr, run in ((timers, e.timer_by_ptr, self._run_timer),
                                    (subs, e.sub_by_ptr, self._run_subscription),
                                    (guards, e.guard_by_ptr, self._run_guard),
@@ -213,8 +200,8 @@ class LeanExecutor(Executor):
                     run(entity)
         for w in ready_waitables:
             data = w.take_data()
-            for future in w._futures:
-                future._set_executor(self)
+            for future in private.waitable_futures(w):
+                private.bind_future(future, self)
             self._drive(w.execute(data))
 
     # -- running callbacks -----------------------------------------------------------------
@@ -236,8 +223,7 @@ class LeanExecutor(Executor):
     def _run_tasks(self) -> bool:
         """Step each pending task once (coroutine callbacks that awaited), as rclpy's executors
         do before each wait; True if any ran."""
-        with self._tasks_lock:
-            tasks = [t for t, _, _ in self._tasks if not t.done() and not t.executing()]
+        tasks = private.pending_tasks(self)
         ran = False
         for task in tasks:
             task()
@@ -245,27 +231,25 @@ class LeanExecutor(Executor):
             if task.exception() is not None:
                 raise task.exception()
         if ran:
-            with self._tasks_lock:
-                self._tasks = [entry for entry in self._tasks if not entry[0].done()]
+            private.drop_done_tasks(self)
         return ran
 
     def _run_timer(self, t) -> None:
         try:
-            if not t.handle.is_timer_ready():  # rclpy's workaround for cancelled timers
+            if not private.call_timer(t):  # rclpy's workaround for cancelled timers
                 return
-            t.handle.call_timer()
         except InvalidHandle:
             return
         self._call(t.callback)
 
     def _run_subscription(self, s: Subscription) -> None:
         try:
-            msg_info = s.handle.take_message(s.msg_type, s.raw)
+            msg_info = private.take_message(s)
         except InvalidHandle:
             return
         if msg_info is None:
             return
-        if s._callback_type is Subscription.CallbackType.MessageOnly:
+        if private.message_only(s):
             self._call(s.callback, msg_info[0])
         else:
             self._call(s.callback, *msg_info)
@@ -276,7 +260,7 @@ class LeanExecutor(Executor):
 
     def _run_client(self, c) -> None:
         try:
-            header, response = c.handle.take_response(c.srv_type.Response)
+            header, response = private.take_response(c)
         except InvalidHandle:
             return
         if header is None:
@@ -285,12 +269,12 @@ class LeanExecutor(Executor):
             future = c.get_pending_request(header.request_id.sequence_number)
         except KeyError:  # the request was cancelled
             return
-        future._set_executor(self)
+        private.bind_future(future, self)
         future.set_result(response)
 
     def _run_service(self, s) -> None:
         try:
-            request, header = s.handle.service_take_request(s.srv_type.Request)
+            request, header = private.take_request(s)
         except InvalidHandle:
             return
         if header is None:
