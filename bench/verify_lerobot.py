@@ -215,7 +215,8 @@ def source_from_bag(bag: str, task: str) -> dict:
 def write_reference(root: Path, sources: dict[int, dict], out: Path, max_frames: int = 150) -> None:
     """reference.npz: what the probe must get back (as written: float32) plus airplay's own decode,
     for up to ``max_frames`` evenly spaced frames per episode (first and last included)."""
-    from airplay.data.lerobot import ACTION_KEY, GOAL_IMAGE_KEY, GOAL_KEY, RGB_KEY, STATE_KEY, LeRobotDataset
+    from airplay.data.keys import ACTION_KEY, GOAL_IMAGE_KEY, GOAL_KEY, RGB_KEY, STATE_KEY
+    from airplay.data.lerobot import LeRobotDataset
 
     ds = LeRobotDataset(root)
     arrays: dict[str, np.ndarray] = {
@@ -277,6 +278,7 @@ def run_probe(venv: Path, jobs: list[dict], workdir: Path) -> tuple[int, list[di
 def check_native(venv: Path, workdir: Path) -> dict:
     """The other direction: a dataset recorded BY lerobot-dataset (its default AV1 video) read with
     airplay's reader must give its vectors exactly and the frames lerobot-dataset itself decodes."""
+    from airplay.data.keys import ACTION_KEY, RGB_KEY, STATE_KEY
     from airplay.data.lerobot import LeRobotDataset
 
     root, ref_path = workdir / "native", workdir / "native.npz"
@@ -290,11 +292,11 @@ def check_native(venv: Path, workdir: Path) -> dict:
         ds = LeRobotDataset(root)
         for e in range(ds.num_episodes):
             ep = ds.episode(e)
-            for key, name in (("action", "action"), ("observation.state", "state")):
+            for key, name in ((ACTION_KEY, "action"), (STATE_KEY, "state")):
                 checks.append({"check": f"native episode {e} {key} bit-exact", "detail": "",
                                "ok": bool(np.array_equal(ep[key], ref[f"ep{e}_{name}"]))})
-            diff = float(np.abs(ep["observation.images.rgb"].astype(np.int16) - ref[f"ep{e}_rgb_lerobot"]).mean())
-            codec = ds.info["features"]["observation.images.rgb"].get("info", {}).get("video.codec")
+            diff = float(np.abs(ep[RGB_KEY].astype(np.int16) - ref[f"ep{e}_rgb_lerobot"]).mean())
+            codec = ds.info["features"][RGB_KEY].get("info", {}).get("video.codec")
             checks.append({"check": f"native episode {e} frames equal lerobot-dataset's decode", "ok": diff <= 1.0,
                            "detail": f"mean |diff| {diff:.3f} ({codec} video)"})
             checks.append({"check": f"native episode {e} task", "ok": ep["task"] == f"native task {e}",

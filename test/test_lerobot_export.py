@@ -16,8 +16,8 @@ import pytest
 from airplay.data import messages as M
 from airplay.data.bag import write_episode_bag
 from airplay.data.export import ExportError, export_bags, headings_from_quaternions
-from airplay.data.lerobot import (ACTION_KEY, GOAL_IMAGE_KEY, GOAL_KEY, RGB_KEY, STATE_KEY, TASK_TEXT, DatasetError,
-                                  LeRobotDataset, LeRobotWriter)
+from airplay.data.keys import ACTION_KEY, DEPTH_KEY, GOAL_IMAGE_KEY, GOAL_KEY, RGB_KEY, STATE_KEY
+from airplay.data.lerobot import TASK_TEXT, DatasetError, LeRobotDataset, LeRobotWriter
 from airplay.sim.env import goal_in_heading_frame
 
 H, W = 48, 64
@@ -90,7 +90,7 @@ def test_writer_layout_metadata_and_reader(tmp_path):
     assert f[STATE_KEY] == {"dtype": "float32", "shape": [13], "names": ["x", "y", "z", "qx", "qy", "qz", "qw",
                                                                           "vx", "vy", "vz", "wx", "wy", "wz"]}
     assert f[ACTION_KEY]["names"] == ["vx", "vy", "vz", "yaw_rate"] and f[GOAL_KEY]["shape"] == [3]
-    assert f["observation.depth"]["shape"] == [H, W]
+    assert f[DEPTH_KEY]["shape"] == [H, W]
     assert {k: f[k]["dtype"] for k in ("timestamp", "frame_index", "episode_index", "index", "task_index")} == {
         "timestamp": "float32", "frame_index": "int64", "episode_index": "int64", "index": "int64",
         "task_index": "int64"}
@@ -127,9 +127,9 @@ def test_writer_layout_metadata_and_reader(tmp_path):
     np.testing.assert_allclose(np.asarray(stats[RGB_KEY]["mean"]).reshape(3), rgb_all.mean(0), rtol=1e-9)
     assert stats[RGB_KEY]["count"] == [sum(lengths)]
     depth_all = np.concatenate([s["depth"] for s in sources]).astype(np.float64)  # per pixel, as LeRobot does
-    np.testing.assert_allclose(stats["observation.depth"]["mean"], depth_all.mean(0), rtol=1e-9)
-    np.testing.assert_allclose(stats["observation.depth"]["std"], depth_all.std(0), rtol=1e-6)
-    np.testing.assert_allclose(stats["observation.depth"]["max"], depth_all.max(0), rtol=1e-9)
+    np.testing.assert_allclose(stats[DEPTH_KEY]["mean"], depth_all.mean(0), rtol=1e-9)
+    np.testing.assert_allclose(stats[DEPTH_KEY]["std"], depth_all.std(0), rtol=1e-6)
+    np.testing.assert_allclose(stats[DEPTH_KEY]["max"], depth_all.max(0), rtol=1e-9)
 
     ds = LeRobotDataset(root)
     assert len(ds) == sum(lengths) and ds.num_episodes == 3 and ds.fps == 50
@@ -138,7 +138,7 @@ def test_writer_layout_metadata_and_reader(tmp_path):
         assert np.array_equal(ep[ACTION_KEY], src["action"])
         assert np.array_equal(ep[STATE_KEY], src["state"].astype(np.float32))
         assert np.array_equal(ep[GOAL_KEY], src["goal"].astype(np.float32))
-        assert np.array_equal(ep["observation.depth"], src["depth"])
+        assert np.array_equal(ep[DEPTH_KEY], src["depth"])
         assert np.array_equal(ep["frame_index"], np.arange(lengths[e]))
         assert ep["task"] == src["task"] and ep["meta"]["scene"] == f"scene_{e}"
         assert psnr(ep[RGB_KEY], src["rgb"]) > 33.0

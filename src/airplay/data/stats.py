@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from airplay.data.lerobot import ACTION_KEY, ACTION_NAMES, GOAL_KEY, STATE_KEY, DatasetError, LeRobotDataset
+from airplay.data.keys import ACTION_KEY, ACTION_NAMES, GOAL_KEY, RGB_KEY, STATE_KEY
+from airplay.data.lerobot import DatasetError, LeRobotDataset
 
 
 @dataclass
@@ -55,7 +56,7 @@ def summarize_dataset(root: Path) -> DatasetSummary:
         successes += bool(e.meta.get("success", False))
     vectors = {k: ds.column(k) for k in (ACTION_KEY, STATE_KEY, GOAL_KEY) if k in ds.features}
     names = {k: list(ds.features[k].get("names") or [str(i) for i in range(vectors[k].shape[1])]) for k in vectors}
-    rgb = ds.features.get("observation.images.rgb")
+    rgb = ds.features.get(RGB_KEY)
     return DatasetSummary(name=root.name, root=root, episodes=ds.num_episodes, frames=len(ds), fps=ds.fps,
                           lengths=lengths, scenes=scenes, successes=successes, tasks=list(ds.tasks.values()),
                           vectors=vectors, names=names, image_shape=tuple(rgb["shape"]) if rgb else None)

@@ -1,6 +1,6 @@
 """Observations -> batch tensors, in one place for training and acting.
 
-Keys are the LeRobot dataset's (issue 5 contract), defined once here:
+Keys are the LeRobot dataset's (:mod:`airplay.data.keys`):
 
 * ``observation.images.rgb``  (B, T, 3, S, S) float32 in [0, 1]: the camera, resized to S x S.
 * ``observation.state``       (B, T, 13) float32: [x y z (map, m), qx qy qz qw (base_link in
@@ -24,14 +24,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-IMAGE = "observation.images.rgb"
-STATE = "observation.state"
-GOAL = "observation.goal"
-GOAL_IMAGE = "observation.images.goal"
-ACTION = "action"
-ACTION_IS_PAD = "action_is_pad"
+from airplay.data import keys
 
-STATE_DIM, GOAL_DIM, ACTION_DIM = 13, 3, 4
+IMAGE, STATE, GOAL, GOAL_IMAGE = keys.RGB_KEY, keys.STATE_KEY, keys.GOAL_KEY, keys.GOAL_IMAGE_KEY
+ACTION, ACTION_IS_PAD = keys.ACTION_KEY, keys.ACTION_IS_PAD_KEY
+STATE_DIM, GOAL_DIM, ACTION_DIM = keys.STATE_DIM, keys.GOAL_DIM, keys.ACTION_DIM
 GOAL_KINDS = ("point", "image", "none")
 """What the policy is told of the goal: PointGoal vector, ImageGoal image, or nothing."""
 STATE_FEATURES = {"none": 0, "velocity": 4, "full": STATE_DIM}
