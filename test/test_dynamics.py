@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 import trimesh
 
+from airplay.episode_status import EpisodeStatus
+from airplay.eval.metrics import STATUSES
 from airplay.scene.spec import NavigableRegion
-from airplay.sim.collision import CollisionChecker, EpisodeStatus
+from airplay.sim.collision import CollisionChecker
 from airplay.sim.dynamics import (
     PARALLEL_MIN_VEHICLES,
     QuadrotorBatch,
@@ -387,7 +390,12 @@ def test_collision_out_of_bounds_and_running(box_checker):
 
 def test_status_values_are_the_results_strings():
     assert [s.value for s in EpisodeStatus] == ["running", "success", "collision", "out_of_bounds", "timeout",
-                                                "no_command"]
+                                                "no_command", "stopped", "policy_error", "over_budget", "interrupted"]
+    assert STATUSES == ("success", "collision", "out_of_bounds", "timeout", "no_command", "stopped", "policy_error",
+                        "over_budget")
+    # a str enum: equal to, formatted and JSON-encoded as its value
+    assert EpisodeStatus.SUCCESS == "success" and f"{EpisodeStatus.TIMEOUT}" == str(EpisodeStatus.TIMEOUT) == "timeout"
+    assert json.dumps({"status": EpisodeStatus.COLLISION}) == json.dumps({"status": "collision"})
 
 
 def test_out_of_bounds_matches_the_region_rule():

@@ -7,7 +7,8 @@ import pytest
 import trimesh
 
 from airplay.scene.spec import NavigableRegion
-from airplay.sim.collision import CollisionChecker, EpisodeStatus
+from airplay.episode_status import EpisodeStatus
+from airplay.sim.collision import CollisionChecker
 from airplay.sim.dynamics import PARALLEL_MIN_VEHICLES, QuadrotorBatch, VehicleParams
 from airplay.sim.flight import CODE_STATUS, FlightSim
 from airplay.sim.sdf import SignedDistanceField

@@ -38,6 +38,8 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from airplay.episode_status import EpisodeStatus
+
 LEDGER = "collected.jsonl"
 SUMMARY = "summary.json"
 COLLECTION = "collection.json"
@@ -353,7 +355,8 @@ def fly_task(job: FlightJob) -> dict:
         raise CollectError(f"{job.scene_dir}: task {job.index} is {task.task_id}, expected {job.task_id}")
     episode = fly_and_record(world, env, policy, task, job)
     rec = {"task_id": task.task_id, "scene": job.scene, "split": job.split, "index": job.index,
-           "status": episode["status"], "success": episode["status"] == "success", "steps": episode["steps"],
+           "status": episode["status"], "success": episode["status"] == EpisodeStatus.SUCCESS,
+           "steps": episode["steps"],
            "frames": episode["steps"] + 1, "duration_s": round(episode["steps"] * world.vehicle.control_dt_s, 3)}
     t = time.perf_counter()
     keep = rec["success"] or job.keep_failures
@@ -427,7 +430,7 @@ def fly_and_record(world, env, policy, task, job: FlightJob) -> dict:
         kept.append(step)
         t2 = time.perf_counter()
         encode_s += t2 - t1
-        if info["status"] != "running":
+        if info["status"] != EpisodeStatus.RUNNING:
             break
         action = policy.select_action(obs)
         step[4] = np.array(action, dtype=np.float64)
@@ -457,7 +460,7 @@ def fly_and_record(world, env, policy, task, job: FlightJob) -> dict:
         {"episode": task.task_id, "status": status, "steps": steps, "trajectory": trajectory})))
     metadata = {"scene": job.scene, "scene_dir": job.scene_dir, "split": job.split, "setting": job.setting,
                 "seed": job.seed, "index": job.index, "task_id": task.task_id, "task": task.to_dict(),
-                "status": status, "success": status == "success", "steps": steps,
+                "status": status, "success": status == EpisodeStatus.SUCCESS, "steps": steps,
                 "fps": round(1.0 / world.vehicle.control_dt_s), "source": SOURCE,
                 "render_lod_px": world.protocol.render_lod_px,
                 "render_lod_cell": [world.protocol.render_lod_cell_m, world.protocol.render_lod_cell_deg],

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from airplay.data.bag_writer import QOS_RELIABLE, BagWriter
 from airplay.data.messages import CONTROL_DT_NS, typestore
+from airplay.episode_status import EpisodeStatus
 
 STATUS_TOPIC = "/episode/status"
 
@@ -69,6 +70,11 @@ class Segment:
     terminal: dict | None = None
     close_at: float | None = None  # wall (monotonic) time to finalize
     last_ns: int = 0
+
+
+def _interrupted(seg: Segment) -> dict:
+    """The terminal status of an episode cut short: ``interrupted`` after the steps recorded so far."""
+    return {"status": EpisodeStatus.INTERRUPTED.value, "steps": max(0, (seg.last_ns - seg.start_ns) // CONTROL_DT_NS)}
 
 
 class EpisodeRecorder:
@@ -194,7 +200,7 @@ class EpisodeRecorder:
         for seg in self.segments:  # an episode that never ended: cut it here
             if seg.end_ns is None:
                 seg.end_ns, seg.close_at = start - 1, now + self.grace_s
-                seg.terminal = {"status": "interrupted", "steps": max(0, (seg.last_ns - seg.start_ns) // CONTROL_DT_NS)}
+                seg.terminal = _interrupted(seg)
         scene_dir = str(status.get("scene_dir", ""))
         name = _scene_name(scene_dir)
         task_id = f"{name}-{self.setting}-{self.seed}-{int(status.get('index', 0))}"
@@ -242,7 +248,7 @@ class EpisodeRecorder:
     def _finish(self, seg: Segment) -> None:
         self.segments.remove(seg)
         if seg.terminal is None:
-            seg.terminal = {"status": "interrupted", "steps": max(0, (seg.last_ns - seg.start_ns) // CONTROL_DT_NS)}
+            seg.terminal = _interrupted(seg)
 
         def close():
             try:
@@ -326,8 +332,9 @@ def basic_metadata(seg: Segment, setting: str, seed: int) -> dict:
     import airplay
 
     t = seg.terminal or {}
-    status = str(t.get("status", "interrupted"))
+    status = str(t.get("status", EpisodeStatus.INTERRUPTED.value))
     return {"scene": seg.started.get("scene"), "scene_dir": seg.started.get("scene_dir"), "split": None,
             "setting": setting, "seed": seed, "index": seg.started.get("index"), "task_id": seg.started.get("task_id"),
-            "task": None, "status": status, "success": status == "success", "steps": int(t.get("steps", 0)),
+            "task": None, "status": status, "success": status == EpisodeStatus.SUCCESS,
+            "steps": int(t.get("steps", 0)),
             "fps": round(1e9 / CONTROL_DT_NS), "source": "recorder", "airplay_version": airplay.__version__}

@@ -32,14 +32,10 @@ from typing import Any
 
 import numpy as np
 
-STATUSES: tuple[str, ...] = ("success", "collision", "out_of_bounds", "timeout", "no_command", "stopped",
-                             "policy_error", "over_budget")
-"""``stopped``: the policy ended the episode itself away from the goal (VLN: STOP outside the radius).
-``no_command``: the policy left the ROS graph (its process ended) during the episode.
-``policy_error``: the policy raised on an observation (or on ``reset``); the episode ends there and
-the result's ``error`` holds ``"<ExceptionType>: <message>"``.
-``over_budget``: one step of the policy took more than the per-step compute budget (its own CPU
-time; ``--policy-budget-ms``, off by default); ``error`` says how long it took."""
+from airplay.episode_status import RESULT_STATUSES
+
+STATUSES: tuple[str, ...] = RESULT_STATUSES
+"""The statuses of :mod:`airplay.episode_status` an evaluated episode ends with."""
 METRICS: tuple[str, ...] = ("ne", "sr", "osr", "spl", "astar_spl", "cr", "ob", "tts")
 CONTROL_DT_S = 0.02  # 50 Hz control period (DESIGN.md section 6)
 DEFAULT_SUCCESS_RADIUS_M = 1.0

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-POLICY_ERROR = "policy_error"
-OVER_BUDGET = "over_budget"
+from airplay.episode_status import EpisodeStatus
+
+POLICY_ERROR = EpisodeStatus.POLICY_ERROR.value
+OVER_BUDGET = EpisodeStatus.OVER_BUDGET.value
 
 
 def describe(exc: BaseException) -> str:

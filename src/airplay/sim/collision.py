@@ -1,4 +1,4 @@
-"""Collision and bounds checks, and the explicit status every episode ends with.
+"""Collision and bounds checks: the status (:class:`~airplay.episode_status.EpisodeStatus`) of each vehicle.
 
 The vehicle is a sphere of radius ``radius_m`` (config/vehicle.yaml). It collides when
 the signed distance at its centre is below the radius; it is out of bounds when its
@@ -7,25 +7,12 @@ centre leaves the navigable polygon or the flight height band (scene.yaml).
 
 from __future__ import annotations
 
-from enum import Enum
-
 import numpy as np
 from numba import njit
 
+from airplay.episode_status import EpisodeStatus
 from airplay.scene.spec import NavigableRegion
 from airplay.sim.sdf import SignedDistanceField
-
-
-class EpisodeStatus(str, Enum):
-    """How an episode ended (``RUNNING`` while it has not); values are the results strings."""
-
-    RUNNING = "running"
-    SUCCESS = "success"
-    COLLISION = "collision"
-    OUT_OF_BOUNDS = "out_of_bounds"
-    TIMEOUT = "timeout"
-    NO_COMMAND = "no_command"
-    """The policy sent no command within the bounded wait (ROS lockstep)."""
 
 
 @njit(cache=True, inline="always")
