@@ -45,7 +45,7 @@ def log(msg: str) -> None:
 
 def seal_views(gaussians, size: int, count: int = 8):
     """Cameras on a circle around the capture, looking at its median (the capture is y-down)."""
-    from airplay.render.camera import PinholeCamera, look_at_viewmat
+    from airplay.scene.camera import PinholeCamera, look_at_viewmat
 
     centre = np.median(gaussians.means, axis=0).astype(np.float64)
     lo, hi = np.percentile(gaussians.means, [5, 95], axis=0)
@@ -64,7 +64,7 @@ def synthetic_scene(size: int, count: int = 8, category: str = "urban"):
     navigable region; raises ImportError when the generator is not available."""
     from airplay.scene.synthetic import make_scene
 
-    from airplay.render.camera import map_from_base, viewmat_from_pose
+    from airplay.scene.camera import map_from_base, viewmat_from_pose
     from airplay.scene.scene import Scene
 
     with tempfile.TemporaryDirectory(prefix="airplay-bench-") as tmp:

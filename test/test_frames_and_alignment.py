@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import yaml
 
-from airplay.render.camera import CameraMount, PinholeCamera, look_at_viewmat, map_from_base, viewmat_from_pose
+from airplay.scene.camera import CameraMount, PinholeCamera, look_at_viewmat, map_from_base, viewmat_from_pose
 from airplay.scene import Scene
 from airplay.scene.ply_io import read_gaussians_ply, write_gaussians_ply
 from airplay.scene.spec import CONVENTIONS

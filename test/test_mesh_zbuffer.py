@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import trimesh
 
-from airplay.render.camera import PinholeCamera, look_at_viewmat, map_from_base, viewmat_from_pose
-from airplay.render.mesh_depth import MeshRaycaster
+from airplay.scene.camera import PinholeCamera, look_at_viewmat, map_from_base, viewmat_from_pose
+from airplay.scene.mesh_depth import MeshRaycaster
 from airplay.render.mesh_zbuffer import NEAR_M, MeshDepthRasterizer
 
 MIN_MASK_AGREEMENT = 0.999

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from airplay.render.api import render
-from airplay.render.camera import PinholeCamera, look_at_viewmat
+from airplay.scene.camera import PinholeCamera, look_at_viewmat
 from airplay.render.cpu_backend import render_cpu
 from airplay.scene.gaussians import Gaussians, rgb_to_sh_dc
 
@@ -296,7 +296,7 @@ def test_pixel_step_exp_is_accurate():
 _RENDER_EVERY_PATH = """
 import numpy as np
 from airplay.render import PinholeCamera, look_at_viewmat, render, lod
-from airplay.render.camera import CameraMount
+from airplay.scene.camera import CameraMount
 from scene_factory import box_gaussians
 g = box_gaussians(np.random.default_rng(0), 300, sh_degree=1)
 cam = PinholeCamera.from_fov(64, 64, 90.0)

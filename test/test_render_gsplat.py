@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from airplay.render import gsplat_available, look_at_viewmat, render
-from airplay.render.camera import PinholeCamera
+from airplay.scene.camera import PinholeCamera
 from scene_factory import box_gaussians
 
 pytestmark = [

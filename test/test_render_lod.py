@@ -10,7 +10,7 @@ import pytest
 from airplay.render import PinholeCamera, look_at_viewmat, render
 from airplay.render import lod
 from airplay.render.api import ALPHA_MIN, EPS2D
-from airplay.render.camera import map_from_base, viewmat_from_pose
+from airplay.scene.camera import map_from_base, viewmat_from_pose
 from airplay.render.cpu_backend import _cull
 from scene_factory import box_gaussians
 
@@ -288,7 +288,7 @@ def cell_image(splat, tree, pose, mount, cam, lod_px=2.0, cell_m=CELL_M, cell_de
 
 @pytest.fixture()
 def mount():
-    from airplay.render.camera import CameraMount
+    from airplay.scene.camera import CameraMount
 
     lod.clear_cell_cache()
     yield CameraMount(offset_m=(0.1, 0.0, -0.05), pitch_deg=10.0)
@@ -340,7 +340,7 @@ def test_cell_arrays_keep_the_exact_order_of_gaussians_at_equal_depth(rows, cols
     exact renderer's order (splat index), not in the arrays' order. Two planes of overlapping,
     differently coloured Gaussians facing a camera at yaw 0: the Gaussians of a plane have the same
     optical depth, bit for bit."""
-    from airplay.render.camera import CameraMount
+    from airplay.scene.camera import CameraMount
     from airplay.render.cpu_backend import _render_one
     from airplay.scene.gaussians import Gaussians, rgb_to_sh_dc
 
@@ -378,7 +378,7 @@ def test_cell_arrays_keep_the_exact_order_of_gaussians_at_equal_depth(rows, cols
 
 
 def test_cell_cut_is_never_coarser_than_any_view_cut(splat, tree, mount):
-    from airplay.render.camera import map_from_base, viewmat_from_pose
+    from airplay.scene.camera import map_from_base, viewmat_from_pose
 
     cam = PinholeCamera.from_fov(64, 64, 90.0)
     rng = np.random.default_rng(1)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import airplay.scene.scene as scene_module
-from airplay.render.camera import PinholeCamera, map_from_base, viewmat_from_pose
+from airplay.scene.camera import PinholeCamera, map_from_base, viewmat_from_pose
 from airplay.scene import Scene, SceneError
 from airplay.scene.lazy import Lazy
 from airplay.sim.sdf import SignedDistanceField

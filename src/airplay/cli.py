@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from airplay.scene.errors import SceneError
+from airplay.scene.scene import scene_dirs
 
 DEFAULT_CATEGORIES = ("indoor", "urban", "vegetation")
 VLN_BACKENDS = ("transformers", "openai")
@@ -74,8 +75,8 @@ def _load_for_render(path: Path, convention: str):
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from airplay.render.camera import CameraMount, PinholeCamera
-    from airplay.render.mesh_depth import MeshRaycaster
+    from airplay.scene.camera import CameraMount, PinholeCamera
+    from airplay.scene.mesh_depth import MeshRaycaster
     from airplay.render.views import alignment_panel, colorize_depth, render_vehicle_view, save_png
 
     gaussians, mesh, spec = _load_for_render(Path(args.scene), args.convention)
@@ -115,20 +116,6 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scene_dirs(specs: list[str]) -> list[Path]:
-    """Scene folders from arguments: a scene folder, or a folder whose sub-folders are scenes."""
-    dirs: list[Path] = []
-    for spec in specs:
-        path = Path(spec)
-        if (path / "scene.yaml").is_file():
-            dirs.append(path)
-        elif path.is_dir() and any((p / "scene.yaml").is_file() for p in path.iterdir()):
-            dirs.extend(sorted(p for p in path.iterdir() if (p / "scene.yaml").is_file()))
-        else:
-            raise SceneError(path, "not a scene folder (no scene.yaml) nor a folder of scenes")
-    return dirs
-
-
 def _cmd_eval(args: argparse.Namespace) -> int:
     from airplay.eval.runner import EvalConfig, evaluate_inprocess
 
@@ -141,7 +128,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     vln_backend = args.vln_backend or (args.backend if args.backend in VLN_BACKENDS else None)
     render_backend = "auto" if args.backend in VLN_BACKENDS else args.backend
     setting = args.setting or ("vln" if args.policy == "airvln_r1" else "pointgoal")
-    cfg = EvalConfig(scenes=_scene_dirs(args.scenes), policy=args.policy, setting=setting,
+    cfg = EvalConfig(scenes=scene_dirs(args.scenes), policy=args.policy, setting=setting,
                      episodes=args.episodes, seed=args.seed, render_backend=render_backend,
                      render_images=not args.no_images, bootstrap=args.bootstrap,
                      checkpoint=args.checkpoint or "", execution_horizon=args.execution_horizon,

@@ -1,5 +1,6 @@
-"""Where airplay's installed data lives: ``config/`` (node and protocol YAML, the loopback Fast
-DDS profile) and ``launch/`` (the ``ros2 launch`` files), under the package's share folder.
+"""Where airplay's files live: the user cache (:func:`cache_dir`), and the installed data,
+``config/`` (node and protocol YAML, the loopback Fast DDS profile) and ``launch/`` (the
+``ros2 launch`` files), under the package's share folder.
 
 The share folder is looked for, in this order:
 
@@ -115,6 +116,16 @@ def share_dir() -> Path:
 def config_dir() -> Path:
     """``config/`` of :func:`share_dir` (YAML parameters, ``fastdds_localhost.xml``)."""
     return share_dir() / MARKER
+
+
+def cache_dir() -> Path:
+    """Where airplay caches what it derives from scenes and datasets (signed distance fields,
+    level-of-detail hierarchies, decoded frames): ``$AIRPLAY_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/airplay``, else ``~/.cache/airplay``."""
+    if os.environ.get("AIRPLAY_CACHE_DIR"):
+        return Path(os.environ["AIRPLAY_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "airplay"
 
 
 def launch_dir() -> Path:

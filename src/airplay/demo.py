@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from airplay.render.mesh_depth import MeshRaycaster
+from airplay.scene.mesh_depth import MeshRaycaster
 from airplay.render.views import colorize_depth, render_vehicle_view, save_png
 from airplay.scene.check import summarize
 from airplay.scene.scene import Scene

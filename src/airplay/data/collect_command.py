@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 
-def _image_size(text: str) -> tuple[int, int]:
+def image_size_arg(text: str) -> tuple[int, int]:
     match = re.fullmatch(r"(\d+)x(\d+)", text.strip())
     if not match or int(match.group(1)) <= 0 or int(match.group(2)) <= 0:
         raise argparse.ArgumentTypeError(f"image size must be WIDTHxHEIGHT in pixels, e.g. 64x64, got {text!r}")
@@ -17,11 +17,11 @@ def _image_size(text: str) -> tuple[int, int]:
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
-    from airplay.cli import _scene_dirs
+    from airplay.scene.scene import scene_dirs
     from airplay.data.collect import CollectConfig, CollectError, collect, format_summary
     from airplay.tasks.protocol import ProtocolError
 
-    cfg = CollectConfig(scenes=tuple(_scene_dirs(args.scenes)), per_scene=args.per_scene, out=Path(args.out),
+    cfg = CollectConfig(scenes=tuple(scene_dirs(args.scenes)), per_scene=args.per_scene, out=Path(args.out),
                         setting=args.setting, seed=args.seed, depth=args.depth, image_size=args.image_size,
                         keep_failures=args.keep_failures, render_backend=args.backend, workers=args.workers,
                         ray_address=args.ray, threads=args.threads, protocol=args.protocol,
@@ -58,7 +58,7 @@ def register(sub) -> None:
     p.add_argument("--setting", default="pointgoal", choices=("pointgoal", "imagegoal", "goalfree"))
     p.add_argument("--seed", type=int, default=0, help="task sampling seed (default 0)")
     p.add_argument("--depth", action="store_true", help="also record the mesh depth image (32FC1, metres)")
-    p.add_argument("--image-size", type=_image_size, default=None, metavar="WxH",
+    p.add_argument("--image-size", type=image_size_arg, default=None, metavar="WxH",
                    help="render at this size (same field of view) instead of the scene camera's")
     p.add_argument("--keep-failures", action="store_true",
                    help="also write failed flights (collision, out of bounds, timeout); metadata says success false")

@@ -255,10 +255,10 @@ def episode_parameters(node) -> dict:
 
 def scene_dirs(scenes: str) -> list:
     """Scene folders of the ``scenes`` parameter (comma-separated), as ``airplay eval`` finds them."""
-    from airplay.cli import _scene_dirs
+    from airplay.scene.scene import scene_dirs
 
     try:
-        return _scene_dirs([s.strip() for s in scenes.split(",") if s.strip()])
+        return scene_dirs([s.strip() for s in scenes.split(",") if s.strip()])
     except Exception as exc:  # SceneError and friends
         raise ParameterError(f"parameter 'scenes': {exc}") from None
 

@@ -9,16 +9,16 @@ from pathlib import Path
 
 
 def _cmd_dagger(args: argparse.Namespace) -> int:
-    from airplay.cli import _scene_dirs
-    from airplay.data.collect_command import _image_size
+    from airplay.scene.scene import scene_dirs
+    from airplay.data.collect_command import image_size_arg
     from airplay.policies.dagger import DaggerConfig, DaggerError, dagger
 
     try:
         cfg = DaggerConfig(checkpoint=Path(args.checkpoint), datasets=tuple(Path(d) for d in args.dataset),
-                           scenes=tuple(_scene_dirs(args.scenes)), out=Path(args.out), iterations=args.iterations,
+                           scenes=tuple(scene_dirs(args.scenes)), out=Path(args.out), iterations=args.iterations,
                            episodes=args.episodes, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                            seed=args.seed, beta=args.beta,
-                           image_size=_image_size(args.image_size) if args.image_size else None,
+                           image_size=image_size_arg(args.image_size) if args.image_size else None,
                            workers=args.workers, ray=args.ray, threads=args.threads, backend=args.backend)
         records = dagger(cfg, progress=not args.no_progress)
     except DaggerError as err:

@@ -162,7 +162,7 @@ def frame_cache_dir(root: str | Path, image_size: int) -> Path:
     of the dataset gives a new key)."""
     import hashlib
 
-    from airplay.sim.sdf import default_cache_dir
+    from airplay import config
 
     root = Path(root).resolve()
     h = hashlib.sha256(f"{root}\n{image_size}\n".encode())
@@ -170,7 +170,7 @@ def frame_cache_dir(root: str | Path, image_size: int) -> Path:
     for f in sorted(p for p in root.rglob("*") if p.is_file()):
         st = f.stat()
         h.update(f"{f.relative_to(root)} {st.st_size} {st.st_mtime_ns}\n".encode())
-    return default_cache_dir() / "frames" / h.hexdigest()[:24]
+    return config.cache_dir() / "frames" / h.hexdigest()[:24]
 
 
 def _write_frame_cache(folder: Path, frames: np.ndarray, goal_frames: np.ndarray | None) -> None:

@@ -1,7 +1,7 @@
 """3DGS rendering (gsplat on CUDA, a compiled CPU rasterizer elsewhere) and mesh depth."""
 
 from airplay.render.api import RenderOutput, gsplat_available, render, resolve_backend
-from airplay.render.camera import (
+from airplay.scene.camera import (
     CameraMount,
     PinholeCamera,
     look_at_viewmat,

@@ -459,17 +459,17 @@ _memo_lock = threading.Lock()
 
 def hierarchy_for(g: Gaussians, cache_dir: str | Path | None = None, progress: bool | None = None) -> GaussianHierarchy:
     """The hierarchy of ``g``: from this process's memo, else the disk cache
-    (``lod-<key>.npz`` under ``cache_dir`` or :func:`airplay.sim.sdf.default_cache_dir`, keyed
+    (``lod-<key>.npz`` under ``cache_dir`` or :func:`airplay.config.cache_dir`, keyed
     by the splat's content), else built (and written atomically). ``progress``: print the
     build to stderr (default: when stderr is a terminal)."""
     with _memo_lock:
         h = _memo.get(id(g))
     if h is not None:
         return h
-    from airplay.sim.sdf import default_cache_dir
+    from airplay import config
 
     key = splat_key(g)
-    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    folder = Path(cache_dir) if cache_dir is not None else config.cache_dir()
     path = folder / f"lod-{key}.npz"
     h = None
     if path.is_file():
@@ -884,7 +884,7 @@ def cell_view(cell, cell_m: float, cell_deg: float, mount) -> tuple[np.ndarray, 
     offset sweeps over half a yaw bin) and in ``box`` (the cell shifted by the mount offset at
     the central heading, grown by that sweep), and a heading within half a bin, ``yaw_chord`` =
     2 sin(bin / 4)."""
-    from airplay.render.camera import map_from_base, viewmat_from_pose
+    from airplay.scene.camera import map_from_base, viewmat_from_pose
 
     b = math.radians(cell_deg)
     i, j, k, y = cell
@@ -1081,7 +1081,7 @@ class CellRenderer:
     def viewmat(self, x: float, y: float, z: float, yaw: float) -> np.ndarray:
         """World-to-camera 4x4 of base_link at (x, y, z) (map, m) with heading ``yaw`` (rad) and
         the camera on this renderer's mount."""
-        from airplay.render.camera import map_from_base, viewmat_from_pose
+        from airplay.scene.camera import map_from_base, viewmat_from_pose
 
         return viewmat_from_pose(map_from_base(x, y, z, yaw), self.mount)
 

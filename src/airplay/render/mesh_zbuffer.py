@@ -1,6 +1,6 @@
 """Depth images from the collision mesh by z-buffer rasterization (same image as ray casting).
 
-:class:`MeshDepthRasterizer` gives the image :meth:`airplay.render.mesh_depth.MeshRaycaster.depth`
+:class:`MeshDepthRasterizer` gives the image :meth:`airplay.scene.mesh_depth.MeshRaycaster.depth`
 gives (z-depth of the first surface along the ray through each pixel centre, ``inf`` where none)
 in a fraction of the time, with a numba kernel instead of Embree.
 
@@ -276,7 +276,7 @@ class MeshDepthRasterizer:
     """Z-buffer depth images of one triangle mesh given in the ``map`` frame.
 
     ``depth`` has the signature and result of :meth:`MeshRaycaster.depth
-    <airplay.render.mesh_depth.MeshRaycaster.depth>` (see the module docstring for the method
+    <airplay.scene.mesh_depth.MeshRaycaster.depth>` (see the module docstring for the method
     and how closely it matches). The first call compiles the kernel (cached on disk after).
     """
 

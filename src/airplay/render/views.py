@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from airplay.render.api import Backend, RenderOutput, render
-from airplay.render.camera import CameraMount, PinholeCamera, map_from_base, viewmat_from_pose
-from airplay.render.mesh_depth import MeshRaycaster
+from airplay.scene.camera import CameraMount, PinholeCamera, map_from_base, viewmat_from_pose
+from airplay.scene.mesh_depth import MeshRaycaster
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def colorize_depth(depth_m: np.ndarray, max_m: float | None = None) -> np.ndarra
 
 def shade_mesh(mesh, viewmat: np.ndarray, camera: PinholeCamera) -> tuple[np.ndarray, np.ndarray]:
     """(shaded grey image (H, W, 3) uint8 with a headlight, mesh depth (H, W) m) by ray casting."""
-    from airplay.render.mesh_depth import pixel_rays_camera
+    from airplay.scene.mesh_depth import pixel_rays_camera
 
     caster = MeshRaycaster(mesh)
     cam_to_world = np.linalg.inv(viewmat)

@@ -142,3 +142,17 @@ class Scene:
         scene = cls.open(folder)
         scene._files.gaussians.get()  # reads the splat, then the mesh, and checks their overlap
         return scene
+
+
+def scene_dirs(specs: list[str]) -> list[Path]:
+    """Scene folders from arguments: a scene folder, or a folder whose sub-folders are scenes."""
+    dirs: list[Path] = []
+    for spec in specs:
+        path = Path(spec)
+        if (path / "scene.yaml").is_file():
+            dirs.append(path)
+        elif path.is_dir() and any((p / "scene.yaml").is_file() for p in path.iterdir()):
+            dirs.extend(sorted(p for p in path.iterdir() if (p / "scene.yaml").is_file()))
+        else:
+            raise SceneError(path, "not a scene folder (no scene.yaml) nor a folder of scenes")
+    return dirs

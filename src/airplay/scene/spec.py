@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from airplay.render.camera import CameraMount, PinholeCamera
+from airplay.scene.camera import CameraMount, PinholeCamera
 from airplay.scene.errors import SceneError
 
 FORMAT_VERSION = 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from airplay.render.mesh_depth import MeshRaycaster
+from airplay.scene.mesh_depth import MeshRaycaster
 from airplay.scene.scene import Scene
 
 

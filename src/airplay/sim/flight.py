@@ -15,7 +15,7 @@ from numba import njit, prange
 
 from airplay.sim.collision import CollisionChecker, EpisodeStatus, outside_point
 from airplay.sim.dynamics import PARALLEL_MIN_VEHICLES, QuadrotorBatch, VehicleParams, _odometry, _step_one
-from airplay.sim.sdf import _trilinear_at
+from airplay.sim.sdf import trilinear_at
 
 RUNNING, COLLISION, OUT_OF_BOUNDS = 0, 1, 2
 CODE_STATUS = {RUNNING: EpisodeStatus.RUNNING, COLLISION: EpisodeStatus.COLLISION,
@@ -34,7 +34,7 @@ def _commands_finite(cmd):
 @njit(cache=True, inline="always")
 def _check_one(i, state, values, origin, inv_res, radius, poly, z_min, z_max, codes):
     x, y, z = state[i, 0], state[i, 1], state[i, 2]
-    if _trilinear_at(values, origin, inv_res, x, y, z) < radius:
+    if trilinear_at(values, origin, inv_res, x, y, z) < radius:
         codes[i] = 1
     elif outside_point(poly, z_min, z_max, x, y, z):
         codes[i] = 2

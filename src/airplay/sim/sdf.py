@@ -29,21 +29,18 @@ from pathlib import Path
 import numpy as np
 from numba import njit, prange
 
+from airplay import config
+
 DEFAULT_RESOLUTION_M = 0.10
 DEFAULT_PADDING_M = 1.0
 CACHE_VERSION = 1
 
 
-def default_cache_dir() -> Path:
-    """``$AIRPLAY_CACHE_DIR``, else ``$XDG_CACHE_HOME/airplay``, else ``~/.cache/airplay``."""
-    if os.environ.get("AIRPLAY_CACHE_DIR"):
-        return Path(os.environ["AIRPLAY_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "airplay"
-
-
 @njit(cache=True, inline="always")
-def _trilinear_at(values, origin, inv_res, px, py, pz):
+def trilinear_at(values, origin, inv_res, px, py, pz):
+    """Signed distance (m) at the map point (px, py, pz), interpolated trilinearly in the grid
+    ``values`` (nx, ny, nz) whose cell (0, 0, 0) centre is ``origin`` (3,) and whose cells are
+    ``1 / inv_res`` m wide; points outside the grid take the nearest border value."""
     nx, ny, nz = values.shape
     fx = (px - origin[0]) * inv_res
     fy = (py - origin[1]) * inv_res
@@ -70,13 +67,13 @@ def _trilinear_at(values, origin, inv_res, px, py, pz):
 @njit(cache=True, parallel=True)
 def _trilinear(values, origin, inv_res, points, out):
     for i in prange(points.shape[0]):
-        out[i] = _trilinear_at(values, origin, inv_res, points[i, 0], points[i, 1], points[i, 2])
+        out[i] = trilinear_at(values, origin, inv_res, points[i, 0], points[i, 1], points[i, 2])
 
 
 @njit(cache=True)
 def _trilinear_serial(values, origin, inv_res, points, out):
     for i in range(points.shape[0]):
-        out[i] = _trilinear_at(values, origin, inv_res, points[i, 0], points[i, 1], points[i, 2])
+        out[i] = trilinear_at(values, origin, inv_res, points[i, 0], points[i, 1], points[i, 2])
 
 
 _PARALLEL_MIN_POINTS = 4096
@@ -157,7 +154,7 @@ class SignedDistanceField:
         digest.update(np.ascontiguousarray(mesh.faces, dtype=np.int64).tobytes())
         digest.update(np.array([*lower, *upper, resolution_m, CACHE_VERSION], dtype=np.float64).tobytes())
         key = digest.hexdigest()[:24]
-        folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        folder = Path(cache_dir) if cache_dir is not None else config.cache_dir()
         path = folder / f"sdf-{key}.npz"
         if path.is_file():
             try:

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from airplay.render.api import FAR_PLANE_M, NEAR_PLANE_M, render, resolve_backend, rgb_to_uint8
-from airplay.render.camera import map_from_base, viewmat_from_pose
+from airplay.scene.camera import map_from_base, viewmat_from_pose
 from airplay.render.lod import CellRenderer, GaussianHierarchy, hierarchy_for
-from airplay.render.mesh_depth import MeshRaycaster
+from airplay.scene.mesh_depth import MeshRaycaster
 from airplay.render.mesh_zbuffer import MeshDepthRasterizer
 from airplay.scene.lazy import Lazy
 from airplay.scene.scene import Scene
@@ -64,7 +64,7 @@ class World:
     caster: Embree ray caster; depth: compiled z-buffer for mesh depth images (the same
     image as ray casting through pixel centres, several times faster); vehicle and
     protocol: the settings used; cache_dir: where the per-scene caches (SDF, level-of-detail
-    hierarchy) live (None: :func:`airplay.sim.sdf.default_cache_dir`).
+    hierarchy) live (None: :func:`airplay.config.cache_dir`).
 
     sdf, grid, checker, caster and depth are properties: each is built on first access
     (see the module docstring) by the :class:`WorldParts` this World shares with every World

@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit
 
 from airplay.sim.collision import inside_polygon_xy
-from airplay.sim.sdf import _trilinear_at
+from airplay.sim.sdf import trilinear_at
 from airplay.tasks.astar import astar
 from airplay.tasks.navigable import NavigableGrid, _signed_edge_distance_at
 
@@ -103,7 +103,7 @@ def _point_clear(values, origin, inv_res, poly, z_lo, z_hi, margin, x, y, z, req
     """One point of :class:`ClearanceCheck`: SDF.query's float32 value >= required (compared in
     float32 when ``in_f32``, as numpy compares a float32 with a Python float, else in float64),
     inside the height band and the polygon by ``margin`` (NavigableGrid.inside_region)."""
-    d = np.float32(_trilinear_at(values, origin, inv_res, x, y, z))
+    d = np.float32(trilinear_at(values, origin, inv_res, x, y, z))
     if in_f32:
         if not d >= np.float32(required):
             return False

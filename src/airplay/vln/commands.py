@@ -20,6 +20,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from airplay.scene.scene import scene_dirs
+
 
 def add_eval_arguments(ev: argparse.ArgumentParser) -> None:
     """The VLN options of ``airplay eval``."""
@@ -111,12 +113,6 @@ def _eval_vln_ros(args: argparse.Namespace, cfg, vln_backend: str) -> int:
     return launch_graph(nodes)
 
 
-def _scene_dirs(specs):
-    from airplay.cli import _scene_dirs as dirs
-
-    return dirs(specs)
-
-
 def _cmd_episodes(args: argparse.Namespace) -> int:
     import json
 
@@ -136,7 +132,7 @@ def _cmd_episodes(args: argparse.Namespace) -> int:
             print("error: give scene folders (or --import FILE)", file=sys.stderr)
             return 2
         episodes = []
-        for d in _scene_dirs(args.scenes):
+        for d in scene_dirs(args.scenes):
             episodes += sample_vln_episodes(World.load(d), args.episodes, args.seed)
     if args.print:
         for e in episodes:
@@ -150,7 +146,7 @@ def _cmd_episodes(args: argparse.Namespace) -> int:
 def _cmd_sft_export(args: argparse.Namespace) -> int:
     from airplay.vln.sft_export import export_sft
 
-    summary = export_sft(_scene_dirs(args.scenes), Path(args.out), episodes=args.episodes, seed=args.seed,
+    summary = export_sft(scene_dirs(args.scenes), Path(args.out), episodes=args.episodes, seed=args.seed,
                          image_size=tuple(args.image_size) if args.image_size else None,
                          render_backend=args.render_backend)
     print(f"{summary['samples']} samples from {summary['episodes']} episodes, {summary['images']} images -> "

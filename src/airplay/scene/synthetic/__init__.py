@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from airplay.render.camera import CameraMount, PinholeCamera
+from airplay.scene.camera import CameraMount, PinholeCamera
 from airplay.scene.ply_io import write_gaussians_ply
 from airplay.scene.spec import Alignment, CameraSpec, NavigableRegion, SceneSpec, parse_scene_yaml, write_scene_yaml
 from airplay.scene.synthetic.landmarks import scene_landmarks
