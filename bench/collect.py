@@ -11,7 +11,7 @@ with ``--lod-cell M,DEG`` also with the cut made once per pose cell of M metres 
 (``render: lod_cell_m`` / ``lod_cell_deg``; a row each, ``off`` = per-view cut). The
 rate excludes loading the scene, building or reading its LOD hierarchy and warming up (one
 frame rendered, which loads the renderer's compiled kernels, and the expert's wall-penalty grid:
-once per worker in a real run, :func:`airplay.data.collect._warm_up`) and counts everything
+once per worker in a real run, :func:`airplay.data.collect_flight._warm_up`) and counts everything
 per flight: rendering, flight
 simulation + expert, CDR encoding + MCAP writing + publishing. Flights per second per core
 = flights / CPU time of the process (one thread), so that other load on a shared machine
@@ -89,7 +89,8 @@ def cell_label(cell: tuple[float, float] | None) -> str:
 
 def bench_density(tmp: Path, density: float, size: int, flights: int, depth: bool, lod_px: float,
                   cell: tuple[float, float] | None = None) -> dict:
-    from airplay.data.collect import CollectConfig, collect, read_ledger
+    from airplay.data.collect import collect
+    from airplay.data.collect_plan import CollectConfig, read_ledger
     from airplay.scene.scene import Scene
     from airplay.scene.synthetic import make_scene
 
@@ -147,7 +148,7 @@ def bench_render_stages(row: dict, size: int, repeats: int = 3) -> dict:
     poses, ms per frame (the best pass: a lower bound of what a frame costs inside the
     flight loop)."""
     from airplay.data.bag import iter_bag_messages
-    from airplay.data.collect import world_with_camera
+    from airplay.data.collect_flight import world_with_camera
     from airplay.data.messages import decode, position_yaw_of
     from airplay.render import lod
     from airplay.render.cpu_backend import PROFILE_KEYS

@@ -17,8 +17,9 @@ import yaml
 
 from airplay.cli import main
 from airplay.data.bag import iter_episode_bags, read_episode
-from airplay.data.collect import (LEDGER, SUMMARY, CollectConfig, CollectError, collect, read_ledger,
-                                  world_with_camera)
+from airplay.data.collect import collect
+from airplay.data.collect_flight import world_with_camera
+from airplay.data.collect_plan import LEDGER, SUMMARY, CollectConfig, CollectError, FlightJob, read_ledger
 from scene_factory import scene_yaml_dict, write_tiny_scene
 
 SIZE = (32, 24)  # rendered width x height: small, so that the tests stay fast
@@ -191,13 +192,13 @@ def test_worker_warm_up_leaves_no_pose_cell_and_changes_no_image(scenes, referen
     expert's wall penalty with the scene load; it empties the pose-cell cache after that frame, and
     the images of a flight are those of its poses alone: the recorded first frame of every task is
     the frame rendered at its start pose."""
-    from airplay.data import collect as c
+    from airplay.data import collect_flight as c
     from airplay.render import lod
 
     c._CACHE.clear()
-    job = c.FlightJob(scene_dir=str(scenes / "cube_a"), scene="cube_a", split="seen", index=0, task_id="",
-                      per_scene=3, setting="pointgoal", seed=3, out="", depth=True, image_size=SIZE,
-                      keep_failures=False, render_backend="cpu", threads=1, protocol=None)
+    job = FlightJob(scene_dir=str(scenes / "cube_a"), scene="cube_a", split="seen", index=0, task_id="",
+                    per_scene=3, setting="pointgoal", seed=3, out="", depth=True, image_size=SIZE,
+                    keep_failures=False, render_backend="cpu", threads=1, protocol=None)
     world, tasks, env, policy = c._scene_state(job)
     assert len(lod._cell_cache()) == 0 and policy.expert._penalty is not None
     for task in tasks:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from airplay.cli import main
-from airplay.data.collect import world_with_camera
+from airplay.data.collect_flight import world_with_camera
 from airplay.data.lerobot import LeRobotDataset, LeRobotWriter
 from airplay.policies import make_policy
 from airplay.policies.checkpoint import load_policy

@@ -150,7 +150,7 @@ def test_replaced_worlds_share_parts_built_or_not(indoor, tmp_path, monkeypatch)
     zero = replace(world, protocol=replace(world.protocol, success_radius_m=0.0))
     assert zero.grid is grid and zero.sdf is sdf and zero.checker is world.checker
     assert zero.protocol.success_radius_m == 0.0 and world.protocol.success_radius_m > 0.0
-    # as airplay.data.collect.world_with_camera does: another camera, the same files and structures
+    # as airplay.data.collect_flight.world_with_camera does: another camera, the same files and structures
     spec = world.scene.spec
     small = replace(spec, camera=replace(spec.camera, intrinsics=PinholeCamera(32, 32, 16.0, 16.0, 16.0, 16.0)))
     other = replace(world, scene=replace(world.scene, spec=small))

@@ -17,8 +17,9 @@ def image_size_arg(text: str) -> tuple[int, int]:
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
+    from airplay.data.collect import collect, format_summary
+    from airplay.data.collect_plan import CollectConfig, CollectError
     from airplay.scene.scene import scene_dirs
-    from airplay.data.collect import CollectConfig, CollectError, collect, format_summary
     from airplay.tasks.protocol import ProtocolError
 
     cfg = CollectConfig(scenes=tuple(scene_dirs(args.scenes)), per_scene=args.per_scene, out=Path(args.out),

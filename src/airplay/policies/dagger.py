@@ -115,7 +115,7 @@ def _scene(scene_dir: str, image_size, backend: str):
     """(world, env, labeller) for a scene, once per process."""
     key = (scene_dir, image_size, backend)
     if key not in _CACHE:
-        from airplay.data.collect import world_with_camera
+        from airplay.data.collect_flight import world_with_camera
         from airplay.policies import make_policy
         from airplay.sim.env import AirPlayEnv
         from airplay.sim.world import World
@@ -147,7 +147,7 @@ def fly_episode(world, env, policy, labeller, task, backend: str, beta: float, r
     Returns arrays over the T observations before the episode ended: rgb (T, H, W, 3) uint8,
     state (T, 13) float32, goal (T, 3) float32 (heading frame, m), label (T, 4) and command
     (T, 4) float32 ([vx vy vz] heading frame m/s, yaw rate rad/s); and status, steps."""
-    from airplay.data.collect import with_dart_noise
+    from airplay.data.collect_flight import with_dart_noise
 
     obs, info = env.reset(options={"task": task})
     policy.reset(task)
@@ -192,7 +192,7 @@ def rollout(job: RolloutJob) -> dict:
 
 def run_jobs(fn, jobs: list, workers: int, ray: str | None):
     """``fn(job)`` for every job: in this process (1 worker), a spawn process pool, or Ray."""
-    from airplay.data.collect import run_jobs as collect_run_jobs
+    from airplay.data.collect_workers import run_jobs as collect_run_jobs
 
     return collect_run_jobs(fn, jobs, workers, ray)
 
