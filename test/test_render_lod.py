@@ -244,7 +244,8 @@ def test_bad_lod_px(splat, tree, bad):
 
 def test_protocol_setting(tmp_path):
     from airplay.config import config_dir
-    from airplay.tasks.protocol import Protocol, ProtocolError, load_protocol
+    from airplay.tasks.protocol import Protocol, load_protocol
+    from airplay.yaml_config import ConfigError
 
     assert load_protocol().render_lod_px == Protocol().render_lod_px > 0
     text = (config_dir() / "protocol.yaml").read_text()
@@ -253,7 +254,7 @@ def test_protocol_setting(tmp_path):
     path.write_text(text.replace("lod_px: 2.0", "lod_px: 0"))
     assert load_protocol(path).render_lod_px == 0.0
     path.write_text(text.replace("lod_px: 2.0", "lod_px: -1"))
-    with pytest.raises(ProtocolError, match="render.lod_px"):
+    with pytest.raises(ConfigError, match="render.lod_px"):
         load_protocol(path)
 
 
@@ -456,7 +457,8 @@ def test_protocol_cell_setting(tmp_path):
     import yaml
 
     from airplay.config import config_dir
-    from airplay.tasks.protocol import Protocol, ProtocolError, load_protocol
+    from airplay.tasks.protocol import Protocol, load_protocol
+    from airplay.yaml_config import ConfigError
 
     data = yaml.safe_load((config_dir() / "protocol.yaml").read_text())
     path = tmp_path / "protocol.yaml"
@@ -475,7 +477,7 @@ def test_protocol_cell_setting(tmp_path):
     assert (load_protocol().render_lod_cell_m, load_protocol().render_lod_cell_deg) == (0.5, 15.0)  # shipped
     for bad in ({"lod_cell_m": 0.5, "lod_cell_deg": 0}, {"lod_cell_m": -1, "lod_cell_deg": 15},
                 {"lod_cell_m": 0, "lod_cell_deg": 15}, {"lod_cell_m": 0.5, "lod_cell_deg": 200}):
-        with pytest.raises(ProtocolError, match="lod_cell"):
+        with pytest.raises(ConfigError, match="lod_cell"):
             load_protocol(with_render(**bad))
 
 

@@ -14,8 +14,9 @@ from airplay.scene.spec import NavigableRegion
 from airplay.sim.sdf import SignedDistanceField
 from airplay.tasks.astar import OFFSETS, STEP_COSTS, astar, astar_on_grid
 from airplay.tasks.navigable import NavigableGrid, polygon_signed_distance
-from airplay.tasks.protocol import Protocol, ProtocolError, TaskSettings, load_protocol
+from airplay.tasks.protocol import Protocol, TaskSettings, load_protocol
 from airplay.tasks.sampler import TaskSamplingError, candidate_pairs, endpoint_candidates, sample_tasks
+from airplay.yaml_config import ConfigError
 
 RES = 0.1
 
@@ -77,17 +78,17 @@ def test_protocol_defaults_are_airplaygrounds():
 
 def test_protocol_errors_name_file_and_field(tmp_path):
     missing = tmp_path / "nope.yaml"
-    with pytest.raises(ProtocolError, match="nope.yaml"):
+    with pytest.raises(ConfigError, match="nope.yaml"):
         load_protocol(missing)
     bad = tmp_path / "protocol.yaml"
     bad.write_text("task: {grid_resolution_m: -1}\nsuccess_radius_m: 1\ntime_limit: {base_s: 1, per_astar_m_s: 1}\n")
-    with pytest.raises(ProtocolError, match=r"protocol.yaml.*task.grid_resolution_m"):
+    with pytest.raises(ConfigError, match=r"protocol.yaml.*task.grid_resolution_m"):
         load_protocol(bad)
     bad.write_text("task: [1, 2]\n")
-    with pytest.raises(ProtocolError, match="task"):
+    with pytest.raises(ConfigError, match="task"):
         load_protocol(bad)
     bad.write_text("task: {a: [\n")
-    with pytest.raises(ProtocolError, match="invalid YAML"):
+    with pytest.raises(ConfigError, match="invalid YAML"):
         load_protocol(bad)
 
 

@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from airplay.vln.actions import ActionSpace, VLNConfigError, load_vln_config, rollout
+from airplay.vln.actions import ActionSpace, load_vln_config, rollout
 from airplay.vln.parsing import parse_actions
 from airplay.vln.prompt import PromptBuilder, history_indices, progressive_interval_offsets
+from airplay.yaml_config import ConfigError
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -75,10 +76,10 @@ def test_scaling_rule_and_config_errors(tmp_path):
     assert s.names == ("MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT", "STOP") and s.max_steps == 160
     bad = tmp_path / "vln.yaml"
     bad.write_text("scale: -1\n")
-    with pytest.raises(VLNConfigError, match=r"vln.yaml: field 'scale'"):
+    with pytest.raises(ConfigError, match=r"vln.yaml: scale: must be a positive number"):
         load_vln_config(bad)
     bad.write_text("reference: {forwrd_m: 3}\n")
-    with pytest.raises(VLNConfigError, match="reference.forwrd_m"):
+    with pytest.raises(ConfigError, match="reference.forwrd_m"):
         load_vln_config(bad)
     good = tmp_path / "ok.yaml"
     good.write_text("scale_by_scene: {big: 0.5}\nextra_actions: [ASCEND, DESCEND]\n")

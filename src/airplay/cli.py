@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from airplay.scene.errors import SceneError
+from airplay.yaml_config import ConfigError
 from airplay.scene.scene import scene_dirs
 
 DEFAULT_CATEGORIES = ("indoor", "urban", "vegetation")
@@ -332,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except SceneError as err:
+    except ConfigError as err:  # a scene or configuration file (SceneError is one)
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -98,7 +98,7 @@ def collect(cfg: CollectConfig, progress: bool = True) -> dict:
     if cfg.protocol is not None:
         from airplay.tasks.protocol import load_protocol
 
-        load_protocol(cfg.protocol)  # ProtocolError naming the file and field, before any work
+        load_protocol(cfg.protocol)  # ConfigError naming the file and field, before any work
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     if cfg.threads < 1:

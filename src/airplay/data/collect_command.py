@@ -20,7 +20,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     from airplay.data.collect import collect, format_summary
     from airplay.data.collect_plan import CollectConfig, CollectError
     from airplay.scene.scene import scene_dirs
-    from airplay.tasks.protocol import ProtocolError
+    from airplay.yaml_config import ConfigError
 
     cfg = CollectConfig(scenes=tuple(scene_dirs(args.scenes)), per_scene=args.per_scene, out=Path(args.out),
                         setting=args.setting, seed=args.seed, depth=args.depth, image_size=args.image_size,
@@ -29,7 +29,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
                         expert=args.expert, noise_std=args.noise_std)
     try:
         summary = collect(cfg, progress=not args.no_progress)
-    except (CollectError, ProtocolError) as err:
+    except (CollectError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,20 +1,14 @@
-"""The one error type for malformed scene input."""
+"""The error type for malformed scene input: a :class:`~airplay.yaml_config.ConfigError`."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from airplay.yaml_config import ConfigError
 
 
-class SceneError(ValueError):
-    """Bad scene input: names the file (and field, where there is one) and the problem.
+class SceneError(ConfigError):
+    """Bad scene input (scene.yaml, the splat, the collision mesh): names the file (and field,
+    where there is one) and the problem.
 
     ``str(err)`` reads ``"<file>: <field>: <problem>"`` so a command-line user sees at once
     what to fix.
     """
-
-    def __init__(self, path: str | Path, problem: str, field: str | None = None):
-        self.path = Path(path)
-        self.field = field
-        self.problem = problem
-        where = f"{self.path}: {field}: " if field else f"{self.path}: "
-        super().__init__(where + problem)

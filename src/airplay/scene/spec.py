@@ -48,6 +48,7 @@ import yaml
 
 from airplay.scene.camera import CameraMount, PinholeCamera
 from airplay.scene.errors import SceneError
+from airplay.yaml_config import ConfigError, load_yaml
 
 FORMAT_VERSION = 1
 CATEGORIES = ("indoor", "urban", "vegetation")
@@ -336,15 +337,9 @@ def parse_scene_yaml(path: str | Path) -> SceneSpec:
     if not path.is_file():
         raise SceneError(path, "file not found (a scene folder needs scene.yaml)")
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SceneError(path, f"invalid YAML{where}: {getattr(err, 'problem', err)}") from None
-    except UnicodeDecodeError:
-        raise SceneError(path, "not a text file") from None
-    if data is None:
-        raise SceneError(path, "file is empty")
+        data = load_yaml(path)
+    except ConfigError as err:  # scene input: the same message, as a SceneError
+        raise SceneError(err.path, err.problem, err.field) from None
     root = path.parent.resolve()
     f = _Fields(path, data)
     version = f.number("format_version", default=FORMAT_VERSION)

@@ -31,10 +31,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
-import yaml
 from numba import njit, prange
 
 from airplay.config import config_dir
+from airplay.yaml_config import ConfigError, load_yaml
 
 
 @dataclass(frozen=True)
@@ -74,28 +74,24 @@ class VehicleParams:
 
 
 def load_vehicle_params(path: str | Path | None = None) -> VehicleParams:
-    """Read ``config/vehicle.yaml`` (or ``path``); errors name the file and the field."""
+    """Read ``config/vehicle.yaml`` (or ``path``); a :class:`~airplay.yaml_config.ConfigError` names the
+    file and the field."""
     path = Path(path) if path is not None else config_dir() / "vehicle.yaml"
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise ValueError(f"{path}: cannot read vehicle parameters: {err}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: must be a mapping of vehicle parameters")
+    data = load_yaml(path, what="vehicle parameter file")
     known = {f.name for f in fields(VehicleParams)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ValueError(f"{path}: unknown vehicle parameters {unknown}; known: {sorted(known)}")
+        raise ConfigError(path, f"unknown vehicle parameters {unknown}; known: {sorted(known)}")
     values = {}
     for key, value in data.items():
         try:
             values[key] = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"{path}: vehicle parameter {key} must be a number, got {value!r}") from None
+            raise ConfigError(path, f"must be a number, got {value!r}", key) from None
     try:
         return VehicleParams(**values)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{path}: {err}") from None
+        raise ConfigError(path, str(err)) from None
 
 
 def _quat_xyzw_from_matrix(r: np.ndarray) -> np.ndarray:

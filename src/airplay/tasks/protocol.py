@@ -12,19 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from airplay.config import config_dir
+from airplay.yaml_config import ConfigError, load_yaml
 
 PROTOCOL_FILE = "protocol.yaml"
-
-
-class ProtocolError(ValueError):
-    """A missing or invalid protocol file; the message names the file and the field."""
-
-    def __init__(self, path: Path | str, problem: str):
-        super().__init__(f"{path}: {problem}")
-        self.path, self.problem = Path(path), problem
 
 
 @dataclass(frozen=True)
@@ -70,39 +61,33 @@ def _number(path: Path, data: dict, key: str, prefix: str, *, positive: bool = T
             integer: bool = False, lo: float | None = None, hi: float | None = None) -> Any:
     name = prefix + key
     if key not in data:
-        raise ProtocolError(path, f"{name}: required field is missing")
+        raise ConfigError(path, "required field is missing", name)
     value = data[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ProtocolError(path, f"{name}: must be a finite number, got {value!r}")
+        raise ConfigError(path, f"must be a finite number, got {value!r}", name)
     if integer and value != int(value):
-        raise ProtocolError(path, f"{name}: must be an integer, got {value!r}")
+        raise ConfigError(path, f"must be an integer, got {value!r}", name)
     if positive and value <= 0:
-        raise ProtocolError(path, f"{name}: must be positive, got {value!r}")
+        raise ConfigError(path, f"must be positive, got {value!r}", name)
     if lo is not None and value < lo or hi is not None and value > hi:
-        raise ProtocolError(path, f"{name}: must be in [{lo}, {hi}], got {value!r}")
+        raise ConfigError(path, f"must be in [{lo}, {hi}], got {value!r}", name)
     return int(value) if integer else float(value)
 
 
 def load_protocol(path: str | Path | None = None) -> Protocol:
     """Read and validate protocol.yaml (default: :func:`airplay.config.config_dir`/protocol.yaml).
 
-    Raises :class:`ProtocolError` naming the file and the field when it is missing or invalid.
+    Raises :class:`~airplay.yaml_config.ConfigError` naming the file and the field when it is
+    missing or invalid.
     """
     path = Path(path) if path is not None else config_dir() / PROTOCOL_FILE
-    if not path.is_file():
-        raise ProtocolError(path, "protocol file not found")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ProtocolError(path, f"invalid YAML: {err}") from None
-    if not isinstance(data, dict):
-        raise ProtocolError(path, "must be a YAML mapping")
+    data = load_yaml(path, what="protocol file")
     task = data.get("task")
     if not isinstance(task, dict):
-        raise ProtocolError(path, "task: required mapping is missing")
+        raise ConfigError(path, "required mapping is missing", "task")
     limit = data.get("time_limit")
     if not isinstance(limit, dict):
-        raise ProtocolError(path, "time_limit: required mapping is missing")
+        raise ConfigError(path, "required mapping is missing", "time_limit")
     settings = TaskSettings(
         grid_resolution_m=_number(path, task, "grid_resolution_m", "task."),
         endpoint_candidates=_number(path, task, "endpoint_candidates", "task.", integer=True, lo=2),
@@ -114,7 +99,7 @@ def load_protocol(path: str | Path | None = None) -> Protocol:
     )
     render = data.get("render", {})
     if not isinstance(render, dict):
-        raise ProtocolError(path, "render: must be a mapping")
+        raise ConfigError(path, "must be a mapping", "render")
     lod_px = (_number(path, render, "lod_px", "render.", positive=False, lo=0.0) if "lod_px" in render
               else Protocol.render_lod_px)
     cell = {}
@@ -122,8 +107,8 @@ def load_protocol(path: str | Path | None = None) -> Protocol:
         cell[key] = (_number(path, render, key, "render.", positive=False, lo=0.0) if key in render
                      else getattr(Protocol, "render_" + key))
     if (cell["lod_cell_m"] > 0.0) != (cell["lod_cell_deg"] > 0.0) or cell["lod_cell_deg"] > 180.0:
-        raise ProtocolError(path, "render.lod_cell_m and render.lod_cell_deg: both 0 (off) or both positive "
-                                  f"(lod_cell_deg <= 180), got {cell['lod_cell_m']!r}, {cell['lod_cell_deg']!r}")
+        raise ConfigError(path, "render.lod_cell_m and render.lod_cell_deg: both 0 (off) or both positive "
+                                f"(lod_cell_deg <= 180), got {cell['lod_cell_m']!r}, {cell['lod_cell_deg']!r}")
     return Protocol(
         render_lod_px=lod_px,
         render_lod_cell_m=cell["lod_cell_m"],

@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from airplay.config import config_dir
+from airplay.yaml_config import ConfigError, load_yaml
 
 BASE_ACTIONS: tuple[str, ...] = ("MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT", "STOP")
 EXTRA_ACTIONS: tuple[str, ...] = ("ASCEND", "DESCEND", "MOVE_LEFT", "MOVE_RIGHT")
@@ -37,10 +36,6 @@ ALIASES: dict[str, str] = {
     "ROTATE_RIGHT": "TURN_RIGHT", "STOP_": "STOP", "HALT": "STOP",
 }
 """Other spellings the parser accepts (after upper-casing, spaces and hyphens -> ``_``)."""
-
-
-class VLNConfigError(ValueError):
-    """A bad field of the VLN configuration; the message names the file and the field."""
 
 
 @dataclass(frozen=True)
@@ -80,12 +75,12 @@ class ActionSpace:
         for name in ("forward_m", "turn_rad", "vertical_m", "scale"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise VLNConfigError(f"ActionSpace.{name} must be a positive number, got {v!r}")
+                raise ValueError(f"ActionSpace.{name} must be a positive number, got {v!r}")
         unknown = [n for n in self.names if n not in ALL_ACTIONS]
         if unknown or "STOP" not in self.names:
-            raise VLNConfigError(f"ActionSpace.names must be among {ALL_ACTIONS} and include STOP, got {self.names}")
+            raise ValueError(f"ActionSpace.names must be among {ALL_ACTIONS} and include STOP, got {self.names}")
         if self.max_steps < 1 or self.max_actions_per_step < 1:
-            raise VLNConfigError("ActionSpace.max_steps and max_actions_per_step must be >= 1")
+            raise ValueError("ActionSpace.max_steps and max_actions_per_step must be >= 1")
 
     def delta(self, action: str) -> tuple[float, float, float, float]:
         """Motion of ``action`` relative to its start pose: (dx forward, dy left, dz up) in m
@@ -158,31 +153,26 @@ class VLNConfig:
 
 def _positive(path: str, name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise VLNConfigError(f"{path}: field '{name}' must be a positive number, got {value!r}")
+        raise ConfigError(path, f"must be a positive number, got {value!r}", name)
     return float(value)
 
 
 def load_vln_config(path: str | Path | None = None) -> VLNConfig:
     """Read ``config/vln.yaml`` (or ``path``); every error names the file and the field."""
     p = Path(path) if path is not None else config_dir() / "vln.yaml"
-    try:
-        data = yaml.safe_load(p.read_text()) or {}
-    except (OSError, yaml.YAMLError) as err:
-        raise VLNConfigError(f"{p}: cannot read the VLN configuration: {err}") from None
-    if not isinstance(data, dict):
-        raise VLNConfigError(f"{p}: must be a mapping")
+    data = load_yaml(p, what="VLN configuration", empty_ok=True)
     known = {"reference", "scale", "scale_by_category", "scale_by_scene", "success_radius_m", "extra_actions",
              "executor"}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise VLNConfigError(f"{p}: unknown field '{unknown[0]}'; known: {', '.join(sorted(known))}")
+        raise ConfigError(p, f"unknown field; known: {', '.join(sorted(known))}", unknown[0])
     ref = data.get("reference") or {}
     if not isinstance(ref, dict):
-        raise VLNConfigError(f"{p}: field 'reference' must be a mapping")
+        raise ConfigError(p, "must be a mapping", "reference")
     ref_known = {"forward_m", "turn_deg", "vertical_m", "max_steps", "max_actions_per_step"}
     bad = sorted(set(ref) - ref_known)
     if bad:
-        raise VLNConfigError(f"{p}: unknown field 'reference.{bad[0]}'; known: {', '.join(sorted(ref_known))}")
+        raise ConfigError(p, f"unknown field; known: {', '.join(sorted(ref_known))}", f"reference.{bad[0]}")
     kwargs: dict[str, Any] = {}
     for name in ("forward_m", "turn_deg", "vertical_m"):
         if name in ref:
@@ -191,28 +181,28 @@ def load_vln_config(path: str | Path | None = None) -> VLNConfig:
         if name in ref:
             v = ref[name]
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise VLNConfigError(f"{p}: field 'reference.{name}' must be an integer >= 1, got {v!r}")
+                raise ConfigError(p, f"must be an integer >= 1, got {v!r}", f"reference.{name}")
             kwargs[name] = v
     if "scale" in data:
         kwargs["scale"] = _positive(str(p), "scale", data["scale"])
     for name in ("scale_by_category", "scale_by_scene"):
         table = data.get(name) or {}
         if not isinstance(table, dict):
-            raise VLNConfigError(f"{p}: field '{name}' must be a mapping of name: scale")
+            raise ConfigError(p, "must be a mapping of name: scale", name)
         kwargs[name] = {str(k): _positive(str(p), f"{name}.{k}", v) for k, v in table.items()}
     if data.get("success_radius_m") is not None:
         kwargs["success_radius_m"] = _positive(str(p), "success_radius_m", data["success_radius_m"])
     extra = data.get("extra_actions") or []
     if not isinstance(extra, list) or any(a not in EXTRA_ACTIONS for a in extra):
-        raise VLNConfigError(f"{p}: field 'extra_actions' must be a list of {', '.join(EXTRA_ACTIONS)}, got {extra!r}")
+        raise ConfigError(p, f"must be a list of {', '.join(EXTRA_ACTIONS)}, got {extra!r}", "extra_actions")
     kwargs["extra_actions"] = tuple(extra)
     ex = data.get("executor") or {}
     if not isinstance(ex, dict):
-        raise VLNConfigError(f"{p}: field 'executor' must be a mapping")
+        raise ConfigError(p, "must be a mapping", "executor")
     ex_known = set(ExecutorSettings.__dataclass_fields__)
     bad = sorted(set(ex) - ex_known)
     if bad:
-        raise VLNConfigError(f"{p}: unknown field 'executor.{bad[0]}'; known: {', '.join(sorted(ex_known))}")
+        raise ConfigError(p, f"unknown field; known: {', '.join(sorted(ex_known))}", f"executor.{bad[0]}")
     kwargs["executor"] = ExecutorSettings(**{k: _positive(str(p), f"executor.{k}", v) for k, v in ex.items()})
     return VLNConfig(source=str(p), **kwargs)
 
