@@ -9,9 +9,8 @@ required node) exits, or any node fails (then ``ros2 launch`` exits non-zero); t
 finalizes its bags on the SIGINT that ``ros2 launch`` sends (:mod:`airplay.ros2_launch`).
 """
 
-from airplay.graph import COLLECT_ARGUMENTS, collect_graph
 from airplay.ros2_launch import graph_launch_description
 
 
 def generate_launch_description():
-    return graph_launch_description(collect_graph, COLLECT_ARGUMENTS)
+    return graph_launch_description("collect")

@@ -18,9 +18,8 @@ The bridge connects and checks the autopilot at start and arms only on request: 
 or its lifecycle's activate transition (``airplay bridge arm``); see docs/vehicle.md.
 """
 
-from airplay.graph import FLY_ARGUMENTS, fly_graph
 from airplay.ros2_launch import graph_launch_description
 
 
 def generate_launch_description():
-    return graph_launch_description(fly_graph, FLY_ARGUMENTS)
+    return graph_launch_description("fly")

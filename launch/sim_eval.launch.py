@@ -9,9 +9,8 @@ refuses unknown arguments, stops the graph when the evaluator (the required node
 node fails, and then exits non-zero on a failure.
 """
 
-from airplay.graph import SIM_EVAL_ARGUMENTS, sim_eval_graph
 from airplay.ros2_launch import graph_launch_description
 
 
 def generate_launch_description():
-    return graph_launch_description(sim_eval_graph, SIM_EVAL_ARGUMENTS)
+    return graph_launch_description("sim_eval")

@@ -57,12 +57,11 @@ def test_collect_launch_file_reads_the_shared_graph(tmp_path):
     tree = ast.parse(LAUNCH_FILE.read_text())
     imported = {(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                 for alias in node.names}
-    assert {("airplay.graph", "collect_graph"), ("airplay.graph", "COLLECT_ARGUMENTS"),
-            ("airplay.ros2_launch", "graph_launch_description")} <= imported
+    assert imported == {("airplay.ros2_launch", "graph_launch_description")}
     generate = next(node for node in ast.walk(tree)
                     if isinstance(node, ast.FunctionDef) and node.name == "generate_launch_description")
     assert [ast.unparse(n) for n in ast.walk(generate) if isinstance(n, ast.Call)] == [
-        "graph_launch_description(collect_graph, COLLECT_ARGUMENTS)"]
+        "graph_launch_description('collect')"]
     helper = ast.parse((REPO / "src" / "airplay" / "ros2_launch.py").read_text())
     assert {("launch_ros.actions", "Node"), ("launch.event_handlers", "OnProcessExit")} <= {
         (n.module, a.name) for n in ast.walk(helper) if isinstance(n, ast.ImportFrom) for a in n.names}

@@ -347,15 +347,23 @@ def imports_of(path: Path) -> set[tuple[str, str]]:
             if isinstance(node, ast.ImportFrom) for alias in node.names}
 
 
-def test_launch_file_compiles_and_reads_the_shared_graph(tmp_path):
-    py_compile.compile(str(LAUNCH_FILE), cfile=str(tmp_path / "sim_eval.pyc"), doraise=True)
-    assert {("airplay.graph", "sim_eval_graph"), ("airplay.graph", "SIM_EVAL_ARGUMENTS"),
-            ("airplay.ros2_launch", "graph_launch_description")} <= imports_of(LAUNCH_FILE)
-    tree = ast.parse(LAUNCH_FILE.read_text())
-    functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
-    calls = [ast.unparse(node) for node in ast.walk(functions["generate_launch_description"])
-             if isinstance(node, ast.Call)]
-    assert calls == ["graph_launch_description(sim_eval_graph, SIM_EVAL_ARGUMENTS)"]
+def test_launch_files_compile_and_name_their_graph(tmp_path):
+    """Each launch file is the one helper called with its graph's name in airplay.graph.GRAPHS."""
+    from airplay.graph import GRAPHS
+
+    for name in GRAPHS:
+        path = REPO / "launch" / f"{name}.launch.py"
+        py_compile.compile(str(path), cfile=str(tmp_path / f"{name}.pyc"), doraise=True)
+        assert imports_of(path) == {("airplay.ros2_launch", "graph_launch_description")}, path
+        tree = ast.parse(path.read_text())
+        functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+        calls = [ast.unparse(node) for node in ast.walk(functions["generate_launch_description"])
+                 if isinstance(node, ast.Call)]
+        assert calls == [f"graph_launch_description({name!r})"], path
+    from airplay.ros2_launch import graph_launch_description
+
+    with pytest.raises(KeyError, match="unknown graph 'sim-eval'; graphs: collect, fly, sim_eval"):
+        graph_launch_description("sim-eval")
     # The one helper all three launch files call: launch_ros Nodes, exit handlers, Shutdown.
     assert {("launch_ros.actions", "Node"), ("launch.event_handlers", "OnProcessExit"), ("launch.events", "Shutdown"),
             ("launch.actions", "DeclareLaunchArgument")} <= imports_of(ROS2_LAUNCH)

@@ -1,7 +1,7 @@
 """The ``ros2 launch`` side of airplay's graphs, written once for ``launch/*.launch.py``.
 
-Each launch file returns ``graph_launch_description(<graph builder>, <its launch arguments>)``
-from :mod:`airplay.graph` (e.g. ``sim_eval_graph, SIM_EVAL_ARGUMENTS``), which declares the
+Each launch file returns ``graph_launch_description(<graph name>)`` (a name of
+:data:`airplay.graph.GRAPHS`: ``sim_eval``, ``collect``, ``fly``), which declares the
 graph's launch arguments (default and description of each, what ``--show-args`` prints) and,
 when launched, does what ``airplay launch`` (:mod:`airplay.launcher`) does for the same graph:
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from airplay.graph import (EXTRA_ROS2_LAUNCH_ARGUMENTS, GraphArgumentError, LaunchArgument, NodeSpec,
+from airplay.graph import (EXTRA_ROS2_LAUNCH_ARGUMENTS, GRAPHS, GraphArgumentError, LaunchArgument, NodeSpec,
                            unknown_argument_message)
 
 LOGGER_NAME = "airplay"
@@ -44,10 +44,15 @@ class GraphLaunchError(RuntimeError):
 Builder = Callable[[dict], list]
 
 
-def graph_launch_description(builder: Builder, arguments: dict[str, LaunchArgument]):
-    """The LaunchDescription of the graph ``builder`` makes (e.g. :func:`airplay.graph.sim_eval_graph`)
-    from ``arguments`` (its :class:`~airplay.graph.LaunchArgument` table): the arguments
-    declared with default and description, then the nodes (module docstring)."""
+def graph_launch_description(graph: str):
+    """The LaunchDescription of the graph named ``graph`` in :data:`airplay.graph.GRAPHS` (its
+    builder, e.g. :func:`airplay.graph.sim_eval_graph`, and its
+    :class:`~airplay.graph.LaunchArgument` table): the arguments declared with default and
+    description, then the nodes (module docstring). An unknown name is a KeyError listing the
+    graphs."""
+    if graph not in GRAPHS:
+        raise KeyError(f"unknown graph {graph!r}; graphs: {', '.join(sorted(GRAPHS))}")
+    builder, arguments = GRAPHS[graph]
     from launch import LaunchDescription
     from launch.actions import DeclareLaunchArgument, OpaqueFunction
 
