@@ -152,7 +152,7 @@ def bench_render_stages(row: dict, size: int, repeats: int = 3) -> dict:
     from airplay.data.messages import decode, position_yaw_of
     from airplay.render import lod
     from airplay.render.cpu_backend import PROFILE_KEYS
-    from airplay.sim.world import FAR_PLANE_M, NEAR_PLANE_M, World
+    from airplay.world.world import FAR_PLANE_M, NEAR_PLANE_M, World
     from airplay.tasks.protocol import load_protocol
 
     world = world_with_camera(World.load(row["_scene_dir"], protocol=load_protocol(row["_protocol"])), (size, size))

@@ -435,7 +435,7 @@ def prepare_scene(scene_dir: Path, density: float | None, env: dict) -> None:
 def prepare_scene_main(scene_dir: Path, density: float | None) -> int:
     """The child of :func:`prepare_scene`: make the scene, then build (or read) its cached parts."""
     from airplay.scene.synthetic import make_scene
-    from airplay.sim.world import World
+    from airplay.world import World
 
     make_scene("indoor", 1, scene_dir, name="indoor_1", **({} if density is None else {"gaussians_per_m2": density}))
     world = World.load(scene_dir)

@@ -72,7 +72,7 @@ def sparse_indoor_scene(folder: Path) -> Path:
     """The synthetic indoor scene of seed 1 at 4 Gaussians/m^2 in ``folder`` (named indoor_1),
     with its disk-cached SDF built, so that the processes a test starts do not all build it."""
     from airplay.scene.synthetic import make_scene
-    from airplay.sim.world import World
+    from airplay.world import World
 
     make_scene("indoor", 1, folder, gaussians_per_m2=4, name="indoor_1")
     World.load(folder).sdf  # builds the disk-cached SDF (World.load alone reads only scene.yaml)

@@ -1468,7 +1468,7 @@ class Harness:
 
     def _task(self):
         """The task the policy node derives from (scene, index, episodes, seed), as sim_eval samples it."""
-        from airplay.sim.world import World
+        from airplay.world import World
         from airplay.tasks.sampler import sample_tasks
 
         world = World.load(self.scene)

@@ -49,8 +49,8 @@ def actions_by_task(out: Path) -> dict[str, np.ndarray]:
 
 
 def test_collect_writes_one_complete_bag_per_flight(scenes, reference, capsys):
-    from airplay.sim.env import AirPlayEnv
-    from airplay.sim.world import World
+    from airplay.world.env import AirPlayEnv
+    from airplay.world import World
     from airplay.tasks.sampler import sample_tasks
 
     ledger = read_ledger(reference)

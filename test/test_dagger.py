@@ -19,8 +19,8 @@ from airplay.policies.dagger import DaggerConfig, DaggerError, dagger, fly_episo
 from airplay.policies.dataset import ChunkDataset, EpisodeData
 from airplay.policies.train import TrainConfig, build_policy, train
 from airplay.scene.synthetic import make_scene
-from airplay.sim.env import AirPlayEnv
-from airplay.sim.world import World
+from airplay.world.env import AirPlayEnv
+from airplay.world import World
 from airplay.tasks.sampler import sample_tasks
 
 SIZE = (32, 32)

@@ -10,8 +10,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from airplay.scene.synthetic import make_scene
-from airplay.sim.env import AirPlayEnv, goal_in_heading_frame
-from airplay.sim.world import World
+from airplay.world.env import AirPlayEnv, goal_in_heading_frame
+from airplay.world import World
 from airplay.tasks.sampler import sample_tasks
 
 

@@ -16,8 +16,8 @@ from airplay.data.bag import iter_episode_bags, read_episode
 from airplay.policies import POLICY_NAMES, make_policy
 from airplay.scene.synthetic import make_scene
 from airplay.sim.dynamics import load_vehicle_params
-from airplay.sim.env import AirPlayEnv
-from airplay.sim.world import World
+from airplay.world.env import AirPlayEnv
+from airplay.world import World
 from airplay.tasks.cost_to_go import FieldCache, wall_penalty
 from airplay.tasks.expert import ExpertPolicy
 from airplay.tasks.field_expert import FieldExpert, FieldExpertSettings

@@ -18,7 +18,7 @@ from airplay.data.bag import write_episode_bag
 from airplay.data.export import ExportError, export_bags, headings_from_quaternions
 from airplay.data.keys import ACTION_KEY, DEPTH_KEY, GOAL_IMAGE_KEY, GOAL_KEY, RGB_KEY, STATE_KEY
 from airplay.data.lerobot import TASK_TEXT, DatasetError, LeRobotDataset, LeRobotWriter
-from airplay.sim.env import goal_in_heading_frame
+from airplay.world.env import goal_in_heading_frame
 
 H, W = 48, 64
 V3_EPISODE_COLUMNS = ["episode_index", "tasks", "length", "data/chunk_index", "data/file_index",

@@ -1,4 +1,4 @@
-"""Which episode an observation belongs to (airplay.sim.lockstep), and the episode command that
+"""Which episode an observation belongs to (airplay.world.lockstep), and the episode command that
 carries the task: the rules alone, then the real policy node fed frames out of order over DDS."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from airplay.sim.lockstep import (CURRENT, DUPLICATE, ENDED, HELD, MAX_HELD_STAMPS, RESET_GAP_PERIODS, STALE,
+from airplay.world.lockstep import (CURRENT, DUPLICATE, ENDED, HELD, MAX_HELD_STAMPS, RESET_GAP_PERIODS, STALE,
                                   EpisodeCommand, EpisodeGate, next_start_ns)
 from airplay.tasks.sampler import Task
 
@@ -233,8 +233,8 @@ def test_policy_node_survives_frames_out_of_order_and_flies_as_in_process(scene_
     rest, stays up, and its commands fly both episodes exactly as the in-process runtime does."""
     from airplay.eval.runner import run_episode
     from airplay.policies import make_policy
-    from airplay.sim.env import AirPlayEnv
-    from airplay.sim.world import World
+    from airplay.world.env import AirPlayEnv
+    from airplay.world import World
     from airplay.tasks.sampler import sample_tasks
 
     world = World.load(scene_dir)

@@ -332,7 +332,7 @@ def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, t
     """`airplay vehicle --scene --task` + the fly graph (renderer as camera, expert policy, bridge)."""
     from airplay.graph import FLY_ARGUMENTS, fly_graph, parse_launch_arguments
     from airplay.launcher import node_command
-    from airplay.sim.world import World
+    from airplay.world import World
     from airplay.tasks.sampler import sample_tasks
 
     world = World.load(fly_scene)
@@ -384,7 +384,7 @@ def test_rehearsal_flies_airvln_r1_stops_and_lands(fly_scene, tiny_vl_model, tmp
     """`airplay vehicle --setting vln` + `airplay launch fly policy:=airvln_r1` (transformers backend, the
     tiny model answering ["MOVE_FORWARD", "TURN_LEFT", "STOP"]): the operator's instruction on
     `instruction`, one forward step along the heading, a left turn, STOP -> the bridge lands -> the graph ends."""
-    from airplay.sim.world import World
+    from airplay.world import World
     from airplay.vln.actions import load_vln_config
     from airplay.vln.evaluate import vln_scene
 

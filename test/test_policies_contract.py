@@ -186,7 +186,7 @@ def test_make_policy_needs_a_checkpoint_of_the_right_type(tmp_path):
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     from airplay.scene.synthetic import make_scene
-    from airplay.sim.world import World
+    from airplay.world import World
 
     folder = tmp_path_factory.mktemp("contract") / "indoor_1"
     make_scene("indoor", 1, folder, gaussians_per_m2=4, name="indoor_1")
@@ -196,7 +196,7 @@ def world(tmp_path_factory):
 def test_expert_goes_through_the_contract_with_unchanged_commands(world):
     """The expert is a Policy served by the hold adapter (H = 1); its commands are those of the
     A* tracker called directly on the same states, to the bit."""
-    from airplay.sim.env import AirPlayEnv
+    from airplay.world.env import AirPlayEnv
     from airplay.tasks.expert import ExpertPolicy
     from airplay.tasks.sampler import sample_tasks
 
@@ -226,7 +226,7 @@ def test_expert_goes_through_the_contract_with_unchanged_commands(world):
 def test_random_policy_draws_uniformly_within_the_vehicle_limits_per_task(world):
     """``random``: uniform in the env's action box, a fresh draw every control, the same draws for
     the same task (seeded from the task id), different ones for another task."""
-    from airplay.sim.env import AirPlayEnv
+    from airplay.world.env import AirPlayEnv
     from airplay.tasks.sampler import sample_tasks
 
     policy = make_policy("random", world)

@@ -52,7 +52,7 @@ def own_ros_domain():
 @pytest.fixture(scope="module")
 def scene_dir(tmp_path_factory) -> Path:
     from airplay.scene.synthetic import make_scene
-    from airplay.sim.world import World
+    from airplay.world import World
 
     path = tmp_path_factory.mktemp("scenes") / "indoor_1"
     make_scene("indoor", 1, path, gaussians_per_m2=4, name="indoor_1")

@@ -485,7 +485,7 @@ def test_world_renders_by_pose_cell_when_the_protocol_says_so(tmp_path):
     from dataclasses import replace
 
     from airplay.scene.synthetic import make_scene
-    from airplay.sim.world import World
+    from airplay.world import World
 
     make_scene("indoor", 2, tmp_path / "indoor", gaussians_per_m2=4)
     world = World.load(tmp_path / "indoor", cache_dir=tmp_path / "cache")

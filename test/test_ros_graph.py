@@ -133,8 +133,8 @@ def _graph_params(scene_dir: Path, episodes: int) -> dict:
 def test_graph_equals_inprocess(scene_dir, tmp_path):
     from airplay.eval.runner import EvalConfig, evaluate_inprocess, run_episode
     from airplay.policies import make_policy
-    from airplay.sim.env import AirPlayEnv
-    from airplay.sim.world import World
+    from airplay.world.env import AirPlayEnv
+    from airplay.world import World
     from airplay.tasks.sampler import sample_tasks
 
     world = World.load(scene_dir)
@@ -167,7 +167,7 @@ def test_graph_equals_inprocess(scene_dir, tmp_path):
         listener.close()
 
     # Sim time: one 20 ms period per step, two from an episode's end to the next start
-    # (airplay.sim.lockstep.next_start_ns), never backwards.
+    # (airplay.world.lockstep.next_start_ns), never backwards.
     assert clock_ns and clock_ns == sorted(clock_ns)
     total_steps = sum(steps for _, _, steps in expected)
     assert clock_ns[-1] == (total_steps + 2 * (EPISODES - 1)) * 20_000_000

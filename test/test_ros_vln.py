@@ -128,8 +128,8 @@ class Listener:
 def reference_flights(scene_dir: Path, model: Path, config: Path, episodes_file: Path | None) -> list:
     """(steps, final position) per episode, flown in this process as the in-process VLN runner flies them."""
     from airplay.policies import make_policy
-    from airplay.sim.env import AirPlayEnv
-    from airplay.sim.world import World
+    from airplay.world.env import AirPlayEnv
+    from airplay.world import World
     from airplay.vln.evaluate import run_vln_episode, vln_scene
     from airplay.vln.options import load_episode_options
 

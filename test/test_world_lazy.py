@@ -17,7 +17,7 @@ from airplay.scene.camera import PinholeCamera, map_from_base, viewmat_from_pose
 from airplay.scene import Scene, SceneError
 from airplay.scene.lazy import Lazy
 from airplay.sim.sdf import SignedDistanceField
-from airplay.sim.world import PARTS, World
+from airplay.world.world import PARTS, World
 from airplay.tasks.navigable import NavigableGrid
 from scene_factory import write_tiny_scene
 from test_scene_validation import CASES, _far_mesh

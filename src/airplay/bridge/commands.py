@@ -25,7 +25,7 @@ def _start_pose(args: argparse.Namespace) -> tuple[tuple[float, float, float, fl
     if args.scene is None:
         x, y, z, yaw_deg = _floats(args.start, 4, "--start X,Y,Z,YAW_DEG") if args.start else (0, 0, 0, 0)
         return (x, y, z, math.radians(yaw_deg)), "start"
-    from airplay.sim.world import World
+    from airplay.world import World
     from airplay.tasks.sampler import sample_tasks
 
     world = World.load(args.scene)

@@ -2,10 +2,10 @@
 
 One flight (:func:`fly_task`, the unit of work of the process pool and of Ray):
 
-1. the scene's :class:`~airplay.sim.world.World` and its tasks are built once per worker
+1. the scene's :class:`~airplay.world.World` and its tasks are built once per worker
    process (``sample_tasks(scene, grid, per_scene, seed, setting, protocol)``, exactly as
    :mod:`airplay.eval.runner` samples them, so task k of a scene is the same everywhere);
-2. :class:`~airplay.sim.env.AirPlayEnv` flies the A* expert (or ``--expert field_expert``,
+2. :class:`~airplay.world.env.AirPlayEnv` flies the A* expert (or ``--expert field_expert``,
    optionally with DART noise on the executed command: ``--noise-std``) at 50 Hz; every observation k
    (sim time ``k * 20 ms`` from the episode start at 0) is rendered with
    :meth:`World.camera_images` - the function the environment itself renders with -, RGB
@@ -49,8 +49,8 @@ def _scene_state(job: FlightJob):
         _CACHE[key] = _CACHE.pop(key)  # most recent last
         return _CACHE[key]
     from airplay.policies import make_policy
-    from airplay.sim.env import AirPlayEnv
-    from airplay.sim.world import World
+    from airplay.world.env import AirPlayEnv
+    from airplay.world import World
     from airplay.tasks.protocol import load_protocol
     from airplay.tasks.sampler import sample_tasks
 

@@ -301,7 +301,7 @@ def scene_task_metadata(scene_dir: str, index: int, episodes: int, seed: int, se
     seconds, and a recorder that stops reading loses camera frames (reliable KEEP_LAST 10)."""
     key = (scene_dir, episodes, seed, setting)
     if key not in _SCENE_TASKS:
-        from airplay.sim.world import World
+        from airplay.world import World
         from airplay.tasks.sampler import sample_tasks
 
         world = World.load(scene_dir)

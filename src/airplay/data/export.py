@@ -44,7 +44,7 @@ def headings_from_quaternions(q_xyzw: np.ndarray) -> np.ndarray:
 def goal_vectors(state: np.ndarray, goal_position: np.ndarray) -> np.ndarray:
     """(T, 3) goal minus position in the heading frame (x fwd, y left, z up; m) per frame.
 
-    Vectorised :func:`airplay.sim.env.goal_in_heading_frame` with the heading of each state.
+    Vectorised :func:`airplay.world.env.goal_in_heading_frame` with the heading of each state.
     """
     d = np.asarray(goal_position, np.float64)[None, :] - state[:, :3]
     yaw = headings_from_quaternions(state[:, 3:7])

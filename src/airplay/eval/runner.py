@@ -19,8 +19,8 @@ from airplay.eval.metrics import EpisodeResult, episode_result
 from airplay.eval.plots import plot_trajectories
 from airplay.eval.results import format_table, write_results
 from airplay.policies import guard, make_policy
-from airplay.sim.env import AirPlayEnv
-from airplay.sim.world import World
+from airplay.world.env import AirPlayEnv
+from airplay.world import World
 from airplay.tasks.sampler import sample_tasks
 
 

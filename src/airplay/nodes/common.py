@@ -9,7 +9,7 @@ Conventions on the wire (DESIGN.md sections 3 and 4):
   ``pose.pose`` = position (m, map) + orientation of base_link in map (x, y, z, w).
   NOTE: ``twist.twist.linear`` carries the linear velocity in the MAP frame (m/s) and
   ``twist.twist.angular`` the angular velocity in BASE_LINK (rad/s) - exactly the 13-vector
-  of :meth:`airplay.sim.env.AirPlayEnv.state_vector`, so that the state round-trips
+  of :meth:`airplay.world.env.AirPlayEnv.state_vector`, so that the state round-trips
   bit-for-bit (REP-105 would put both in child_frame_id; we deviate on purpose, for the
   lockstep equality with the in-process runtime).
 * ``cmd_vel`` (geometry_msgs/TwistStamped): linear.x/y/z = heading-frame vx, vy, vz (m/s),
@@ -274,7 +274,7 @@ def first_scene(scenes: str) -> str | None:
 
 
 class WorldCache:
-    """The :class:`~airplay.sim.world.World` of the latest scene folder asked for (one at a time).
+    """The :class:`~airplay.world.World` of the latest scene folder asked for (one at a time).
 
     A World loads its parts on first use, so each node reads only what it touches: the sim the
     collision model, the renderer the splat and mesh, the expert its planning grid."""
@@ -285,7 +285,7 @@ class WorldCache:
 
     def get(self, scene_dir: str):
         if scene_dir != self.scene_dir:
-            from airplay.sim.world import World
+            from airplay.world import World
 
             self.world, self.scene_dir = World.load(scene_dir), scene_dir
         return self.world
@@ -293,13 +293,13 @@ class WorldCache:
 
 class GateLog:
     """Logs each kind of out-of-order frame once (the first, with the rule that handles it);
-    :meth:`summary` gives the counts of an :class:`~airplay.sim.lockstep.EpisodeGate`."""
+    :meth:`summary` gives the counts of an :class:`~airplay.world.lockstep.EpisodeGate`."""
 
     def __init__(self, node, what: str) -> None:
         self.node, self.what, self.logged = node, what, set()
 
     def note(self, verdict: str, stamp: int) -> None:
-        from airplay.sim.lockstep import VERDICT_REASONS
+        from airplay.world.lockstep import VERDICT_REASONS
 
         if verdict in VERDICT_REASONS and verdict not in self.logged:
             self.logged.add(verdict)
@@ -338,7 +338,7 @@ class EpisodeTasks:
     def load(self, scene_dir: str):
         """(world, tasks) for ``scene_dir``; reloads only when the scene changes."""
         if scene_dir != self.scene_dir:
-            from airplay.sim.world import World
+            from airplay.world import World
             from airplay.tasks.sampler import sample_tasks
 
             self.world = World.load(scene_dir)

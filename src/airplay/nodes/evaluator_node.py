@@ -3,12 +3,12 @@
 It samples each scene's tasks (the only node that does: it loads the scene's planning grid, not
 its splat) and sends each episode's task itself to the graph. It waits until the sim, renderer
 and policy subscribe to ``episode/command`` (>= 3 matched; the nodes subscribe only once they
-have loaded their part of the first scene and run it once, see :mod:`airplay.sim.warmup`) and
+have loaded their part of the first scene and run it once, see :mod:`airplay.world.warmup`) and
 the sim's ``episode/status`` publisher is matched, saying every 10 s whom it still waits for
 (``startup_timeout_s`` > 0 gives up after that long, exit code 1; default 0: no limit, since a
 cold numba cache on a loaded machine can take minutes). Then, for each scene folder of
 ``scenes`` in order and ``i`` in ``range(episodes)``, it publishes ``episode/command``
-(:class:`airplay.sim.lockstep.EpisodeCommand`: episode k, scene_dir, index i, the task, the
+(:class:`airplay.world.lockstep.EpisodeCommand`: episode k, scene_dir, index i, the task, the
 success radius) and waits for the sim's terminal ``episode/status`` of episode k, however long
 it takes: no wall-clock limit ends an episode of a slow graph. Each finished episode is logged
 with the run's progress (episodes done, control steps per second).
@@ -222,8 +222,8 @@ class EvaluatorNode(Node):
 
     # -- episodes --------------------------------------------------------------------------
     def _command(self, scene_dir: str, index: int):
-        """Episode k's :class:`~airplay.sim.lockstep.EpisodeCommand`."""
-        from airplay.sim.lockstep import EpisodeCommand
+        """Episode k's :class:`~airplay.world.lockstep.EpisodeCommand`."""
+        from airplay.world.lockstep import EpisodeCommand
 
         world, tasks = self.tasks.load(scene_dir)
         if self.vln:  # goal-free, no success on entering the radius (AirNav decides at the end)

@@ -14,7 +14,7 @@ once on each stamp for which it holds the odom AND the RGB and depth images (and
 imagegoal, the goal image of the episode), with the observation dict AirPlayEnv builds:
 ``rgb``, ``depth``, ``state`` (float32 13-vector), and ``goal`` (pointgoal, heading frame) or
 ``goal_image`` (imagegoal). Which episode a frame belongs to is decided by its stamp
-(:class:`airplay.sim.lockstep.EpisodeGate`): frames of an episode whose start has not arrived
+(:class:`airplay.world.lockstep.EpisodeGate`): frames of an episode whose start has not arrived
 are held until it does, frames of an ended episode and stale ones are dropped, and a repeated
 odom (the sim re-publishes while it waits) gets the same answer again; each kind is counted
 and logged once. No message order makes the node act with the wrong task or fail.
@@ -85,7 +85,7 @@ lockstep there is only ever one)."""
 class PolicyNode(Node):
     def __init__(self) -> None:
         from airplay.policies import POLICY_NAMES, is_policy_name
-        from airplay.sim.lockstep import EpisodeGate
+        from airplay.world.lockstep import EpisodeGate
 
         super().__init__("policy")
         p = episode_parameters(self)
@@ -399,7 +399,7 @@ class PolicyNode(Node):
             self.try_act(stamp)
 
     def on_part(self, msg, key: str) -> None:
-        from airplay.sim.lockstep import CURRENT, DUPLICATE, HELD
+        from airplay.world.lockstep import CURRENT, DUPLICATE, HELD
 
         stamp = ns_from_stamp(msg.header.stamp)
         verdict = self.gate.classify(stamp)
@@ -443,7 +443,7 @@ class PolicyNode(Node):
 
     def _observation(self, parts: dict) -> dict:
         """The observation AirPlayEnv would give for these odom and images."""
-        from airplay.sim.env import goal_in_heading_frame
+        from airplay.world.env import goal_in_heading_frame
 
         state = state_from_odometry(parts["odom"])
         obs = {"rgb": rgb_from_image(parts["rgb"]), "depth": depth_from_image(parts["depth"]),

@@ -1,6 +1,6 @@
 """``renderer``: RGB + depth for every ``odom`` of a live episode, stamped with the odom's stamp.
 
-Same images as :class:`airplay.sim.env.AirPlayEnv`: the scene's camera on its mount, the
+Same images as :class:`airplay.world.env.AirPlayEnv`: the scene's camera on its mount, the
 gimbal-stabilised pose (position + yaw), the scene's background, depth from the collision
 mesh z-buffer clipped at ``MAX_DEPTH_M``. It loads the scene's splat, mesh and camera only (no
 collision model, no planning grid). With ``render_images:=false`` it still publishes (zero)
@@ -8,7 +8,7 @@ images, so that the lockstep graph runs without rendering cost.
 
 The scene of an episode comes from its ``episode/status`` "started" message (scene_dir, the
 task, the first stamp). Which episode an odom belongs to is decided by its stamp
-(:class:`airplay.sim.lockstep.EpisodeGate`): odoms of an episode whose start has not arrived
+(:class:`airplay.world.lockstep.EpisodeGate`): odoms of an episode whose start has not arrived
 yet are held until it does (DDS may deliver them first), odoms of an ended episode and stale
 ones are dropped, and a repeated odom (the sim re-publishes while it waits) is answered with
 the images already rendered for it; each kind is counted and logged once. For imagegoal it
@@ -16,7 +16,7 @@ publishes ``goal_image`` (the camera image at the task's goal pose) stamped with
 first stamp, and again with a repeated first odom.
 
 Before it subscribes to ``episode/command`` (the evaluator's sign that it is ready) it renders
-one view of the first scene (:func:`airplay.sim.warmup.warm_camera`), so that no kernel
+one view of the first scene (:func:`airplay.world.warmup.warm_camera`), so that no kernel
 compiles inside an episode; a command for a new scene does the same ahead of its episode.
 
 Publishes ``camera/image_raw`` (rgb8), ``camera/depth/image_raw`` (32FC1, m) and
@@ -41,7 +41,7 @@ from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LOCKSTEP_IMAGES
 
 class RendererNode(Node):
     def __init__(self) -> None:
-        from airplay.sim.lockstep import EpisodeGate
+        from airplay.world.lockstep import EpisodeGate
 
         super().__init__("renderer")
         p = episode_parameters(self)
@@ -77,8 +77,8 @@ class RendererNode(Node):
     def _prepare(self, scene_dir: str) -> None:
         """Load ``scene_dir``'s splat and mesh and render one view (module docstring); a scene
         that fails is reported here and again when its episode starts."""
-        from airplay.sim.env import MAX_DEPTH_M
-        from airplay.sim.warmup import warm_camera
+        from airplay.world.env import MAX_DEPTH_M
+        from airplay.world.warmup import warm_camera
 
         if scene_dir == self.prepared:
             return
@@ -139,7 +139,7 @@ class RendererNode(Node):
 
     def images(self, position, yaw: float, depth: bool = True):
         """(rgb (H, W, 3) uint8, depth (H, W, 1) float32 m) as AirPlayEnv renders them."""
-        from airplay.sim.env import MAX_DEPTH_M
+        from airplay.world.env import MAX_DEPTH_M
 
         cam = self.world.scene.spec.camera.intrinsics
         if not self.render_images:
@@ -147,7 +147,7 @@ class RendererNode(Node):
         return self.world.camera_images(position, yaw, self.backend, depth=depth, max_depth_m=MAX_DEPTH_M)
 
     def on_odom(self, msg: Odometry) -> None:
-        from airplay.sim.lockstep import CURRENT, DUPLICATE, HELD
+        from airplay.world.lockstep import CURRENT, DUPLICATE, HELD
 
         stamp = ns_from_stamp(msg.header.stamp)
         verdict = self.gate.classify(stamp)

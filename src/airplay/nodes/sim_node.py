@@ -1,6 +1,6 @@
 """``sim``: dynamics + collision (AirPlayEnv without images), /clock, odom, episode status.
 
-Subscribes ``episode/command`` (JSON, :class:`airplay.sim.lockstep.EpisodeCommand`: episode,
+Subscribes ``episode/command`` (JSON, :class:`airplay.world.lockstep.EpisodeCommand`: episode,
 scene_dir, index, the task itself, the success radius) and ``cmd_vel``. On a command it resets
 the environment of the scene's collision model (loaded once per scene; the splat is never read)
 on the command's task and publishes ``episode/status`` {"status": "started", "stamp_ns", and the
@@ -8,7 +8,7 @@ command's fields} (reliable, transient-local: :data:`airplay.nodes.common.EPISOD
 ``odom``, ``/clock`` and ``goal_pose`` (the task's goal, not for VLN) stamped with sim time.
 
 Before it subscribes to ``episode/command`` (the evaluator's sign that it is ready) it flies a
-short warm-up task of the first scene (:mod:`airplay.sim.warmup`), so that no kernel compiles
+short warm-up task of the first scene (:mod:`airplay.world.warmup`), so that no kernel compiles
 inside an episode.
 
 Lockstep (``lockstep:=true``): the environment steps only on a ``cmd_vel`` whose stamp equals
@@ -19,7 +19,7 @@ leaving the graph: once ``cmd_vel`` has had a publisher, an episode during which
 (the policy's process ended; DDS notices a killed process after the participant lease of the
 Fast DDS profile) ends as ``no_command``. While waiting, the latest odom is re-published every
 ``republish_s`` of wall time (same stamp, with /clock), so that a message lost to DDS discovery
-never stalls the graph; consumers answer the repeat (:mod:`airplay.sim.lockstep`).
+never stalls the graph; consumers answer the repeat (:mod:`airplay.world.lockstep`).
 Without lockstep the environment steps on a 50 Hz wall timer with the latest command (hover if none).
 
 When an episode ends it publishes ``episode/status`` {"episode", "status", "steps",
@@ -35,7 +35,7 @@ which the evaluator turns into the AirNav outcome. In lockstep the report must b
 observation the sim waits on; reports for another episode or stamp are ignored.
 
 Sim time: integer nanoseconds, one control period per step; an episode's first observation comes
-two periods after the previous episode's last (:func:`airplay.sim.lockstep.next_start_ns`), which
+two periods after the previous episode's last (:func:`airplay.world.lockstep.next_start_ns`), which
 is how the other nodes tell episodes apart. ``odom`` carries every step's stamp; ``/clock`` is
 published at ``clock_rate_hz`` of sim time (default 10 Hz, the rate gazebo_ros publishes it at;
 0: every step), and always at an episode's start and end, so a node's ROS time is at most one
@@ -119,7 +119,7 @@ class SimNode(Node):
     def _warm_up(self, scene_dir: str) -> None:
         """Fly the warm-up task of the first scene (module docstring); a scene that fails to
         load is reported again with the episode that asks for it."""
-        from airplay.sim.warmup import warm_flight, warmup_task
+        from airplay.world.warmup import warm_flight, warmup_task
 
         t0 = time.monotonic()
         try:
@@ -134,7 +134,7 @@ class SimNode(Node):
         """The environment that flies tasks in ``scene_dir`` with this success radius (no images)."""
         from dataclasses import replace
 
-        from airplay.sim.env import AirPlayEnv
+        from airplay.world.env import AirPlayEnv
 
         key = (scene_dir, float(success_radius_m))
         if key not in self.envs:
@@ -150,7 +150,7 @@ class SimNode(Node):
 
     # -- episodes --------------------------------------------------------------------------
     def on_episode_command(self, msg: String) -> None:
-        from airplay.sim.lockstep import EpisodeCommand, next_start_ns
+        from airplay.world.lockstep import EpisodeCommand, next_start_ns
 
         try:
             cmd = EpisodeCommand.from_payload(json_payload(msg))

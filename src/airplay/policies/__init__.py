@@ -45,7 +45,7 @@ def plugin_factory(name: str):
 
 def make_policy(name: str, world=None, checkpoint: str | None = None, execution_horizon: int | None = None,
                 device: str = "cpu", vln: dict | None = None):
-    """The policy called ``name``: the expert plans in ``world`` (a :class:`~airplay.sim.world.World`);
+    """The policy called ``name``: the expert plans in ``world`` (a :class:`~airplay.world.World`);
     a learned one is loaded from the ``checkpoint`` folder. ``execution_horizon`` (H, controls
     executed per predicted chunk) overrides the policy's own."""
     if name == "expert":

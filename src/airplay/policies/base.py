@@ -9,7 +9,7 @@
 
 Commands are ``[vx, vy, vz, yaw_rate]``: heading-frame velocity (m/s) and yaw rate (rad/s),
 one per 50 Hz control period. ``obs`` is the observation dict of
-:class:`airplay.sim.env.AirPlayEnv` (the policy node builds the same dict).
+:class:`airplay.world.env.AirPlayEnv` (the policy node builds the same dict).
 
 No torch here: the expert and the contract import without it.
 """

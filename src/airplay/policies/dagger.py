@@ -117,8 +117,8 @@ def _scene(scene_dir: str, image_size, backend: str):
     if key not in _CACHE:
         from airplay.data.collect_flight import world_with_camera
         from airplay.policies import make_policy
-        from airplay.sim.env import AirPlayEnv
-        from airplay.sim.world import World
+        from airplay.world.env import AirPlayEnv
+        from airplay.world import World
 
         world = world_with_camera(World.load(scene_dir), image_size)
         env = AirPlayEnv(world, "pointgoal", tasks=[], render_backend=backend, render_images=False)

@@ -1,7 +1,7 @@
 """``random``: the lower bound of the closed-loop experiments (docs/policies.md).
 
 Every control period it draws a command uniformly from the vehicle's command box, the
-action space of :class:`airplay.sim.env.AirPlayEnv`: vx, vy in [-max_speed_xy, +max_speed_xy]
+action space of :class:`airplay.world.env.AirPlayEnv`: vx, vy in [-max_speed_xy, +max_speed_xy]
 (m/s, heading frame; the flight model clips the horizontal norm to max_speed_xy), vz in
 [-max_speed_down, +max_speed_up] and yaw rate in [-max_yaw_rate, +max_yaw_rate] (rad/s),
 limits from ``config/vehicle.yaml``. It reads no observation.

@@ -1,2 +1,3 @@
 """Flight simulation: quadrotor dynamics, the scene's signed distance field, collision and
-episode status, and the in-process Gymnasium environment :class:`AirPlayEnv`."""
+the batched flight loop (the environment that composes them with a scene and tasks is
+:mod:`airplay.world.env`)."""

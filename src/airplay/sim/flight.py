@@ -136,7 +136,7 @@ class FlightSim:
         with what the environment reads afterwards (one compiled call instead of a dozen numpy ones).
 
         Fills ``obs_state`` (13,) float32 (position m, quaternion xyzw, map velocity m/s, body
-        rates rad/s, as :meth:`airplay.sim.env.AirPlayEnv.state_vector`) and returns (status
+        rates rad/s, as :meth:`airplay.world.env.AirPlayEnv.state_vector`) and returns (status
         code, distance moved (m), distance to ``goal`` ((3,) float64 map m), goal - position
         (3 floats, map m), yaw (rad)). Raises ValueError (nothing stepped) for a non-finite
         command.

@@ -620,7 +620,7 @@ class ExpertPolicy:
 
     def act_on_state(self, state: np.ndarray) -> np.ndarray:
         """(1, 4) float32: :meth:`act` from a 13-vector state (position, quaternion x, y, z, w,
-        map velocity, body rates; :class:`airplay.sim.env.AirPlayEnv`'s ``obs["state"]``), the
+        map velocity, body rates; :class:`airplay.world.env.AirPlayEnv`'s ``obs["state"]``), the
         yaw being ``atan2(2 (w z + x y), 1 - 2 (y^2 + z^2))`` of its quaternion."""
         if type(state) is not np.ndarray or state.ndim != 1 or state.dtype.char not in "fd":
             state = np.ascontiguousarray(state, dtype=np.float64).reshape(-1)

@@ -170,7 +170,7 @@ class FieldExpert:
         return out
 
     def act_on_state(self, state: np.ndarray) -> np.ndarray:
-        """(1, 4) float32 command from a 13-vector state (:class:`~airplay.sim.env.AirPlayEnv`'s
+        """(1, 4) float32 command from a 13-vector state (:class:`~airplay.world.env.AirPlayEnv`'s
         ``obs["state"]``); reads only the position and the quaternion."""
         s = np.asarray(state, dtype=np.float64).reshape(-1)
         if len(s) < 7:

@@ -126,7 +126,7 @@ def _cmd_episodes(args: argparse.Namespace) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
     else:
-        from airplay.sim.world import World
+        from airplay.world import World
 
         if not args.scenes:
             print("error: give scene folders (or --import FILE)", file=sys.stderr)

@@ -157,7 +157,7 @@ def episodes_from_tasks(tasks, landmarks: list | None = None, seed: int = 0, per
 
 def sample_vln_episodes(world, n: int, seed: int, personas: tuple[str, ...] = PERSONA_NAMES,
                         max_dz_m: float | None = None) -> list[VLNEpisode]:
-    """``n`` episodes in a :class:`~airplay.sim.world.World`: tasks from the protocol's sampler
+    """``n`` episodes in a :class:`~airplay.world.World`: tasks from the protocol's sampler
     (as for PointGoal), instructions naming the scene's landmarks.
 
     max_dz_m: keep only tasks whose goal is within this height of the start (for action

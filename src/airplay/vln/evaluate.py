@@ -161,8 +161,8 @@ def evaluate_vln(cfg, out_dir: Path, policy_factory, episodes_file: str | None =
     from tqdm import tqdm
 
     from airplay.eval.runner import plot_scene
-    from airplay.sim.env import AirPlayEnv
-    from airplay.sim.world import World
+    from airplay.world.env import AirPlayEnv
+    from airplay.world import World
     from airplay.vln.actions import load_vln_config
     from airplay.vln.episodes import read_episodes
 

@@ -23,7 +23,7 @@ Every command passes through :class:`airplay.bridge.supervisor.SafetySupervisor`
 acceleration and yaw-rate limits of the vehicle; the supervisor the MAVLink bridge runs), on
 the executor's own clock (one control period per command, i.e. sim time in the sim), so the
 commands flown here are the ones a real vehicle would accept. State vectors are the 13-vector
-of :class:`airplay.sim.env.AirPlayEnv`: position (map, m), quaternion x y z w (base_link in
+of :class:`airplay.world.env.AirPlayEnv`: position (map, m), quaternion x y z w (base_link in
 map), velocity (map, m/s), body rates (rad/s).
 """
 

@@ -81,7 +81,7 @@ def export_sft(scene_dirs, out_dir: Path, episodes: int = 10, seed: int = 0, ima
                render_backend: str = "auto", vln_config=None, history_offsets=None) -> dict:
     """Write the SFT folder (module docstring) for ``episodes`` sampled episodes per scene."""
     from airplay.render.views import save_png
-    from airplay.sim.world import World
+    from airplay.world import World
     from airplay.vln.actions import load_vln_config
     from airplay.vln.episodes import sample_vln_episodes
     from airplay.vln.prompt import DEFAULT_HISTORY_OFFSETS, PromptBuilder

@@ -37,8 +37,8 @@ import numpy as np
 from airplay.render.api import Backend
 from airplay.sim.collision import EpisodeStatus
 from airplay.sim.flight import CODE_STATUS, FlightSim
-from airplay.sim.world import World
 from airplay.tasks.sampler import SETTINGS, Task, sample_tasks
+from airplay.world import World
 
 MAX_DEPTH_M = 100.0
 SUCCESS_REWARD = 10.0

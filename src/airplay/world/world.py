@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from airplay.render.api import FAR_PLANE_M, NEAR_PLANE_M, render, resolve_backend, rgb_to_uint8
-from airplay.scene.camera import map_from_base, viewmat_from_pose
 from airplay.render.lod import CellRenderer, GaussianHierarchy, hierarchy_for
-from airplay.scene.mesh_depth import MeshRaycaster
 from airplay.render.mesh_zbuffer import MeshDepthRasterizer
+from airplay.scene.camera import map_from_base, viewmat_from_pose
 from airplay.scene.lazy import Lazy
+from airplay.scene.mesh_depth import MeshRaycaster
 from airplay.scene.scene import Scene
 from airplay.sim.collision import CollisionChecker
 from airplay.sim.dynamics import VehicleParams, load_vehicle_params

@@ -50,7 +50,7 @@ def centre_task(world) -> Task:
 
 
 def warm_flight(env, task: Task, steps: int = 2) -> None:
-    """Reset ``env`` (an :class:`~airplay.sim.env.AirPlayEnv`) on ``task`` and step it with zero
+    """Reset ``env`` (an :class:`~airplay.world.env.AirPlayEnv`) on ``task`` and step it with zero
     commands (hover) up to ``steps`` times: the dynamics, collision and observation kernels."""
     _, info = env.reset(options={"task": task})
     for _ in range(steps):
