@@ -119,6 +119,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     from airplay.eval.runner import EvalConfig, evaluate_inprocess
+    from airplay.policies.registry import default_setting, reads_vln_options
 
     if args.make_default_scenes:
         from airplay.demo import ensure_scene
@@ -128,7 +129,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     # --backend transformers|openai selects AirVLN-R1's model backend (render backend: auto)
     vln_backend = args.vln_backend or (args.backend if args.backend in VLN_BACKENDS else None)
     render_backend = "auto" if args.backend in VLN_BACKENDS else args.backend
-    setting = args.setting or ("vln" if args.policy == "airvln_r1" else "pointgoal")
+    setting = args.setting or default_setting(args.policy)
     cfg = EvalConfig(scenes=scene_dirs(args.scenes), policy=args.policy, setting=setting,
                      episodes=args.episodes, seed=args.seed, render_backend=render_backend,
                      render_images=not args.no_images, bootstrap=args.bootstrap,
@@ -137,7 +138,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if not cfg.policy_budget_ms >= 0:
         print(f"error: --policy-budget-ms must be >= 0 (0: none), got {args.policy_budget_ms}", file=sys.stderr)
         return 2
-    if setting == "vln" or args.policy == "airvln_r1":
+    if setting == "vln" or reads_vln_options(args.policy):
         from airplay.vln.commands import eval_vln
 
         return eval_vln(args, cfg, vln_backend)

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 
 from airplay.bridge.parameters import BRIDGE_PARAMETERS, FLY_GRAPH_SETS, BridgeParameterError, coerce, flight_settings
+from airplay.policies.registry import reads_vln_options
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ def _vln_arguments(v: dict[str, str], episode: dict, render_images: bool) -> dic
     """Setting vln: check the AirVLN-R1 arguments, add the episode ones (vln_config,
     vln_episodes) to ``episode`` (every node derives the episodes) and return the policy
     node's backend parameters; other settings: {} (and policy:=airvln_r1 is refused)."""
-    vln_policy, vln_setting = v["policy"] == "airvln_r1", episode["setting"] == "vln"
+    vln_policy, vln_setting = reads_vln_options(v["policy"]), episode["setting"] == "vln"
     if vln_policy != vln_setting:
         raise GraphArgumentError("launch arguments policy:=airvln_r1 and setting:=vln go together "
                                  f"(got policy:={v['policy']} setting:={episode['setting']})")
@@ -282,7 +283,7 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
                                  "or camera_topic:=TOPIC for a real camera")
     if v["depth_topic"] and not v["camera_topic"]:
         raise GraphArgumentError("launch argument depth_topic:= needs camera_topic:= as well")
-    vln_policy = v["policy"] == "airvln_r1"
+    vln_policy = reads_vln_options(v["policy"])
     v["setting"] = v["setting"] or ("vln" if vln_policy else "pointgoal")
     episode = {"scenes": v["scene"] or "scenes", "episodes": _number(v, "episodes", int), "seed": _number(v, "seed", int),
                "setting": _choice(v, "setting", ("pointgoal", "imagegoal", "goalfree", "vln"))}

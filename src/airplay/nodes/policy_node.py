@@ -84,7 +84,7 @@ lockstep there is only ever one)."""
 
 class PolicyNode(Node):
     def __init__(self) -> None:
-        from airplay.policies import POLICY_NAMES, is_policy_name
+        from airplay.policies import POLICY_NAMES, is_policy_name, reads_vln_options
         from airplay.world.lockstep import EpisodeGate
 
         super().__init__("policy")
@@ -102,9 +102,9 @@ class PolicyNode(Node):
         self.execution_horizon = declare(self, "execution_horizon", 0)
         self.budget_ms = declare(self, "policy_budget_ms", 0.0)
         self._check_policy_parameters()
-        if self.setting == "vln" and self.policy_name != "airvln_r1":
+        if self.setting == "vln" and not reads_vln_options(self.policy_name):
             raise ParameterError(f"parameter 'policy' must be airvln_r1 in the vln setting, got {self.policy_name!r}")
-        self.vln = self._vln_backend(p) if self.policy_name == "airvln_r1" else None
+        self.vln = self._vln_backend(p) if reads_vln_options(self.policy_name) else None
         self.on_vehicle = self.vln is not None and self.vln["vehicle"]
         self.worlds = WorldCache()
         self.vehicle_tasks = None   # a vehicle's tasks, derived from (scene, index) as sim_eval samples them
