@@ -12,6 +12,7 @@ import torch
 
 from airplay.cli import main
 from airplay.data.collect_flight import world_with_camera
+from airplay.data.keys import ACTION_KEY, STATE_KEY
 from airplay.data.lerobot import LeRobotDataset, LeRobotWriter
 from airplay.policies import make_policy
 from airplay.policies.checkpoint import load_policy
@@ -72,14 +73,14 @@ def test_labels_are_the_experts_on_the_visited_states_and_the_data_is_marked(set
         assert info["dagger_iteration"] == 1 and info["source"] == "airplay dagger"
         ep = ds.episode(e)
         expert.reset(tasks[info["task_id"]])
-        labels = np.concatenate([expert.act_on_state(s) for s in ep["observation.state"]])
-        np.testing.assert_array_equal(ep["action"], labels)  # a function of the recorded state alone
+        labels = np.concatenate([expert.act_on_state(s) for s in ep[STATE_KEY]])
+        np.testing.assert_array_equal(ep[ACTION_KEY], labels)  # a function of the recorded state alone
     # the policy flew (mostly) its own commands: they differ from the labels
     with np.load(next((root / "run" / "iter_01" / "rollouts").glob("*.npz"))) as z:
         assert np.abs(z["command"] - z["label"]).max() > 1e-3
     # warm start: the retrained policy has the first one's normalization and loads
     p0, p2 = load_policy(root / "ckpt0"), load_policy(root / "run" / "iter_02" / "checkpoint")
-    torch.testing.assert_close(p0.normalizer.stats["action"].center, p2.normalizer.stats["action"].center)
+    torch.testing.assert_close(p0.normalizer.stats[ACTION_KEY].center, p2.normalizer.stats[ACTION_KEY].center)
     assert any(not torch.equal(a, b) for a, b in zip(p0.state_dict().values(), p2.state_dict().values()))
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from airplay.data.export import export_bags
+from airplay.data.keys import GOAL_IMAGE_KEY
 from test_lerobot_export import BAG_PLAN, write_bags
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,4 +51,4 @@ def test_lerobot_dataset_package_reads_our_export(tmp_path):
         assert any(n.endswith("action bit-exact") for n in names)
         assert r["video_error"]["worst_psnr_db"] >= 30.0
     assert reports[0]["frames_checked"] == 21 + 13 + 17  # every frame of the 3 seen episodes
-    assert any("observation.images.goal" in c["check"] for c in reports[1]["checks"])  # imagegoal videos too
+    assert any(GOAL_IMAGE_KEY in c["check"] for c in reports[1]["checks"])  # imagegoal videos too

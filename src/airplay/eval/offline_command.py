@@ -42,6 +42,7 @@ def evaluate_offline(checkpoint: str, dataset: str, horizon: int = 10, execution
     import torch
     from tqdm import tqdm
 
+    from airplay.data.keys import ACTION_IS_PAD_KEY, ACTION_KEY
     from airplay.data.lerobot import LeRobotDataset
     from airplay.eval import offline
     from airplay.policies.checkpoint import load_policy
@@ -85,7 +86,7 @@ def evaluate_offline(checkpoint: str, dataset: str, horizon: int = 10, execution
         for i in tqdm(range(0, len(flat), batch_size), desc="predicting", unit="batch", disable=not progress):
             idx = flat[i:i + batch_size]
             batch = data.batch(idx, device)
-            batch.pop("action"), batch.pop("action_is_pad")
+            batch.pop(ACTION_KEY), batch.pop(ACTION_IS_PAD_KEY)
             pred = policy.predict_batch(batch).float().cpu().numpy()
             chunks.update(zip(idx.tolist(), pred))
 
