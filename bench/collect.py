@@ -91,6 +91,7 @@ def bench_density(tmp: Path, density: float, size: int, flights: int, depth: boo
                   cell: tuple[float, float] | None = None) -> dict:
     from airplay.data.collect import collect
     from airplay.data.collect_plan import CollectConfig, read_ledger
+    from airplay.policies import make_policy
     from airplay.scene.scene import Scene
     from airplay.scene.synthetic import make_scene
 
@@ -108,7 +109,7 @@ def bench_density(tmp: Path, density: float, size: int, flights: int, depth: boo
     cfg = CollectConfig(scenes=(scene_dir,), per_scene=flights, out=out, seed=0, depth=depth,
                         image_size=(size, size), threads=1, protocol=protocol_with_lod(tmp, lod_px, cell))
     log(f"[{density:g} G/m^2, lod_px {lod_px:g}, cell {cell_label(cell)}] {flights} flights at {size}x{size} ...")
-    summary = collect(cfg, progress=sys.stderr.isatty())
+    summary = collect(cfg, progress=sys.stderr.isatty(), make_expert=make_policy)
     recs = [r for r in read_ledger(out).values()]
     t = {k: float(sum(r["timings"].get(k, 0.0) for r in recs))
          for k in ("load", "render", "sim", "write", "encode", "wall", "cpu")}

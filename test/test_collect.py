@@ -20,6 +20,7 @@ from airplay.data.bag import iter_episode_bags, read_episode
 from airplay.data.collect import collect
 from airplay.data.collect_flight import world_with_camera
 from airplay.data.collect_plan import LEDGER, SUMMARY, CollectConfig, CollectError, FlightJob, read_ledger
+from airplay.policies import make_policy
 from scene_factory import scene_yaml_dict, write_tiny_scene
 
 SIZE = (32, 24)  # rendered width x height: small, so that the tests stay fast
@@ -118,7 +119,7 @@ def test_kill_mid_run_then_resume_gives_the_uninterrupted_set(scenes, reference,
     (stale / "cube_b-pointgoal-3-2_0.mcap").write_bytes(b"\x89MCAP0\r\n")
 
     summary = collect(CollectConfig(scenes=(scenes / "cube_a", scenes / "cube_b"), per_scene=3, out=out, seed=3,
-                                    depth=True, image_size=SIZE), progress=False)
+                                    depth=True, image_size=SIZE), progress=False, make_expert=make_policy)
     assert summary["run"]["skipped_done"] >= len(before) and summary["run"]["removed_partials"] >= 1
     assert not list(out.glob("*/.*.partial"))
     lines = [json.loads(line)["task_id"] for line in (out / LEDGER).read_text().splitlines()]
@@ -130,11 +131,11 @@ def test_kill_mid_run_then_resume_gives_the_uninterrupted_set(scenes, reference,
 
     # A rerun with everything done flies nothing; one with another camera size is refused.
     again = collect(CollectConfig(scenes=(scenes / "cube_a", scenes / "cube_b"), per_scene=3, out=out, seed=3,
-                                  depth=True, image_size=SIZE), progress=False)
+                                  depth=True, image_size=SIZE), progress=False, make_expert=make_policy)
     assert again["run"]["flown"] == 0 and again["run"]["skipped_done"] == 6
     with pytest.raises(CollectError, match=r"collection.json: field 'image_size'"):
         collect(CollectConfig(scenes=(scenes / "cube_a",), per_scene=3, out=out, seed=3, depth=True,
-                              image_size=(16, 16)), progress=False)
+                              image_size=(16, 16)), progress=False, make_expert=make_policy)
 
 
 def test_failed_flights_are_rejected_and_counted(scenes, tmp_path, capsys):
@@ -151,8 +152,9 @@ def test_failed_flights_are_rejected_and_counted(scenes, tmp_path, capsys):
     assert summary["scenes"]["cube_a"]["rejected_by_reason"] == {"timeout": 2}
     assert summary["total"]["written"] == 0 and not iter_episode_bags([tmp_path / "rejected"])
     # Rejections are final: a rerun does not fly them again.
-    assert collect(CollectConfig(scenes=(scenes / "cube_a",), per_scene=2, out=tmp_path / "rejected", seed=3,
-                                 image_size=(16, 16), protocol=path), progress=False)["run"]["flown"] == 0
+    rerun = collect(CollectConfig(scenes=(scenes / "cube_a",), per_scene=2, out=tmp_path / "rejected", seed=3,
+                                  image_size=(16, 16), protocol=path), progress=False, make_expert=make_policy)
+    assert rerun["run"]["flown"] == 0
 
     assert main([*base, "--keep-failures", str(tmp_path / "kept")]) == 0
     bags = iter_episode_bags([tmp_path / "kept"])
@@ -176,7 +178,7 @@ def test_bad_input_is_refused_with_a_clear_error(scenes, tmp_path, capsys):
 def test_ray_local_runs_the_same_flights(scenes, reference, tmp_path):
     cfg = CollectConfig(scenes=(scenes / "cube_a",), per_scene=3, out=tmp_path / "ray", seed=3, depth=True,
                         image_size=SIZE, workers=2, ray_address="local")
-    summary = collect(cfg, progress=False)
+    summary = collect(cfg, progress=False, make_expert=make_policy)
     assert summary["run"]["engine"] == "ray (local)" and summary["run"]["ray_nodes"] == ["127.0.0.1"]
     assert summary["run"]["flown"] == 3
     mine = actions_by_task(tmp_path / "ray")
@@ -198,7 +200,7 @@ def test_worker_warm_up_leaves_no_pose_cell_and_changes_no_image(scenes, referen
     c._CACHE.clear()
     job = FlightJob(scene_dir=str(scenes / "cube_a"), scene="cube_a", split="seen", index=0, task_id="",
                     per_scene=3, setting="pointgoal", seed=3, out="", depth=True, image_size=SIZE,
-                    keep_failures=False, render_backend="cpu", threads=1, protocol=None)
+                    keep_failures=False, render_backend="cpu", threads=1, protocol=None, make_expert=make_policy)
     world, tasks, env, policy = c._scene_state(job)
     assert len(lod._cell_cache()) == 0 and policy.expert._penalty is not None
     for task in tasks:

@@ -14,6 +14,7 @@ from airplay.eval import offline
 from airplay.eval.offline import (anchor_commands, anchor_metrics, corner_anchors, dtw_banded, episode_anchors,
                                   hierarchical_mean, integrate_commands, lag_ade, prediction_frames,
                                   scene_percentile_mean, summarize)
+from airplay.policies.motion import copycat_commands
 
 DT = 0.02
 
@@ -241,14 +242,14 @@ def test_copycat_turns_the_map_velocity_into_the_heading_frame():
     c, s = np.cos(yaw), np.sin(yaw)
     v_map = np.stack([c * v_head[:, 0] - s * v_head[:, 1], s * v_head[:, 0] + c * v_head[:, 1], v_head[:, 2]], 1)
     states = np.concatenate([rng.uniform(-5, 5, (20, 3)), level_quat(yaw), v_map, np.zeros((20, 2)), rate[:, None]], 1)
-    np.testing.assert_allclose(offline.copycat_commands(states), np.concatenate([v_head, rate[:, None]], 1),
+    np.testing.assert_allclose(copycat_commands(states), np.concatenate([v_head, rate[:, None]], 1),
                                atol=1e-12)
     # Tilted by 0.3 rad of roll, turning about the world z axis at 0.7 rad/s: body rates (0, sin, cos) * 0.7.
     q = np.array([math.sin(0.15), 0, 0, math.cos(0.15)])  # roll about x, yaw 0
     state = np.concatenate([np.zeros(3), q, [1.0, 0, 0], 0.7 * np.array([0, math.sin(0.3), math.cos(0.3)])])
-    np.testing.assert_allclose(offline.copycat_commands(state), [1.0, 0, 0, 0.7], atol=1e-12)
+    np.testing.assert_allclose(copycat_commands(state), [1.0, 0, 0, 0.7], atol=1e-12)
     with pytest.raises(ValueError, match="13"):
-        offline.copycat_commands(np.zeros((2, 12)))
+        copycat_commands(np.zeros((2, 12)))
 
 
 def test_open_loop_reads_only_the_anchor_chunk_and_holds_its_last_command():

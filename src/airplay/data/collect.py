@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 from airplay.data.collect_flight import fly_task
 from airplay.data.collect_plan import (EXPERTS, LOCK, SUMMARY, CollectConfig, CollectError, append_ledger,
@@ -79,9 +81,11 @@ def summarize(out: Path, splits: dict[str, str], run: dict) -> dict:
     return {"scenes": scenes, "total": total, "splits": by_split, "run": run}
 
 
-def collect(cfg: CollectConfig, progress: bool = True) -> dict:
-    """Run (or resume) a collection into ``cfg.out``; write the ledger and ``summary.json``;
-    return the summary. Raises :class:`CollectError` for bad input, and re-raises a worker's
+def collect(cfg: CollectConfig, progress: bool = True, *, make_expert: Callable) -> dict:
+    """Run (or resume) a collection into ``cfg.out``, flying the labelling policy that
+    ``make_expert(cfg.expert, world)`` returns (``airplay collect`` passes
+    :func:`airplay.policies.make_policy`); write the ledger and ``summary.json``; return the
+    summary. Raises :class:`CollectError` for bad input, and re-raises a worker's
     error after recording every flight finished before it (a rerun resumes from there)."""
     from tqdm import tqdm
 
@@ -106,6 +110,7 @@ def collect(cfg: CollectConfig, progress: bool = True) -> dict:
     with _Lock(out):
         check_collection(cfg)
         work = plan(cfg)
+        work.jobs = [replace(job, make_expert=make_expert) for job in work.jobs]
         engine = f"ray ({cfg.ray_address})" if cfg.ray_address else (
             f"process pool ({cfg.workers} workers)" if cfg.workers > 1 else "in-process")
         run = {"engine": engine, "workers": cfg.workers, "setting": cfg.setting, "seed": cfg.seed,

@@ -19,6 +19,7 @@ def image_size_arg(text: str) -> tuple[int, int]:
 def _cmd_collect(args: argparse.Namespace) -> int:
     from airplay.data.collect import collect, format_summary
     from airplay.data.collect_plan import CollectConfig, CollectError
+    from airplay.policies import make_policy
     from airplay.scene.scene import scene_dirs
     from airplay.yaml_config import ConfigError
 
@@ -28,7 +29,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
                         ray_address=args.ray, threads=args.threads, protocol=args.protocol,
                         expert=args.expert, noise_std=args.noise_std)
     try:
-        summary = collect(cfg, progress=not args.no_progress)
+        summary = collect(cfg, progress=not args.no_progress, make_expert=make_policy)
     except (CollectError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

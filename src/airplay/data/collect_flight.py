@@ -48,9 +48,8 @@ def _scene_state(job: FlightJob):
     if key in _CACHE:
         _CACHE[key] = _CACHE.pop(key)  # most recent last
         return _CACHE[key]
-    from airplay.policies import make_policy
-    from airplay.world.env import AirPlayEnv
     from airplay.world import World
+    from airplay.world.env import AirPlayEnv
     from airplay.tasks.protocol import load_protocol
     from airplay.tasks.sampler import sample_tasks
 
@@ -60,7 +59,7 @@ def _scene_state(job: FlightJob):
         world.lod_hierarchy()  # with the scene load, once per worker: every flight renders
     tasks = sample_tasks(world.scene, world.grid, job.per_scene, job.seed, job.setting, world.protocol)
     env = AirPlayEnv(world, job.setting, tasks=tasks, render_backend=job.render_backend, render_images=False)
-    state = (world, tasks, env, make_policy(job.expert, world))
+    state = (world, tasks, env, job.make_expert(job.expert, world))
     _warm_up(world, tasks, state[3], job)
     from airplay.data.messages import typestore
 

@@ -14,6 +14,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 LEDGER = "collected.jsonl"
 SUMMARY = "summary.json"
@@ -99,6 +100,9 @@ class FlightJob:
     protocol: str | None
     expert: str = "expert"
     noise_std: float = 0.0
+    make_expert: Callable | None = None
+    """``make_expert(expert, world)`` returns the labelling policy (``airplay collect`` passes
+    :func:`airplay.policies.make_policy`); collection itself knows no policy."""
 
 
 @dataclass

@@ -31,8 +31,8 @@ commands and the recorded future positions ``state[t+1 .. t+K, 0:3]``.
   already contain the expert's response to the commands being scored.
 
 **Baselines** scored the same way, on the same anchors and with the same rollout (each gives
-one command per frame, held as a chunk): ``copycat`` (:func:`copycat_commands`: no image, no
-goal, the vehicle's current motion from ``observation.state`` as the command), ``zero``
+one command per frame, held as a chunk): ``copycat`` (copycat_commands of :mod:`airplay.policies.motion`:
+no image, no goal, the vehicle's current motion from ``observation.state`` as the command), ``zero``
 (hover: all commands 0) and ``hold_last`` (:func:`hold_last_commands`: the previous recorded
 command, 0 at frame 0). ``skill`` = 1 - policy / baseline (of ADE or FDE): > 0 means the policy
 beats the baseline; a policy that does not beat ``copycat`` has learned nothing the current
@@ -62,6 +62,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from airplay.policies.motion import heading_frame
 
 CONTROL_DT_S = 0.02
 HORIZON = 10
@@ -201,13 +203,6 @@ def corner_anchors(positions: np.ndarray, anchors: np.ndarray, window: int = COR
     return out
 
 
-def heading_frame(vectors: np.ndarray, yaw: np.ndarray) -> np.ndarray:
-    """Map-frame vectors (..., 3) in the heading frame of ``yaw`` (...)."""
-    c, s = np.cos(yaw)[..., None], np.sin(yaw)[..., None]
-    v = np.asarray(vectors, np.float64)
-    return np.concatenate([c * v[..., :1] + s * v[..., 1:2], -s * v[..., :1] + c * v[..., 1:2], v[..., 2:3]], -1)
-
-
 def lag_ade(recorded: np.ndarray, positions: np.ndarray, yaws: np.ndarray, anchors: np.ndarray,
             dt: float = CONTROL_DT_S) -> np.ndarray:
     """(N,) ADE (m) between the integrated recorded commands (N, K, 4) and the recorded
@@ -309,27 +304,6 @@ def rollout_frames(anchors: np.ndarray, rollout: str, horizon: int = HORIZON, ex
     if rollout == "reobserve":
         return prediction_frames(anchors, horizon, execution_horizon)
     raise ValueError(f"rollout must be one of {ROLLOUTS}, got {rollout!r}")
-
-
-def copycat_commands(states: np.ndarray) -> np.ndarray:
-    """The copycat predictor: (..., 13) ``observation.state`` -> (..., 4) commands that copy the
-    vehicle's current motion, with no image and no goal.
-
-    State: [x y z (map ENU, m), qx qy qz qw (base_link in map), vx vy vz (map, m/s),
-    wx wy wz (body rates FLU, rad/s)]. Command: [vx vy vz (heading frame: x forward, y left,
-    z up; m/s), yaw_rate (rad/s)]: the map velocity rotated into the heading frame of the yaw
-    atan2(2(wz + xy), 1 - 2(y^2 + z^2)), and the body rates rotated into the map frame, their
-    z component (the yaw rate up to terms in the tilt; the exact body z rate when level)."""
-    s = np.asarray(states, np.float64)
-    if s.shape[-1] != 13:
-        raise ValueError(f"states must be (..., 13), got {s.shape}")
-    x, y, z, w = (s[..., i] for i in range(3, 7))
-    yaw = np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-    v = heading_frame(s[..., 7:10], yaw)
-    # Third row of the rotation matrix of (x, y, z, w) times the body rates: world-z angular rate.
-    yaw_rate = (2.0 * (x * z - w * y) * s[..., 10] + 2.0 * (y * z + w * x) * s[..., 11]
-                + (1.0 - 2.0 * (x * x + y * y)) * s[..., 12])
-    return np.concatenate([v, yaw_rate[..., None]], axis=-1)
 
 
 def hold_last_commands(actions: np.ndarray) -> np.ndarray:

@@ -48,6 +48,7 @@ def evaluate_offline(checkpoint: str, dataset: str, horizon: int = 10, execution
     from airplay.policies.checkpoint import load_policy
     from airplay.policies.dataset import ChunkDataset, load_lerobot_episodes
     from airplay.policies.expert import yaw_from_quat_xyzw
+    from airplay.policies.motion import copycat_commands
 
     for name, value in (("horizon", horizon), ("stride", stride), ("batch_size", batch_size)):
         if not isinstance(value, int) or value < 1:
@@ -100,7 +101,7 @@ def evaluate_offline(checkpoint: str, dataset: str, horizon: int = 10, execution
         yaws = np.array([yaw_from_quat_xyzw(q) for q in ep.state[:, 3:7]])
         lag = offline.lag_ade(recorded, positions, yaws, anchors, 1.0 / fps)
         sources = {"policy": _Shifted(chunks, s0),
-                   "copycat": offline.HeldChunks(offline.copycat_commands(ep.state), horizon),
+                   "copycat": offline.HeldChunks(copycat_commands(ep.state), horizon),
                    "zero": offline.HeldChunks(np.zeros((len(ep.action), 4)), horizon),
                    "hold_last": offline.HeldChunks(offline.hold_last_commands(ep.action), horizon)}
         for name, source in sources.items():

@@ -50,14 +50,14 @@ def state_features(state: torch.Tensor, kind: str) -> torch.Tensor:
     """(..., 13) recorded states -> (..., STATE_FEATURES[kind]) model inputs (see :data:`STATE_FEATURES`).
 
     ``velocity``: the map velocity in the heading frame and the yaw rate, exactly what the
-    offline copycat baseline commands (:func:`airplay.eval.offline.copycat_commands`)."""
+    offline copycat baseline commands (:func:`airplay.policies.motion.copycat_commands`)."""
     if kind == "full":
         return state
     if kind == "none":
         return state[..., :0]
     if kind != "velocity":
         raise ValueError(f"state_features must be one of {', '.join(STATE_FEATURES)}, got {kind!r}")
-    from airplay.eval.offline import copycat_commands
+    from airplay.policies.motion import copycat_commands
 
     motion = copycat_commands(state.detach().cpu().numpy())
     return torch.as_tensor(motion, dtype=state.dtype, device=state.device)
