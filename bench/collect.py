@@ -163,16 +163,16 @@ def bench_render_stages(row: dict, size: int, repeats: int = 3) -> dict:
         for _, msgtype, _, cdr in iter_bag_messages(bag, ["/odom"]):
             poses.append(position_yaw_of(decode(msgtype, cdr).pose))  # odometry's pose: a pose with covariance
     cam = spec.camera.intrinsics
+    settings = lod.CellSettings(spec.camera.mount, cam.K, cam.width, cam.height, spec.background_rgb, NEAR_PLANE_M,
+                                FAR_PLANE_M, pr.render_lod_px, pr.render_lod_cell_m, pr.render_lod_cell_deg,
+                                depth=False)
     best: dict = {}
     for _ in range(repeats):
         lod.clear_cell_cache()
         prof = {k: 0.0 for k in PROFILE_KEYS + ("cut", "cut_size")}
         t = time.process_time()
         for position, yaw in poses:
-            lod.render_lod_cell_cpu(world.scene.gaussians, h, [position], [yaw], spec.camera.mount, cam.K, cam.width,
-                                    cam.height, spec.background_rgb, NEAR_PLANE_M, FAR_PLANE_M, pr.render_lod_px,
-                                    pr.render_lod_cell_m, pr.render_lod_cell_deg, profile=prof,
-                                    depth=False)
+            lod.render_lod_cell_cpu(world.scene.gaussians, h, [position], [yaw], settings, profile=prof)
         prof["total"] = time.process_time() - t
         if not best or prof["total"] < best["total"]:
             best = prof

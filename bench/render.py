@@ -4,13 +4,15 @@ Scenes: (a) the real capture ``luma-seal.splat`` from ``../shared/data/real`` (s
 with a message, where absent); (b) a synthetic urban scene from
 :func:`airplay.scene.synthetic.make_scene`. For each: Gaussians, resolution, CPU backend
 frames per second (mean over ``--frames`` frames cycling through several views, after a
-warm-up that also pays the numba compilation), the reference's frames per second on one
+warm-up that also pays the numba compilation) and CPU time per frame (all threads of the process:
+less sensitive than the wall time to other processes on the machine), the reference's frames per second on one
 frame at the same resolution, their ratio, and the targets (>= 50 FPS, >= 10x).
 
     PYTHONPATH=src python bench/render.py                # table
     PYTHONPATH=src python bench/render.py --json         # one JSON object
     PYTHONPATH=src python bench/render.py --profile      # plus per-stage times
     PYTHONPATH=src python bench/render.py --scenes vegetation --size 64 --no-reference --lod-px 1,2,4
+    PYTHONPATH=src python bench/render.py --scenes synthetic --no-reference --lod-px '' --kernels plain
 
 Level-of-detail rows (``--lod-px``, default 1,2,4): the same frames rendered from each view's
 LOD cut (:mod:`airplay.render.lod`), FPS, the speed-up over the exact row of the same run and
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import tempfile
 import time
@@ -148,11 +151,13 @@ def bench_scene(name, gaussians, viewmats, K, size, frames, background, with_ref
         render_cpu(gaussians, viewmats[c : c + 1], Ks, size, size, bg, 0.05, 1e4)
     stages: dict = {}
     times = []
+    cpu0 = time.process_time()
     for f in range(frames):
         c = f % len(viewmats)
         t = time.perf_counter()
         render_cpu(gaussians, viewmats[c : c + 1], Ks, size, size, bg, 0.05, 1e4, profile=stages if profile else None)
         times.append(time.perf_counter() - t)
+    process_ms = 1e3 * (time.process_time() - cpu0) / frames
     times = np.array(times)
     row = {
         "scene": name,
@@ -166,6 +171,7 @@ def bench_scene(name, gaussians, viewmats, K, size, frames, background, with_ref
         "cpu_ms_mean": round(float(1e3 * times.mean()), 3),
         "cpu_ms_min": round(float(1e3 * times.min()), 3),
         "cpu_ms_max": round(float(1e3 * times.max()), 3),
+        "process_cpu_ms_per_frame": round(process_ms, 3),
     }
     if profile:
         row["stages_ms"] = {k: round(1e3 * stages[k] / frames, 3) for k in PROFILE_KEYS if k not in ("visible", "tile_pairs")}
@@ -243,7 +249,11 @@ def main(argv=None) -> int:
                         help="comma-separated: seal, synthetic (urban), vegetation (the collection benchmark's scene)")
     parser.add_argument("--lod-px", default="1,2,4",
                         help="comma-separated LOD thresholds in pixels, one row each per scene ('' = none)")
+    parser.add_argument("--kernels", choices=("auto", "llvm", "plain"), default=None,
+                        help="the CPU kernels' numba pieces (sets AIRPLAY_CPU_KERNELS; default: the environment's)")
     args = parser.parse_args(argv)
+    if args.kernels:
+        os.environ["AIRPLAY_CPU_KERNELS"] = args.kernels
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))  # reference_render
 
     import numba
@@ -292,6 +302,7 @@ def main(argv=None) -> int:
     result = {
         "threads": numba.get_num_threads(),
         "threading_layer": threading_layer(),
+        "kernels": os.environ.get("AIRPLAY_CPU_KERNELS", "auto") or "auto",
         "target_fps": TARGET_FPS,
         "target_ratio": TARGET_RATIO,
         "scenes": rows,
@@ -301,7 +312,8 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"CPU backend, {result['threads']} numba threads ({result['threading_layer']})")
+        print(f"CPU backend, {result['threads']} numba threads ({result['threading_layer']}), "
+              f"AIRPLAY_CPU_KERNELS={result['kernels']}")
         print_table(rows, skipped)
         if lod_rows:
             print_lod_table(lod_rows)

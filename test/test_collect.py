@@ -195,14 +195,14 @@ def test_worker_warm_up_leaves_no_pose_cell_and_changes_no_image(scenes, referen
     the images of a flight are those of its poses alone: the recorded first frame of every task is
     the frame rendered at its start pose."""
     from airplay.data import collect_flight as c
-    from airplay.render import lod
+    from airplay.render.lod.cells import _cell_cache
 
     c._CACHE.clear()
     job = FlightJob(scene_dir=str(scenes / "cube_a"), scene="cube_a", split="seen", index=0, task_id="",
                     per_scene=3, setting="pointgoal", seed=3, out="", depth=True, image_size=SIZE,
                     keep_failures=False, render_backend="cpu", threads=1, protocol=None, make_expert=make_policy)
     world, tasks, env, policy = c._scene_state(job)
-    assert len(lod._cell_cache()) == 0 and policy.expert._penalty is not None
+    assert len(_cell_cache()) == 0 and policy.expert._penalty is not None
     for task in tasks:
         recorded = read_episode(reference / "cube_a" / task.task_id).rgb[0]
         assert np.array_equal(recorded, world.camera_images(task.start_position, task.start_yaw, "cpu",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from airplay.scene.gaussians import Gaussians, rgb_to_sh_dc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_render import reference_render  # noqa: E402
+from scene_factory import box_gaussians  # noqa: E402
 
 BLACK = np.zeros(3, np.float32)
 
@@ -158,7 +160,7 @@ def test_image_does_not_depend_on_threads_or_tiles():
     tile, coordinates."""
     import numba
 
-    from airplay.render.cpu_backend import tile_size
+    from airplay.render.cpu_geometry import tile_size
 
     g = random_scene(8, n=400, sh_degree=3)
     g.means[:40] += np.float32(7.0)  # some far off-screen centres whose footprints reach in
@@ -261,36 +263,131 @@ def test_depth_of_opaque_disc_facing_camera():
     np.testing.assert_allclose(depth[0][solid], 5.0, rtol=1e-5)
 
 
-def test_pixel_step_exp_is_accurate():
-    """The rasterizer's 8-pixel step (LLVM vector code) computes alpha = opacity * exp(-power) with
-    a relative error < 1e-7 over the whole range of powers, [0, 87], and composites it at T = 1."""
+def _step_alphas(step, powers):
+    """Composite one Gaussian (opacity 1, red) at T = 1 through ``step`` at each of ``powers``:
+    (red of lane 0, red of lane 7, T of lane 0 after)."""
     from numba import njit
 
-    from airplay.render import cpu_backend as cb
-
-    step = cb._composite8  # the step the RGB rasterizer calls
+    from airplay.render import cpu_layout as cl
 
     @njit
     def alphas(powers, out, lane7, t, consts):
-        S = np.zeros(cb._ROW, np.float32)
-        px = np.full(cb._LANES, np.float32(0.5))
+        S = np.zeros(cl._ROW, np.float32)
+        px = np.full(cl._LANES, np.float32(0.5))
         f = np.float32
         for i in range(powers.shape[0]):
             for k in range(8):
-                S[cb._ST + k] = 1.0
-                S[cb._SR + k] = 0.0
+                S[cl._ST + k] = 1.0
+                S[cl._SR + k] = 0.0
             # dx = 0, power = hcdy2; opacity 1, colour (1, 0, 0); alpha_max 1, alpha_min 0, T_min < 0
             step(S, px, np.uintp(0), np.uintp(0), f(0.5), f(0.0), f(0.0), powers[i], f(1.0), f(1e3), f(1.0),
                  f(0.0), f(0.0), f(0.0), f(1.0), f(0.0), f(-1.0), consts)
-            out[i] = S[cb._SR]
-            lane7[i] = S[cb._SR + 7]
-            t[i] = S[cb._ST]
+            out[i] = S[cl._SR]
+            lane7[i] = S[cl._SR + 7]
+            t[i] = S[cl._ST]
 
-    powers = np.linspace(0.0, 87.0, 200_001).astype(np.float32)
     out, lane7, t = np.empty_like(powers), np.empty_like(powers), np.empty_like(powers)
-    alphas(powers, out, lane7, t, cb._STEP_CONSTANTS_ARRAY)
+    alphas(powers, out, lane7, t, cl._STEP_CONSTANTS_ARRAY)
+    return out, lane7, t
+
+
+@pytest.mark.parametrize("kernels", ["llvm", "plain"])
+def test_pixel_step_exp_is_accurate(kernels):
+    """The rasterizer's 8-pixel step (LLVM vector code, or its plain numba twin) computes alpha =
+    opacity * exp(-power) with a relative error < 1e-7 over the whole range of powers, [0, 87],
+    and composites it at T = 1."""
+    from airplay.render import numba_llvm, numba_plain
+
+    step = (numba_llvm if kernels == "llvm" else numba_plain).make_composite8(False)
+    powers = np.linspace(0.0, 87.0, 200_001).astype(np.float32)
+    out, lane7, t = _step_alphas(step, powers)
     assert np.max(np.abs(out / np.exp(-powers.astype(np.float64)) - 1.0)) < 1e-7
     assert np.array_equal(lane7, out) and np.array_equal(t, np.float32(1.0) - out)  # T after = 1 - alpha
+
+
+def test_the_numba_api_is_the_one_it_was_written_against():
+    """Fails, naming each, when a numba or llvmlite upgrade removes what airplay/render/numba_llvm.py
+    uses (numba.cpython.unsafe, @intrinsic codegen, llvmlite.ir) or is outside the versions it was
+    written against; update that module (and WRITTEN_AGAINST) after checking them."""
+    from airplay.render import cpu_kernels, numba_llvm
+
+    assert numba_llvm.version_problem() is None, numba_llvm.version_problem()
+    assert numba_llvm.api_problems() == []
+    assert cpu_kernels.PROBLEM is None and cpu_kernels.fast is numba_llvm
+    assert numba_llvm.version_problem((0, 59)) is None
+    assert "0.99" in numba_llvm.version_problem((0, 99)) and numba_llvm.version_problem((0, 58)) is not None
+
+
+def test_plain_and_llvm_pieces_give_the_same_bits():
+    """Each piece of numba_plain against numba_llvm's: the step over every power it can see (and
+    lanes past the footprint), the bit scans, the float32 bits."""
+    from numba import njit
+
+    from airplay.render import numba_llvm, numba_plain
+
+    powers = np.concatenate([np.linspace(-1.0, 90.0, 100_003), [0.0, 87.0, np.inf, -np.inf]]).astype(np.float32)
+    for a, b in zip(_step_alphas(numba_llvm.make_composite8(False), powers),
+                    _step_alphas(numba_plain.make_composite8(False), powers)):
+        assert a.tobytes() == b.tobytes()
+
+    def scans(mod):
+        tz, lz, bits = mod.trailing_zeros, mod.leading_zeros, mod.bits_of_f32
+
+        @njit
+        def run(words, floats):
+            out = np.empty((words.size, 2), np.int64)
+            for i in range(words.size):
+                out[i, 0] = np.int64(tz(words[i]))
+                out[i, 1] = np.int64(lz(words[i]))
+            fb = np.empty(floats.size, np.int32)
+            for i in range(floats.size):
+                fb[i] = bits(floats[i])
+            return out, fb
+        return run
+
+    rng = np.random.default_rng(0)
+    words = np.concatenate([rng.integers(1, 2**63, 1000, dtype=np.uint64) >> rng.integers(0, 63, 1000).astype(
+        np.uint64), np.uint64(1) << np.arange(64, dtype=np.uint64), [np.uint64(0xFFFFFFFFFFFFFFFF)]]).astype(np.uint64)
+    floats = np.concatenate([rng.uniform(0, 1, 1000), [0.0, 1e-40, 1e-45, 1.17549435e-38, 3.4e38, 1.0]]).astype(
+        np.float32)
+    (a_scan, a_bits), (b_scan, b_bits) = scans(numba_llvm)(words, floats), scans(numba_plain)(words, floats)
+    assert np.array_equal(a_scan, b_scan) and np.array_equal(a_bits, b_bits)
+    assert np.array_equal(a_bits, floats.view(np.int32))
+
+
+def test_plain_kernels_render_the_same_images(monkeypatch):
+    """AIRPLAY_CPU_KERNELS=plain (no intrinsics, no numba.cpython.unsafe) renders the images of the
+    default kernels bit for bit: exact, with a level of detail, from pose cells, with and without
+    depth; an unknown value is an error naming the variable."""
+    from airplay.render import lod
+    from airplay.scene.camera import CameraMount
+    from airplay.render.cpu_kernels import KernelChoiceError
+
+    g = box_gaussians(np.random.default_rng(5), 600, sh_degree=2)
+    tree = lod.build_hierarchy(g)
+    cam = PinholeCamera.from_fov(80, 56, 80.0)
+    views = np.stack([look_at_viewmat([0.0, -9.0, 2.5], [0.0, 0.0, 2.0]),
+                      look_at_viewmat([5.0, -4.0, 3.0], [0.0, 0.0, 1.0])])
+    settings = lod.CellSettings(CameraMount(), cam.K, 80, 56, (0.1, 0.2, 0.3), 0.05, 1e4, 2.0, 0.5, 15.0)
+
+    def images():
+        lod.clear_cell_cache()
+        return [render_cpu(g, views, cam.K, 80, 56, np.zeros(3, np.float32), 0.05, 1e4),
+                lod.render_lod_cpu(g, tree, views, cam.K, 80, 56, (0, 0, 0), 0.05, 1e4, 3.0),
+                lod.render_lod_cell_cpu(g, tree, [[0.3, -6.2, 2.1], [1.0, -5.0, 1.5]], [1.6, 1.2], settings),
+                lod.render_lod_cell_cpu(g, tree, [[0.3, -6.2, 2.1]], [1.6], replace(settings, depth=False))]
+
+    monkeypatch.setenv("AIRPLAY_CPU_KERNELS", "llvm")
+    fast = images()
+    monkeypatch.setenv("AIRPLAY_CPU_KERNELS", "plain")
+    plain = images()
+    assert fast[0][2].mean() > 0.2  # something drawn
+    for a, b in zip(fast, plain):
+        for x, y in zip(a, b):
+            assert (x is None and y is None) or x.tobytes() == y.tobytes()
+    monkeypatch.setenv("AIRPLAY_CPU_KERNELS", "fastest")
+    with pytest.raises(KernelChoiceError, match="AIRPLAY_CPU_KERNELS"):
+        render_cpu(g, views, cam.K, 80, 56, np.zeros(3, np.float32), 0.05, 1e4)
 
 
 _RENDER_EVERY_PATH = """
@@ -303,8 +400,8 @@ cam = PinholeCamera.from_fov(64, 64, 90.0)
 render(g, look_at_viewmat([0.0, -9.0, 2.5], [0.0, 0.0, 2.0]), cam.K, 64, 64, backend="cpu")
 tree = lod.build_hierarchy(g)
 for depth in (True, False):
-    lod.render_lod_cell_cpu(g, tree, [[0.3, -6.2, 2.1]], [1.6], CameraMount(), cam.K, 64, 64, (0, 0, 0), 0.05, 1e4,
-                            2.0, 0.5, 15.0, depth=depth)
+    lod.render_lod_cell_cpu(g, tree, [[0.3, -6.2, 2.1]], [1.6], lod.CellSettings(CameraMount(), cam.K, 64, 64,
+                            (0, 0, 0), 0.05, 1e4, 2.0, 0.5, 15.0, depth=depth))
 """
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,8 +11,11 @@ import pytest
 from airplay.render import PinholeCamera, look_at_viewmat, render
 from airplay.render import lod
 from airplay.render.api import ALPHA_MIN, EPS2D
+from airplay.render.cpu_geometry import _cull
+from airplay.render.lod import CellSettings
+from airplay.render.lod.cells import _cell_cache
+from airplay.render.lod.cut import GATHER, _cut, _cut_workspace
 from airplay.scene.camera import map_from_base, viewmat_from_pose
-from airplay.render.cpu_backend import _cull
 from scene_factory import box_gaussians
 
 
@@ -225,7 +229,7 @@ def test_node_gaussians_are_interleaved_rows(splat, tree):
     means, scales, quats, opac, sh = (np.empty((len(ids), 3), np.float32), np.empty((len(ids), 3), np.float32),
                                       np.empty((len(ids), 4), np.float32), np.empty(len(ids), np.float32),
                                       np.empty((len(ids), nk, 3), np.float32))
-    lod._gather(ids.astype(np.int32), len(ids), rows, means, scales, quats, opac, sh)
+    GATHER[False](ids.astype(np.int32), len(ids), rows, means, scales, quats, opac, sh)
     g = tree.gaussians(ids, splat.sh_rotation)
     assert len(ids) > 100
     for got, expected in ((means, g.means), (scales, g.scales), (quats, g.quats_wxyz), (opac, g.opacities), (sh, g.sh)):
@@ -280,9 +284,8 @@ def cell_poses(cell, n, rng, cell_m=CELL_M, cell_deg=CELL_DEG):
 
 
 def cell_image(splat, tree, pose, mount, cam, lod_px=2.0, cell_m=CELL_M, cell_deg=CELL_DEG, profile=None):
-    rgb, depth, alpha = lod.render_lod_cell_cpu(splat, tree, pose[None, :3], pose[None, 3:4], mount, cam.K, cam.width,
-                                                cam.height, (0.0, 0.0, 0.0), 0.05, 1e4, lod_px, cell_m, cell_deg,
-                                                profile=profile)
+    settings = CellSettings(mount, cam.K, cam.width, cam.height, (0.0, 0.0, 0.0), 0.05, 1e4, lod_px, cell_m, cell_deg)
+    rgb, depth, alpha = lod.render_lod_cell_cpu(splat, tree, pose[None, :3], pose[None, 3:4], settings, profile=profile)
     return rgb[0], depth[0], alpha[0]
 
 
@@ -327,9 +330,10 @@ def test_cell_image_without_depth_is_the_same_image(splat, tree, mount):
         cam = PinholeCamera.from_fov(size, size, 90.0)
         rgb, depth, alpha = cell_image(splat, tree, pose, mount, cam)
         assert alpha.max() > 0.5 and np.isfinite(depth).any()
-        rgb2, none, alpha2 = lod.render_lod_cell_cpu(splat, tree, pose[None, :3], pose[None, 3:4], mount, cam.K,
-                                                     cam.width, cam.height, (0.0, 0.0, 0.0), 0.05, 1e4, 2.0, CELL_M,
-                                                     CELL_DEG, depth=False)
+        rgb2, none, alpha2 = lod.render_lod_cell_cpu(
+            splat, tree, pose[None, :3], pose[None, 3:4],
+            CellSettings(mount, cam.K, cam.width, cam.height, (0.0, 0.0, 0.0), 0.05, 1e4, 2.0, CELL_M, CELL_DEG,
+                         depth=False))
         assert none is None
         assert np.array_equal(rgb2[0], rgb) and np.array_equal(alpha2[0], alpha)
 
@@ -389,8 +393,8 @@ def test_cell_cut_is_never_coarser_than_any_view_cut(splat, tree, mount):
                  [7.9, 1.4, 3.7, math.radians(183.0)]):
         cell = lod.pose_cell(pose[:3], pose[3], CELL_M, CELL_DEG)
         vm, grow, chord, box = lod.cell_view(cell, CELL_M, CELL_DEG, mount)
-        m = lod._cut(tree, vm, cam.K, 64, 64, lod_px, 0.05, 1e4, grow, chord, box)
-        cut = lod._cut_workspace().ids[:m].copy()
+        m = _cut(tree, vm, cam.K, 64, 64, lod_px, 0.05, 1e4, grow, chord, box)
+        cut = _cut_workspace().ids[:m].copy()
         inner = cut[tree.right[cut] >= 0]
         assert len(inner) > 0  # merged nodes are used
         # subtree id ranges of the cell cut's nodes (preorder: a subtree is [k, end(k)])
@@ -431,7 +435,7 @@ def test_cell_cache_eviction(splat, tree, mount):
     for p in poses:
         cell_image(splat, tree, p, mount, cam, profile=prof)
     assert prof["cell_misses"] == lod.CELL_CACHE_SIZE + 1 and prof.get("cell_hits", 0) == 0
-    assert len(lod._cell_cache()) == lod.CELL_CACHE_SIZE
+    assert len(_cell_cache()) == lod.CELL_CACHE_SIZE
     cell_image(splat, tree, poses[-1], mount, cam, profile=prof)  # most recent: a hit
     cell_image(splat, tree, poses[1], mount, cam, profile=prof)  # oldest kept: a hit, now the most recent
     assert prof["cell_hits"] == 2
@@ -482,8 +486,6 @@ def test_protocol_cell_setting(tmp_path):
 
 
 def test_world_renders_by_pose_cell_when_the_protocol_says_so(tmp_path):
-    from dataclasses import replace
-
     from airplay.scene.synthetic import make_scene
     from airplay.world import World
 
@@ -498,9 +500,9 @@ def test_world_renders_by_pose_cell_when_the_protocol_says_so(tmp_path):
     pose = np.array([*(0.5 * (lo + hi)), 1.5])
     lod.clear_cell_cache()
     rgb, _ = cells.camera_images(pose, 0.7, "cpu", depth=False)
-    ref = lod.render_lod_cell_cpu(world.scene.gaussians, world.lod_hierarchy(), pose[None], [0.7], spec.camera.mount, cam.K,
-                                  cam.width, cam.height, spec.background_rgb, 0.05, 1e4, world.protocol.render_lod_px,
-                                  0.5, 15.0)[0]
+    ref = lod.render_lod_cell_cpu(world.scene.gaussians, world.lod_hierarchy(), pose[None], [0.7], CellSettings(
+        spec.camera.mount, cam.K, cam.width, cam.height, spec.background_rgb, 0.05, 1e4, world.protocol.render_lod_px,
+        0.5, 15.0))[0]
     assert np.array_equal(rgb, np.clip(np.rint(np.clip(ref[0], 0, 1) * 255), 0, 255).astype(np.uint8))
     cells.camera_images(pose + np.array([0.2, 0.1, 0.0]), 0.75, "cpu", depth=False)  # same cell, then the pose
     assert np.array_equal(cells.camera_images(pose, 0.7, "cpu", depth=False)[0], rgb)
@@ -516,7 +518,8 @@ def test_cell_renderer_draws_what_the_cell_cut_and_the_pose_viewmat_give(splat, 
 
     cam = PinholeCamera.from_fov(48, 40, 80.0)
     bg = (0.2, 0.3, 0.4)
-    renderer = lod.CellRenderer(splat, tree, mount, cam.K, 48, 40, bg, 0.05, 100.0, 2.0, CELL_M, CELL_DEG, depth=False)
+    settings = CellSettings(mount, cam.K, 48, 40, bg, 0.05, 100.0, 2.0, CELL_M, CELL_DEG, depth=False)
+    renderer = lod.CellRenderer(splat, tree, settings)
     rng = np.random.default_rng(8)
     lod.clear_cell_cache()
     seen = 0
@@ -531,9 +534,8 @@ def test_cell_renderer_draws_what_the_cell_cut_and_the_pose_viewmat_give(splat, 
         _render_one(arrays, vm, cam.K, 48, 40, np.array(bg, np.float32), 0.05, 100.0, ref, None, alpha, rank=rank)
         assert got.dtype == np.float32 and got.tobytes() == ref.tobytes()
         seen += float(got.std()) > 0.02  # the cube in view, not just background
-        batch = lod.render_lod_cell_cpu(splat, tree, [(x, y, z)], [yaw], mount, cam.K, 48, 40, bg, 0.05, 100.0, 2.0,
-                                        CELL_M, CELL_DEG, depth=False)[0]
+        batch = lod.render_lod_cell_cpu(splat, tree, [(x, y, z)], [yaw], settings)[0]
         assert batch[0].tobytes() == ref.tobytes()
     assert seen >= 4, seen
     with pytest.raises(ValueError, match="near_m"):
-        lod.CellRenderer(splat, tree, mount, cam.K, 48, 40, bg, 0.0, 100.0, 2.0, CELL_M, CELL_DEG)
+        lod.CellRenderer(splat, tree, replace(settings, near_m=0.0))

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from airplay.render.api import FAR_PLANE_M, NEAR_PLANE_M, render, resolve_backend, rgb_to_uint8
-from airplay.render.lod import CellRenderer, GaussianHierarchy, hierarchy_for
+from airplay.render.lod import CellRenderer, CellSettings, GaussianHierarchy, hierarchy_for
 from airplay.render.mesh_zbuffer import MeshDepthRasterizer
 from airplay.scene.camera import map_from_base, viewmat_from_pose
 from airplay.scene.lazy import Lazy
@@ -162,10 +162,10 @@ class World:
         if renderer is None:
             spec = self.scene.spec
             cam = spec.camera.intrinsics
-            renderer = renderers[lod_px] = CellRenderer(
-                self.scene.gaussians, self.lod_hierarchy(), spec.camera.mount, cam.K, cam.width, cam.height,
-                spec.background_rgb, NEAR_PLANE_M, FAR_PLANE_M, lod_px, self.protocol.render_lod_cell_m,
-                self.protocol.render_lod_cell_deg, depth=False)
+            renderer = renderers[lod_px] = CellRenderer(self.scene.gaussians, self.lod_hierarchy(), CellSettings(
+                mount=spec.camera.mount, K=cam.K, width=cam.width, height=cam.height, background=spec.background_rgb,
+                near_m=NEAR_PLANE_M, far_m=FAR_PLANE_M, lod_px=lod_px, cell_m=self.protocol.render_lod_cell_m,
+                cell_deg=self.protocol.render_lod_cell_deg, depth=False))
         return renderer
 
     def _viewmat(self, position: np.ndarray, yaw_rad: float) -> np.ndarray:
