@@ -249,6 +249,7 @@ def _graph_episodes(scene_dir, out, executor: str, log_dir) -> str:
 GRAPH_EPISODES = 3
 
 
+@pytest.mark.slow
 def test_the_lockstep_graph_gives_the_same_episodes_under_both_executors(tmp_path):
     from conftest import sparse_indoor_scene
 
