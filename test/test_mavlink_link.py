@@ -446,3 +446,38 @@ def test_waits_for_the_autopilot_to_be_ready_then_arms(rigs, flavour):
     texts = [t.text for t in rig.autopilot.status.statustexts]
     assert any("Ready for takeoff" in t or "using GPS" in t for t in texts), texts
     assert rig.flight.error is None
+
+
+@pytest.mark.parametrize("flavour", ["px4", "ardupilot"])
+def test_the_bridge_yields_when_the_autopilot_leaves_offboard(rigs, flavour):
+    """Something else switches the autopilot out of OFFBOARD/GUIDED while the policy flies (its own
+    fence or failsafe, the pilot's switch): the bridge stops sending, reports it, ends in holding
+    with an error, and does not switch back."""
+    rig = rigs(flavour)
+    rig.wait_phase("flying", 20)
+    rig.command = [0.3, 0.0, 0.0, 0.0]
+    hold = rig.autopilot.set_mode("hold", verify_s=3.0)  # not the bridge's request: the test's
+    rig.wait_phase("holding", 5)
+    sent = rig.flight.sent
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:  # ticks go on; nothing more is sent, the mode stays the autopilot's
+        assert rig.autopilot.status.mode == hold
+        time.sleep(0.05)
+    assert rig.flight.sent == sent
+    took_over = [iv for iv in rig.interventions if iv.kind is K.AUTOPILOT_TOOK_OVER]
+    assert len(took_over) == 1 and hold in took_over[0].reason
+    assert rig.flight.error is not None and "left" in rig.flight.error
+    assert rig.autopilot.status.armed  # the autopilot holds it; the bridge did not land or disarm it
+
+
+def test_an_autopilot_fence_that_cannot_be_installed_fails_on_the_ground(rigs):
+    """autopilot_fence with an autopilot that answers neither GPS_GLOBAL_ORIGIN nor the fence
+    mission (the rehearsal vehicle): the checks fail naming autopilot_fence; nothing arms."""
+    rig = rigs("px4", fence_box_xy_m=(-5.0, -5.0, 5.0, 5.0), autopilot_fence=True, ack_timeout_s=0.3)
+    deadline = time.monotonic() + 20
+    while rig.flight.phase != "failed":
+        assert time.monotonic() < deadline, (rig.phases, rig.flight.error)
+        time.sleep(0.05)
+    assert "autopilot_fence" in rig.flight.error and "GPS_GLOBAL_ORIGIN" in rig.flight.error
+    assert "arming" not in rig.phases and "ready" not in rig.phases
+    assert not rig.autopilot.status.armed

@@ -262,7 +262,9 @@ def test_bridge_node_arms_only_on_request_and_lands_on_sigint(tmp_path):
 def test_bridge_node_bad_parameters_named(tmp_path):
     from airplay.launcher import node_command
 
-    for params, name in (({"connection": "pigeon:1"}, "connection"), ({"fence_box": "1,2,3"}, "fence_box")):
+    for params, name in (({"connection": "pigeon:1"}, "connection"), ({"fence_box": "1,2,3"}, "fence_box"),
+                         ({"autopilot_fence": True}, "autopilot_fence"),
+                         ({"fence_z_max": 3.0, "autopilot_fence_action": "loiter"}, "autopilot_fence_action")):
         res = subprocess.run(node_command(bridge_spec(free_udp_port(), **params)), capture_output=True, text=True,
                              timeout=60)
         assert res.returncode == 2 and name in res.stderr, res.stderr

@@ -18,7 +18,9 @@ The flight sequence is an explicit state machine (:class:`Phase`):
     pre-arm checks, up to ``ready_timeout_s``: telemetry (LOCAL_POSITION_NED and attitude, i.e.
     a position estimate) arrives; where the autopilot reports them, its SYS_STATUS pre-arm check
     bit is healthy and (ArduPilot) its EKF_STATUS_REPORT has an absolute horizontal position.
-    What is missing is logged every 5 s with the autopilot's STATUSTEXTs.
+    What is missing is logged every 5 s with the autopilot's STATUSTEXTs. With
+    ``autopilot_fence`` the fence is then installed in the autopilot as its own hard limit and
+    read back (:mod:`airplay.bridge.autopilot_fence`); a failure there fails on the ground.
 ``ready``
     disarmed on the ground, waiting for :meth:`request_arm`.
 ``arming``
@@ -36,7 +38,9 @@ The flight sequence is an explicit state machine (:class:`Phase`):
 ``flying``
     every tick sends the supervisor's output: a velocity + yaw-rate setpoint (MAV_FRAME_LOCAL_NED,
     turned into the world frame with the current yaw), or a position + yaw setpoint while the
-    supervisor holds.
+    supervisor holds. The autopilot leaving offboard control by itself (its fence or another
+    failsafe, the pilot's mode switch) -> the bridge stops sending and ends in ``holding`` with an
+    error (AUTOPILOT_TOOK_OVER): it never takes the vehicle back.
 ``link_lost``
     nothing from the autopilot (HEARTBEAT or telemetry) for ``heartbeat_timeout_s`` while
     armed, or this process stalled that long (no control period ran): nothing is sent (the
@@ -48,8 +52,9 @@ The flight sequence is an explicit state machine (:class:`Phase`):
     NAV_LAND, re-sent every second until acknowledged (meanwhile the supervisor's descent is
     streamed), then nothing more is sent; the vehicle must disarm within ``landing_timeout_s``.
 ``landed`` / ``holding`` / ``failed``
-    the end: on the ground and disarmed / left in the autopilot's hold mode
-    (``on_failure`` "hold") / could not reach either by itself.
+    the end: on the ground and disarmed / left to the autopilot (its hold mode with
+    ``on_failure`` "hold", or a mode it chose itself) / could not reach either by itself. The
+    autopilot's previous fence is restored by :meth:`FlightController.close` once disarmed.
 
 Failures (a refused or unanswered command, a timeout) have one outcome each: airborne (a
 take-off was commanded and the vehicle is armed) -> land (``on_failure`` "land", the default)
@@ -70,7 +75,10 @@ import threading
 import time
 from dataclasses import dataclass, field, fields, replace
 
-from airplay.bridge.mavlink_link import CommandError
+from airplay.bridge.autopilot_fence import FENCE_ACTIONS, AutopilotFenceError, InstalledFence
+from airplay.bridge.autopilot_fence import install as install_autopilot_fence
+from airplay.bridge.autopilot_fence import request_from_supervisor
+from airplay.bridge.mavlink_link import MODE_NAMES, CommandError
 from airplay.bridge.supervisor import Intervention, InterventionKind, Mode, SafetySupervisor, SupervisorConfig
 from airplay.bridge.telemetry import yaw_of_state
 
@@ -137,6 +145,8 @@ class FlightConfig:
     shutdown_timeout_s: float = 20.0
     link_return: str = "land"
     on_failure: str = "land"
+    autopilot_fence: bool = False
+    autopilot_fence_action: str = "hold"
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
 
     def __post_init__(self) -> None:
@@ -144,8 +154,13 @@ class FlightConfig:
             value = getattr(self, f.name)
             if f.name == "supervisor":
                 continue
-            if f.name in ("link_return", "on_failure"):
-                allowed = LINK_RETURN_RULES if f.name == "link_return" else FAILURE_OUTCOMES
+            if f.name == "autopilot_fence":
+                if not isinstance(value, bool):
+                    raise ValueError(f"FlightConfig.autopilot_fence must be true or false, got {value!r}")
+                continue
+            if f.name in ("link_return", "on_failure", "autopilot_fence_action"):
+                allowed = {"link_return": LINK_RETURN_RULES, "on_failure": FAILURE_OUTCOMES,
+                           "autopilot_fence_action": FENCE_ACTIONS}[f.name]
                 if value not in allowed:
                     raise ValueError(f"FlightConfig.{f.name} must be one of {', '.join(allowed)}, got {value!r}")
                 continue
@@ -218,6 +233,8 @@ class FlightController:
         self._link_lost_since: float | None = None
         self._land_after_loss = False
         self._phase_before_loss = Phase.FLYING
+        self._in_offboard = False    # flying under offboard control, confirmed by the HEARTBEAT
+        self.autopilot_fence: InstalledFence | None = None
         self._last_tick_s: float | None = None
         self._worker: threading.Thread | None = None
         self._stop = threading.Event()
@@ -308,6 +325,8 @@ class FlightController:
             ap.request_message_interval(mavlink.MAVLINK_MSG_ID_SYS_STATUS, 2.0, cfg.ack_timeout_s)  # pre-arm bit
             self._set_phase(Phase.CHECKING)
             self._wait_ready()
+            if cfg.autopilot_fence:
+                self._install_autopilot_fence()
             self._set_phase(Phase.READY)
             while not self._arm_requested.is_set():
                 if self._stop.is_set() or self._landing_requested:
@@ -372,6 +391,34 @@ class FlightController:
             missing.append("the EKF has no absolute horizontal position yet (EKF_STATUS_REPORT)")
         return missing
 
+    def _install_autopilot_fence(self) -> None:
+        """``checking``: the bridge's fence as the autopilot's own hard limit (:mod:`.autopilot_fence`)."""
+        cfg = self.config
+        ground_z = self._current_z()
+        request = request_from_supervisor(cfg.supervisor, ground_z, cfg.autopilot_fence_action)
+        if request is None:
+            raise FlightFailure("autopilot_fence is true but no fence is set (fence_box, fence_polygon or fence_z_max)")
+        try:
+            self.autopilot_fence = install_autopilot_fence(self.autopilot, request, self.autopilot.telemetry.origin_enu,
+                                                           cfg.ack_timeout_s)
+        except AutopilotFenceError as exc:
+            raise FlightFailure(f"autopilot_fence: {exc}") from None
+
+    def restore_autopilot_fence(self) -> None:
+        """Put back the autopilot's fence and parameters from before the flight, once it is on the
+        ground and disarmed (an armed vehicle keeps the flight's fence; logged)."""
+        installed = self.autopilot_fence
+        if installed is None:
+            return
+        if self.autopilot.status.armed:
+            log.warning("autopilot fence: the vehicle is still armed, so the flight's fence stays installed")
+            return
+        self.autopilot_fence = None
+        try:
+            installed.restore()
+        except AutopilotFenceError as exc:
+            log.error("autopilot fence: restoring the previous fence failed (the flight's fence stays): %s", exc)
+
     def _arm(self) -> None:
         """``arming``: (ArduPilot GUIDED,) ARM, retried with back-off while the refusal may pass."""
         ap, cfg = self.autopilot, self.config
@@ -420,6 +467,7 @@ class FlightController:
         self._check_going("the switch to offboard control")
         if self._flying_since is None:
             self._flying_since = self.clock()
+        self._in_offboard = True
         self._set_phase(Phase.FLYING)
 
     def _fail(self, reason: str) -> None:
@@ -532,6 +580,7 @@ class FlightController:
             if state is not None:
                 sup.on_state(state[0:3], state[7:10], yaw, now)
         self._watch_link(now)
+        self._watch_mode(now)
         with self._lock:
             if not self.streaming or self.phase == Phase.LINK_LOST:
                 return None
@@ -574,6 +623,7 @@ class FlightController:
             reason = (f"no autopilot heartbeat for {age:.2f} s (> {timeout:.2f} s) in phase {phase}: stopped "
                       "sending, the autopilot's failsafe is in charge")
             log.error("%s", reason)
+            self._in_offboard = False
             self._set_phase(Phase.LINK_LOST)
             self.on_intervention(Intervention(now, InterventionKind.HEARTBEAT_LOST, reason,
                                               None if self.last_output is None else self.last_output.command, None))
@@ -588,6 +638,29 @@ class FlightController:
                 with self._lock:
                     self.streaming = False
                 self._set_phase(Phase.FAILED)
+
+    def _watch_mode(self, now: float) -> None:
+        """The autopilot left offboard control by itself (its fence, a failsafe, the pilot's switch)
+        while ``flying``: the bridge yields. It stops sending, reports AUTOPILOT_TOOK_OVER and ends
+        in ``holding`` with an error; the autopilot (or the pilot) keeps control."""
+        if not self._in_offboard or self.phase != Phase.FLYING:
+            return
+        st = self.autopilot.status
+        offboard = MODE_NAMES.get(st.flavour, {}).get("offboard")
+        if offboard is None or st.mode == offboard or not st.mode:
+            return
+        with self._lock:
+            if not self._in_offboard or self.phase != Phase.FLYING:
+                return
+            self._in_offboard = False
+            self.streaming = False
+        reason = (f"the autopilot left {offboard} by itself (now {st.mode}{self.autopilot.recent_texts(now - 3.0)}): "
+                  "it is in control; the bridge stopped sending")
+        self.error = self.error or reason
+        log.error("%s", reason)
+        self.on_intervention(Intervention(now, InterventionKind.AUTOPILOT_TOOK_OVER, reason,
+                                          None if self.last_output is None else self.last_output.command, None))
+        self._set_phase(Phase.HOLDING)
 
     def _on_link_return(self, lost_s: float) -> None:
         st, cfg = self.autopilot.status, self.config
@@ -651,6 +724,11 @@ class FlightController:
         self._stop.set()
         if self._worker is not None:
             self._worker.join(timeout=2)
+        if self.autopilot_fence is not None:
+            if self.autopilot.link_age_s() <= (self.config.supervisor.heartbeat_timeout_s or 1.5):
+                self.restore_autopilot_fence()
+            else:
+                log.warning("autopilot fence: no link to the autopilot, so the flight's fence stays installed")
         self.autopilot.close()
 
 

@@ -103,6 +103,7 @@ class InterventionKind(enum.Enum):
     GEOFENCE_LAND = "geofence_land"
     OPERATOR_STOP_LAND = "operator_stop_land"
     HEARTBEAT_LOST = "heartbeat_lost"
+    AUTOPILOT_TOOK_OVER = "autopilot_took_over"
 
 
 @dataclass(frozen=True)
