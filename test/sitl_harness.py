@@ -65,7 +65,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -246,6 +246,10 @@ class Series:
             return found
 
 
+FENCE_MISSION = 1
+"""MAV_MISSION_TYPE_FENCE."""
+
+
 class MavlinkListener(threading.Thread):
     """Reads one pymavlink connection into a Series until stopped."""
 
@@ -261,6 +265,7 @@ class MavlinkListener(threading.Thread):
         self.stop_event = threading.Event()
         self.types: dict[str, int] = {}
         self.target_system = None
+        self.fence_read: dict | None = None   # a fence download in progress or done (read_fence)
 
     def run(self) -> None:
         while not self.stop_event.is_set():
@@ -309,11 +314,40 @@ class MavlinkListener(threading.Thread):
         elif kind == "STATUSTEXT":
             with s.lock:
                 s.texts.append((t, int(msg.severity), str(msg.text)))
+        elif kind in ("MISSION_COUNT", "MISSION_ITEM_INT") and getattr(msg, "mission_type", 0) == FENCE_MISSION:
+            self._fence_answer(msg)
         elif kind == "SYS_STATUS":
             ok = bool(msg.onboard_control_sensors_health & 0x10000000)
             with s.lock:
                 if not s.prearm_ok or s.prearm_ok[-1][1] != ok:
                     s.prearm_ok.append((t, ok))
+
+    def read_fence(self, timeout_s: float = 6.0) -> list | None:
+        """The autopilot's fence mission, downloaded on this (the harness's own) connection:
+        [(MAV_CMD, lat 1e-7 deg, lon 1e-7 deg), ...], or None when it did not come in time."""
+        read = self.fence_read = {"count": None, "items": [], "done": threading.Event()}
+        target = self.target_system or 1
+        for _ in range(3):
+            self.conn.mav.mission_request_list_send(target, 1, FENCE_MISSION)
+            if read["done"].wait(timeout_s / 3):
+                return list(read["items"])
+        return None
+
+    def _fence_answer(self, msg) -> None:
+        read, target = self.fence_read, self.target_system or 1
+        if read is None or read["done"].is_set():
+            return
+        if msg.get_type() == "MISSION_COUNT":
+            read["count"], read["items"] = msg.count, []
+        elif read["count"] is not None and msg.seq == len(read["items"]):
+            read["items"].append((int(msg.command), int(msg.x), int(msg.y)))
+        else:
+            return
+        if len(read["items"]) == read["count"]:
+            self.conn.mav.mission_ack_send(target, 1, 0, FENCE_MISSION)
+            read["done"].set()
+        else:
+            self.conn.mav.mission_request_int_send(target, 1, len(read["items"]), FENCE_MISSION)
 
     def send_interval(self, message_id: int, rate_hz: float) -> None:
         m = self.mavutil.mavlink
@@ -782,6 +816,8 @@ class Fence:
     z_min: float | None = None
     z_max: float | None = None
     margin_m: float | None = None   # the bridge's fence_margin_m (None: its default)
+    autopilot: bool = False         # autopilot_fence:=true (the fence installed in the autopilot too)
+    autopilot_margin_m: float = 1.0  # autopilot_fence_margin_m: the autopilot's fence this far outside
 
     def excess(self, x: float, y: float, z: float) -> float:
         """How far (m) a point is outside the fence (0 inside)."""
@@ -805,6 +841,8 @@ class Fence:
             out.append(f"fence_z_max:={self.z_max:.3f}")
         if self.margin_m is not None:
             out.append(f"fence_margin_m:={self.margin_m:.3f}")
+        if self.autopilot:
+            out += ["autopilot_fence:=true", f"autopilot_fence_margin_m:={self.autopilot_margin_m:.3f}"]
         return out
 
 
@@ -1136,6 +1174,8 @@ def _fence_flight(r: Run, fence: Fence, held_s: float | None, near_xy_m: float =
     bridge has not ended the flight, ``land`` (event ``land_topic``)."""
     r.start_graph(fence=fence)
     r.wait_flying()
+    if fence.autopilot:
+        r.extra["autopilot_fence_in_flight"] = r.h.autopilot.listeners[0].read_fence()
     goal = r.task.goal_position
     near_since = [None]
 
@@ -1162,6 +1202,8 @@ def _fence_flight(r: Run, fence: Fence, held_s: float | None, near_xy_m: float =
         r.note("the bridge did not end the flight itself: land topic")
         r.publish("land", "land_topic")
     r.wait_end(35.0)
+    if fence.autopilot:  # the bridge restores the autopilot's own fence as it exits
+        r.extra["autopilot_fence_after"] = r.h.autopilot.listeners[0].read_fence()
 
 
 def fence_box(r: Run) -> None:
@@ -1169,6 +1211,24 @@ def fence_box(r: Run) -> None:
     vehicle holds at the fence (or the bridge lands); ``land`` 6 s after the first geofence
     intervention if the bridge has not ended the flight; the launch exits."""
     _fence_flight(r, _fence_box(r), held_s=6.0)
+
+
+def fence_box_ceiling(r: Run) -> None:
+    """fence_box with the goal 1 m outside and fence_z_max one fence margin above the take-off
+    height (the expert climbs into its braking zone), both also installed in the autopilot
+    (autopilot_fence:=true, read back by the harness in flight and after): the true position never
+    more than 0.2 m past either; ``land`` 12 s after the first geofence intervention if the bridge
+    has not ended the flight; the bridge restores the autopilot's previous fence as it exits."""
+    ceiling = r.h.ground_z + r.h.takeoff_height_m + _margin(r)
+    box = _fence_box(r)
+    _fence_flight(r, replace(box, z_max=ceiling, autopilot=True), held_s=12.0)
+
+
+def fence_box_autopilot(r: Run) -> None:
+    """fence_box with the goal 1 m outside, also installed in the autopilot (autopilot_fence:=true,
+    read back by the harness in flight and after): as ``fence_box``, and the bridge restores the
+    autopilot's previous fence as it exits."""
+    _fence_flight(r, replace(_fence_box(r), autopilot=True), held_s=6.0)
 
 
 def fence_ceiling(r: Run) -> None:
@@ -1192,6 +1252,30 @@ def sigint_launch(r: Run) -> None:
     r.launch.proc.send_signal(signal.SIGINT)
     r.mark("action")
     r.wait_end(45.0)
+
+
+def pilot_takeover(r: Run) -> None:
+    """The pilot (the harness's GCS link) switches PX4 to Hold (AUTO.LOITER) 2 s into the flight:
+    the bridge yields (stops sending, phase ``holding``, exits 1) and PX4 keeps the vehicle armed in
+    the air; 2 s after the launch's exit the GCS lands it (event ``gcs_land``)."""
+    r.start_graph()
+    r.wait_flying(then_s=FLYING_S)
+    r.mark("action")
+    r.extra["takeover_mode"] = r.ap.reset_mode()
+    r.wait(r.launch.exited, 20.0, "the launch's exit after the takeover", fail=False)
+    r.sleep(2.0)
+    est = r.est_map()
+    r.extra["after_bridge_exit"] = {"armed": r.series.armed, "mode": r.series.mode,
+                                    "height_est": None if est is None else round(est[2] - r.h.ground_z, 3)}
+    gcs = r.ap.listeners[0]
+    m = gcs.mavutil.mavlink
+    r.mark("gcs_land")
+    for _ in range(3):
+        gcs.conn.mav.command_long_send(gcs.target_system or 1, 1, m.MAV_CMD_NAV_LAND, 0, 0, 0, 0, math.nan,
+                                       math.nan, math.nan, math.nan)
+        if r.wait(lambda: r.series.mode == "AUTO.LAND", 1.0, "AUTO.LAND after the GCS's NAV_LAND", fail=False):
+            break
+    r.wait_end(35.0)
 
 
 def offboard_refused(r: Run) -> None:
@@ -1233,7 +1317,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("px4_graph_first", "px4", graph_first, graph_first.__doc__, fresh_boot=True, budget_s=150.0),
     Scenario("px4_fence_box", "px4", fence_box, fence_box.__doc__),
     Scenario("px4_fence_ceiling", "px4", fence_ceiling, fence_ceiling.__doc__),
+    Scenario("px4_fence", "px4", fence_box_ceiling, fence_box_ceiling.__doc__),
     Scenario("px4_sigint_launch", "px4", sigint_launch, sigint_launch.__doc__),
+    Scenario("px4_pilot_takeover", "px4", pilot_takeover, pilot_takeover.__doc__),
     Scenario("px4_offboard_refused", "px4", offboard_refused, offboard_refused.__doc__, params=PX4_REFUSE_OFFBOARD,
              taints=True),
     Scenario("ardupilot_graph_at_boot", "ardupilot", graph_at_boot, graph_at_boot.__doc__, params=AP_DEFAULTS,
@@ -1242,16 +1328,18 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("ardupilot_estop", "ardupilot", estop, estop.__doc__, params=AP_DEFAULTS),
     Scenario("ardupilot_land", "ardupilot", land, land.__doc__, params=AP_DEFAULTS),
     Scenario("ardupilot_fence_box", "ardupilot", fence_box, fence_box.__doc__, params=AP_DEFAULTS),
+    Scenario("ardupilot_fence", "ardupilot", fence_box_autopilot, fence_box_autopilot.__doc__, params=AP_DEFAULTS),
     Scenario("ardupilot_companion_loss", "ardupilot", companion_loss, companion_loss.__doc__, params=AP_DEFAULTS,
              taints=True),
 )}
 """Every scenario, by name; ``sitl_harness.py --list`` prints them."""
 
-# px4_land stays available by hand; px4_nominal ends with the land topic and is timed on it
+# px4_land, px4_fence_box and px4_fence_ceiling stay available by hand: px4_nominal ends with the land
+# topic and is timed on it, px4_fence flies the box and the ceiling at once
 PX4_ORDER = ("px4_nominal", "px4_estop", "px4_sigkill_bridge", "px4_sigstop_bridge", "px4_sigint_launch",
-             "px4_fence_box", "px4_fence_ceiling", "px4_sigstop_px4", "px4_graph_first", "px4_offboard_refused")
+             "px4_pilot_takeover", "px4_fence", "px4_sigstop_px4", "px4_graph_first", "px4_offboard_refused")
 ARDUPILOT_ORDER = ("ardupilot_graph_at_boot", "ardupilot_nominal", "ardupilot_estop", "ardupilot_land",
-                   "ardupilot_fence_box", "ardupilot_companion_loss")
+                   "ardupilot_fence", "ardupilot_companion_loss")
 """The order that lets one boot serve most scenarios (``--all-px4`` / ``--all-ardupilot``)."""
 
 
@@ -1378,7 +1466,8 @@ def verdict(r: Run, error: str | None) -> tuple[dict, dict]:
         "origin": [round(v, 3) for v in r.origin], "start_map": [round(float(v), 3) for v in task.start_position],
         "goal_map": [round(v, 3) for v in goal], "takeoff_height_m": r.h.takeoff_height_m,
         "fence": None if r.fence is None else {"box": r.fence.box, "z_min": r.fence.z_min, "z_max": r.fence.z_max,
-                                              "margin_m": r.fence.margin_m},
+                                              "margin_m": r.fence.margin_m, "autopilot": r.fence.autopilot,
+                                              "autopilot_margin_m": r.fence.autopilot_margin_m},
         "events": {k: _rel(t, t0) for k, t in sorted(r.events.items(), key=lambda kv: kv[1])},
         "mode_changes": [[_rel(t, t0), m, a] for t, m, a in modes],
         "phase_sequence": [p for _, p in phases], "phase_changes": [[_rel(t, t0), p] for t, p in phases],
@@ -1669,7 +1758,8 @@ def module_group(request, tmp_path_factory, flavour: str, order: tuple[str, ...]
     if not unshare_permitted():
         pytest.skip("unshare -n (a private network namespace) is not permitted here")
     selected = {item.originalname for item in request.session.items if item.module is request.module}
-    names = [name for name in order if f"test_{name}" in selected]
+    # a scenario serves the tests named after it: test_<name> and test_<name>_<what>
+    names = [name for name in order if any(t == f"test_{name}" or t.startswith(f"test_{name}_") for t in selected)]
     group = run_group(names, tmp_path_factory.mktemp(f"{flavour}-sitl"))
     summary = group.summary()
     print(f"\n{label} group: {len(names)} scenario(s) in {group.wall_s:.0f} s; " + ", ".join(
@@ -1740,6 +1830,28 @@ class Checks:
                                                         f"the fence ({true} m; worst {v['fence_worst_true']})")
         self.landed_disarmed()
         self.that(v["launch_exited_before_cleanup"], "the launch exits")
+
+    def autopilot_fence(self) -> None:
+        """The autopilot held the bridge's box as its own inclusion fence during the flight (read by the
+        harness on its own connection: four MAV_CMD_NAV_FENCE_POLYGON_VERTEX_INCLUSION vertices whose
+        sides have the lengths of the box grown by autopilot_fence_margin_m on each side, within 5 cm),
+        and none after the flight (the bridge restored the empty fence the autopilot booted with)."""
+        v = self.v
+        items, after = v.get("autopilot_fence_in_flight"), v.get("autopilot_fence_after")
+        box = (v.get("fence") or {}).get("box")
+        self.that(box is not None and (v.get("fence") or {}).get("autopilot"), "the scenario set autopilot_fence")
+        self.that(bool(items) and len(items) == 4 and all(c == 5001 for c, _, _ in items),
+                  f"the autopilot held a 4-vertex inclusion fence in flight ({items})")
+        if items and len(items) == 4 and box is not None:
+            lat0 = math.radians(items[0][1] * 1e-7)
+            pts = [(math.radians(lat * 1e-7) * 6378137.0, math.radians(lon * 1e-7) * 6378137.0 * math.cos(lat0))
+                   for _, lat, lon in items]
+            sides = sorted(round(math.dist(pts[i], pts[(i + 1) % 4]), 3) for i in range(4))
+            grow = 2.0 * v["fence"]["autopilot_margin_m"]
+            want = sorted([box[2] - box[0] + grow] * 2 + [box[3] - box[1] + grow] * 2)
+            self.that(all(abs(a - b) <= 0.05 for a, b in zip(sides, want)),
+                      f"its sides are the box's ({sides} m vs {want} m)")
+        self.that(after == [], f"after the flight the autopilot's fence is the one it had before: none ({after})")
 
     def report(self) -> str:
         """The unmet expectations with the verdict's numbers and the log tails ("" when all were met)."""

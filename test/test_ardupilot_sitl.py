@@ -82,11 +82,14 @@ def test_ardupilot_land(ardupilot):
 
 
 def test_ardupilot_fence_box(ardupilot):
-    """fence_box with the goal 1 m outside: never more than 0.2 m past the fence (true and
-    estimated position), the vehicle holds at the fence or the bridge lands, the launch exits."""
-    v = ardupilot.verdict("ardupilot_fence_box")
+    """fence_box with the goal 1 m outside, also installed in ArduPilot (autopilot_fence:=true):
+    never more than 0.2 m past the fence (true and estimated position), the vehicle holds at the
+    fence or the bridge lands, the launch exits; ArduPilot held the box as its own fence in flight
+    and has its previous (empty) fence back afterwards."""
+    v = ardupilot.verdict("ardupilot_fence")
     c = Checks(v)
     c.fence()
+    c.autopilot_fence()
     assert not c.failed, c.report()
 
 

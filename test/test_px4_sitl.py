@@ -129,22 +129,33 @@ def test_px4_graph_first(px4):
 
 
 def test_px4_fence_box(px4):
-    """fence_box with the goal 1 m outside: never more than 0.2 m past the fence (true and
-    estimated position), the vehicle holds at the fence or the bridge lands, the launch exits."""
-    v = px4.verdict("px4_fence_box")
+    """fence_box with the goal 1 m outside (flown with the ceiling below, in one flight): never more
+    than 0.2 m past the fence (true and estimated position), the vehicle holds at the fence or the
+    bridge lands, the launch exits."""
+    v = px4.verdict("px4_fence")
     c = Checks(v)
     c.fence()
     assert not c.failed, c.report()
 
 
 def test_px4_fence_ceiling(px4):
-    """fence_z_max one fence margin above the take-off height in a task whose expert climbs 0.9 m: never
-    more than 0.2 m above the ceiling (true and estimated position), the launch exits."""
-    v = px4.verdict("px4_fence_ceiling")
+    """fence_z_max one fence margin above the take-off height in a task whose expert climbs 0.9 m:
+    never more than 0.2 m above the ceiling (true and estimated position), the launch exits."""
+    v = px4.verdict("px4_fence")
     c = Checks(v)
     c.fence()
     c.that(v["goal_map"][2] > v["fence"]["z_max"] - v["fence"]["margin_m"],
            "the goal lies in the ceiling's braking zone (the expert climbs into it)")
+    assert not c.failed, c.report()
+
+
+def test_px4_fence_in_the_autopilot(px4):
+    """autopilot_fence:=true: PX4 held the bridge's box as its own inclusion fence during the flight
+    (read by the harness on PX4's GCS link) and has its previous (empty) fence back afterwards."""
+    v = px4.verdict("px4_fence")
+    c = Checks(v)
+    c.ran()
+    c.autopilot_fence()
     assert not c.failed, c.report()
 
 
@@ -179,4 +190,28 @@ def test_px4_offboard_refused(px4):
     c.landed_disarmed()
     code = v["launch_exit_code"]
     c.that(code not in (None, 0), f"the launch exits non-zero (code {code})")
+    assert not c.failed, c.report()
+
+
+def test_px4_pilot_takeover(px4):
+    """A GCS (the pilot) switches PX4 to Hold while the policy flies: the bridge yields (reports
+    autopilot_took_over, ends in holding, exits 1) and does not land or re-take the vehicle: PX4
+    keeps it armed in AUTO.LOITER in the air after the launch's exit, until the GCS lands it."""
+    v = px4.verdict("px4_pilot_takeover")
+    c = Checks(v)
+    c.ran()
+    c.that(v.get("takeover_mode") == "AUTO.LOITER", f"the GCS switched PX4 to AUTO.LOITER ({v.get('takeover_mode')})")
+    c.that("autopilot_took_over" in v["intervention_kinds"], f"the bridge reported the takeover "
+                                                             f"({v['intervention_kinds']})")
+    c.that(v["final_phase"] == "holding" and "landing" not in v["phase_sequence"],
+           f"the bridge ended in holding without landing (phases {v['phase_sequence']})")
+    c.that(v["launch_exit_code"] == 1, f"the launch exits 1 (code {v['launch_exit_code']})")
+    after_exit = v.get("after_bridge_exit") or {}
+    c.that(after_exit.get("armed") is True and after_exit.get("mode") == "AUTO.LOITER"
+           and (after_exit.get("height_est") or 0.0) > 0.4,
+           f"PX4 held the vehicle armed in the air after the bridge's exit ({after_exit})")
+    gcs_land = v["events"].get("gcs_land")
+    c.that(gcs_land is not None and not any(m == "AUTO.LAND" and t < gcs_land for t, m, _ in v["mode_changes"]),
+           f"nothing but the GCS landed it (modes {v['mode_changes']}, GCS land at {gcs_land})")
+    c.landed_disarmed()
     assert not c.failed, c.report()

@@ -4,9 +4,12 @@ With ``autopilot_fence:=true`` the bridge, before it reports ``ready``, installs
 the autopilot: the horizontal polygon (``fence_box`` or ``fence_polygon``) as a MAVLink
 inclusion fence (MAV_MISSION_TYPE_FENCE, MAV_CMD_NAV_FENCE_POLYGON_VERTEX_INCLUSION vertices in
 latitude/longitude) and the ceiling (``fence_z_max``) as the autopilot's maximum altitude above
-home; it reads both back and compares them, and sets the breach action. The bridge's own fence
-brakes ``fence_margin_m`` inside the same boundary, so the autopilot's fence acts only when the
-vehicle crosses the boundary itself (a failed brake, a stale estimate, a dead bridge).
+home, both moved ``autopilot_fence_margin_m`` outwards; it reads them back and compares them,
+and sets the breach action. The bridge's own fence brakes ``fence_margin_m`` inside the
+boundary, so the autopilot's fence acts only when the vehicle is well past it (a failed brake, a
+stale estimate, a dead bridge). The outward margin allows for the autopilot judging its fence by
+its global position: PX4 SIH's altitude above home ran ~0.9 m above the local estimate the bridge
+flies by (test/test_px4_sitl.py, two loaded cores).
 
 Per autopilot:
 
@@ -15,7 +18,8 @@ Per autopilot:
 ==========  ==========================================  ==========================================
 polygon     fence mission (GF_SOURCE: its estimate)     fence mission, FENCE_TYPE bit 4
 ceiling     GF_MAX_VER_DIST (m above home)              FENCE_ALT_MAX (m above home), bit 1
-action      GF_ACTION 2 Hold / 5 Land                   FENCE_ACTION 4 Brake-or-Land / 2 Land
+action      GF_ACTION 5 Land / 2 Hold                   FENCE_ACTION 2 Land / 4 Brake-or-Land
+predict     GF_PREDICT 0 (acts at the boundary)         (acts at the boundary)
 enable      (the fence is active once uploaded)         FENCE_ENABLE 1
 ==========  ==========================================  ==========================================
 
@@ -40,12 +44,16 @@ from dataclasses import dataclass
 import numpy as np
 from pymavlink.dialects.v20 import common as mavlink
 
+from airplay.bridge.geofence import signed_area
+
 log = logging.getLogger("airplay.mavlink")
 
 EARTH_RADIUS_M = 6378137.0
 """WGS-84 equatorial radius, m: the flat-earth conversion's scale."""
-FENCE_ACTIONS = ("hold", "land")
-"""What the autopilot does when its fence is breached (autopilot_fence_action)."""
+FENCE_ACTIONS = ("land", "hold")
+"""What the autopilot does when its fence is breached (autopilot_fence_action). Land is the
+default: PX4 keeps re-asserting a Hold while the breach lasts, so a vehicle held above a ceiling
+or outside a wall cannot be landed by the bridge's LAND until it is back inside."""
 
 _PX4_ACTION = {"hold": 2, "land": 5}          # GF_ACTION: 2 Hold mode, 5 Land mode
 _ARDUPILOT_ACTION = {"hold": 4, "land": 2}    # FENCE_ACTION: 4 Brake or Land, 2 Always Land
@@ -84,6 +92,21 @@ def fence_vertices_latlon(polygon_map_xy, origin_enu, origin: GlobalOrigin) -> l
         lat, lon = local_to_latlon(north, east, origin)
         out.append((int(round(lat * 1e7)), int(round(lon * 1e7))))
     return out
+
+
+def expand_polygon(polygon_xy, margin_m: float) -> tuple[tuple[float, float], ...]:
+    """The simple polygon ``polygon_xy`` (either orientation) with every edge moved ``margin_m``
+    outwards (mitred corners: a box grows by ``margin_m`` on each side)."""
+    p = np.asarray(polygon_xy, np.float64)
+    if margin_m == 0:
+        return tuple((float(x), float(y)) for x, y in p)
+    if signed_area(p) < 0:
+        p = p[::-1]
+    edges = np.roll(p, -1, axis=0) - p                               # edge i: p[i] -> p[i+1]
+    normals = np.stack([edges[:, 1], -edges[:, 0]], axis=1) / np.linalg.norm(edges, axis=1)[:, None]  # outward (CCW)
+    before, after = np.roll(normals, 1, axis=0), normals             # the edges meeting at vertex i
+    miter = (before + after) / (1.0 + np.sum(before * after, axis=1))[:, None]
+    return tuple((float(x), float(y)) for x, y in p + margin_m * miter)
 
 
 def box_polygon(box) -> tuple[tuple[float, float], ...]:
@@ -260,9 +283,12 @@ class FenceRequest:
     polygon_map_xy: tuple[tuple[float, float], ...] | None
     z_max_map_m: float | None
     ground_map_z_m: float
-    action: str = "hold"
+    action: str = "land"
+    margin_m: float = 0.0    # both moved this far outwards, m
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.margin_m) and self.margin_m >= 0):
+            raise ValueError(f"autopilot_fence_margin_m must be >= 0, got {self.margin_m!r}")
         if self.action not in FENCE_ACTIONS:
             raise ValueError(f"autopilot_fence_action must be one of {', '.join(FENCE_ACTIONS)}, got {self.action!r}")
 
@@ -297,15 +323,17 @@ def install(autopilot, request: FenceRequest, origin_enu, timeout_s: float = 1.0
     items = []
     if request.polygon_map_xy is not None:
         origin = t.global_origin()
-        vertices = fence_vertices_latlon(request.polygon_map_xy, origin_enu, origin)
+        vertices = fence_vertices_latlon(expand_polygon(request.polygon_map_xy, request.margin_m), origin_enu, origin)
         command = mavlink.MAV_CMD_NAV_FENCE_POLYGON_VERTEX_INCLUSION
         items = [(command, lat, lon, float(len(vertices))) for lat, lon in vertices]
-    ceiling = None if request.z_max_map_m is None else request.z_max_map_m - request.ground_map_z_m
+    ceiling = None if request.z_max_map_m is None else request.z_max_map_m + request.margin_m - request.ground_map_z_m
     if ceiling is not None and ceiling <= 0:
-        raise AutopilotFenceError(f"the ceiling fence_z_max ({request.z_max_map_m:g}) is not above "
+        raise AutopilotFenceError(f"the ceiling fence_z_max ({request.z_max_map_m:g}) + margin is not above "
                                   f"the vehicle on the ground (map z {request.ground_map_z_m:.2f})")
     if flavour == "px4":
-        params = {"GF_ACTION": (_PX4_ACTION[request.action], _INT)}
+        # GF_PREDICT 0: PX4 acts at the boundary, not ahead of it (the bridge's own fence does the
+        # braking ahead; PX4's predictor tripped during a take-off 0.9 m under a ceiling 1.8 m up)
+        params = {"GF_ACTION": (_PX4_ACTION[request.action], _INT), "GF_PREDICT": (0, _INT)}
         if ceiling is not None:
             params["GF_MAX_VER_DIST"] = (ceiling, _FLOAT)
     else:
@@ -337,13 +365,14 @@ def install(autopilot, request: FenceRequest, origin_enu, timeout_s: float = 1.0
         parts.append(f"{len(items)}-vertex inclusion polygon")
     if ceiling is not None:
         parts.append(f"ceiling {ceiling:.2f} m above home")
+    parts.append(f"{request.margin_m:g} m outside the bridge's fence")
     parts.append(", ".join(f"{name}={value:g}" for name, (value, _) in params.items()))
     installed.summary = "; ".join(parts)
     log.info("autopilot fence installed and read back: %s (on breach: %s)", installed.summary, request.action)
     return installed
 
 
-def request_from_supervisor(sup, ground_map_z_m: float, action: str) -> FenceRequest | None:
+def request_from_supervisor(sup, ground_map_z_m: float, action: str, margin_m: float = 0.0) -> FenceRequest | None:
     """The fence of a SupervisorConfig as a FenceRequest (None where it has no polygon and no ceiling)."""
     polygon = sup.fence_polygon_xy_m
     if polygon is None and sup.fence_box_xy_m is not None:
@@ -352,4 +381,4 @@ def request_from_supervisor(sup, ground_map_z_m: float, action: str) -> FenceReq
         return None
     if polygon is not None:
         polygon = tuple((float(x), float(y)) for x, y in np.asarray(polygon, np.float64))
-    return FenceRequest(polygon, sup.fence_z_max_m, ground_map_z_m, action)
+    return FenceRequest(polygon, sup.fence_z_max_m, ground_map_z_m, action, margin_m)

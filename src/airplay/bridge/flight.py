@@ -146,7 +146,8 @@ class FlightConfig:
     link_return: str = "land"
     on_failure: str = "land"
     autopilot_fence: bool = False
-    autopilot_fence_action: str = "hold"
+    autopilot_fence_action: str = "land"
+    autopilot_fence_margin_m: float = 1.0
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
 
     def __post_init__(self) -> None:
@@ -165,7 +166,7 @@ class FlightConfig:
                     raise ValueError(f"FlightConfig.{f.name} must be one of {', '.join(allowed)}, got {value!r}")
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0 or (value == 0 and f.name != "flight_time_s"):
+                    or value < 0 or (value == 0 and f.name not in ("flight_time_s", "autopilot_fence_margin_m")):
                 raise ValueError(f"FlightConfig.{f.name} must be a positive number, got {value!r}")
 
 
@@ -395,7 +396,8 @@ class FlightController:
         """``checking``: the bridge's fence as the autopilot's own hard limit (:mod:`.autopilot_fence`)."""
         cfg = self.config
         ground_z = self._current_z()
-        request = request_from_supervisor(cfg.supervisor, ground_z, cfg.autopilot_fence_action)
+        request = request_from_supervisor(cfg.supervisor, ground_z, cfg.autopilot_fence_action,
+                                          cfg.autopilot_fence_margin_m)
         if request is None:
             raise FlightFailure("autopilot_fence is true but no fence is set (fence_box, fence_polygon or fence_z_max)")
         try:
@@ -725,9 +727,12 @@ class FlightController:
         if self._worker is not None:
             self._worker.join(timeout=2)
         if self.autopilot_fence is not None:
-            if self.autopilot.link_age_s() <= (self.config.supervisor.heartbeat_timeout_s or 1.5):
+            fresh_s = self.config.supervisor.heartbeat_timeout_s or 1.5
+            try:  # a message of the autopilot since (this thread may just have held the GIL for a while)
+                self.autopilot.wait_for(lambda: self.autopilot.link_age_s() <= fresh_s, 2.0 * fresh_s,
+                                        "a message of the autopilot")
                 self.restore_autopilot_fence()
-            else:
+            except TimeoutError:
                 log.warning("autopilot fence: no link to the autopilot, so the flight's fence stays installed")
         self.autopilot.close()
 

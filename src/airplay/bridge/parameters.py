@@ -62,7 +62,10 @@ BRIDGE_PARAMETERS: dict[str, BridgeParameter] = {
     "geofence_hold_s": _P(2.0, "outside the fence: hold this long, then land, s"),
     "autopilot_fence": _P(False, "also install the fence (polygon/box, ceiling) in the autopilot as its own hard "
                                  "limit before arming, read it back, restore the previous one after the flight"),
-    "autopilot_fence_action": _P("hold", "what the autopilot does when its own fence is breached: hold, or land"),
+    "autopilot_fence_action": _P("land", "what the autopilot does when its own fence is breached: land, or hold "
+                                         "(PX4 re-asserts its hold while breached: the bridge cannot land it)"),
+    "autopilot_fence_margin_m": _P(1.0, "the autopilot's fence lies this far outside the bridge's (it judges by its "
+                                        "global position, which can differ from the local estimate), m"),
     "landing_speed_m_s": _P(0.5, "descent speed when landing by velocity setpoints, m/s"),
     "origin_x": _P(0.0, "map x of the autopilot's local origin (where it booted), m"),
     "origin_y": _P(0.0, "map y of the autopilot's local origin, m"),
@@ -173,7 +176,8 @@ def flight_settings(values: dict) -> FlightSettings:
             raise BridgeParameterError(f"parameter '{name}' must be a finite number, got {p[name]!r}")
     flight_names = ("takeoff_height_m", "flight_time_s", "setpoint_warmup_s", "ack_timeout_s", "heartbeat_wait_s",
                     "ready_timeout_s", "takeoff_timeout_s", "landing_timeout_s", "shutdown_timeout_s",
-                    "link_lost_timeout_s", "link_return", "on_failure", "autopilot_fence", "autopilot_fence_action")
+                    "link_lost_timeout_s", "link_return", "on_failure", "autopilot_fence", "autopilot_fence_action",
+                    "autopilot_fence_margin_m")
     supervisor_names = ("command_timeout_s", "heartbeat_timeout_s", "fence_margin_m", "fence_brake_accel_m_s2",
                         "fence_response_s", "geofence_hold_s", "landing_speed_m_s")
     overrides = {name: p[name] for name in flight_names + supervisor_names}
