@@ -33,7 +33,7 @@ def _lane_span(lo, hi):
 def make_rasterize(with_depth: bool, plain: bool = False):
     """The rasterizer kernel, compiled with or without the expected depth (``with_depth`` is
     a constant of each compile: without it, nothing of the depth is accumulated or written, and
-    ``depth_out`` is not touched: 4-7 % less time on 500 recorded 64x64 frames), with the 8-pixel
+    ``depth_out`` is not touched), with the 8-pixel
     step and bit scans of :mod:`airplay.render.numba_plain` (``plain``) or of
     :mod:`airplay.render.numba_llvm`: the same image, bit for bit."""
 

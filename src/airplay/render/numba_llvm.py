@@ -112,7 +112,7 @@ def make_composite8(with_depth: bool):
     is :func:`airplay.render.cpu_layout._step_constants`' array: the step loads its vector
     constants from it (one plain vector load each) instead of from LLVM's constant pool,
     which numba's large code model reaches through a 64-bit address load and a broadcast per
-    constant (28 of 92 instructions per step; 12 % less rasterizing time). It must be an argument
+    constant (28 of 92 instructions per step). It must be an argument
     of the kernel: numba freezes a global array into the code, and LLVM folds it back into pool
     constants. Per lane: power = dx (hca dx + bdy) + hcdy2 with dx = x - mx; alpha = min(alpha_max,
     op exp(-power)); the fragment is composited where 0 <= power <= thr, alpha >= alpha_min and the
