@@ -13,7 +13,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from airplay.sim.collision import CollisionChecker, EpisodeStatus, outside_point
+from airplay.episode_status import EpisodeStatus
+from airplay.sim.collision import CollisionChecker, outside_point
 from airplay.sim.dynamics import PARALLEL_MIN_VEHICLES, QuadrotorBatch, VehicleParams, _odometry, _step_one
 from airplay.sim.sdf import trilinear_at
 

@@ -34,8 +34,8 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
+from airplay.episode_status import EpisodeStatus
 from airplay.render.api import Backend
-from airplay.sim.collision import EpisodeStatus
 from airplay.sim.flight import CODE_STATUS, FlightSim
 from airplay.tasks.sampler import SETTINGS, Task, sample_tasks
 from airplay.world import World
