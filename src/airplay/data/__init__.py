@@ -32,6 +32,11 @@ topic                      type                            content
 
 Modules: :mod:`~airplay.data.messages` (CDR builders/decoders with rosbags' Jazzy typestore),
 :mod:`~airplay.data.bag` (``BagWriter``, ``write_episode_bag``, ``read_episode``,
-``iter_episode_bags``; implemented in ``bag_writer`` and ``bag_reader``). Nothing here needs
-rclpy; the recorder node (:mod:`airplay.nodes.recorder_node`) wraps ``BagWriter``.
+``iter_episode_bags``; implemented in ``bag_writer`` and ``bag_reader``),
+:mod:`~airplay.data.episode_recorder` (the recorder's episode cut), ``airplay collect``
+(:mod:`~airplay.data.collect`: the run; ``collect_plan``, ``collect_flight``,
+``collect_workers``), the LeRobot v3.0 datasets (:mod:`~airplay.data.keys`, the
+:mod:`~airplay.data.lerobot` package, :mod:`~airplay.data.export`, :mod:`~airplay.data.stats`).
+Nothing here needs rclpy; the recorder node (:mod:`airplay.nodes.recorder_node`) wraps
+``BagWriter``.
 """

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from airplay.episode_status import RESULT_STATUSES
+from airplay.episode_status import RESULT_STATUSES, EpisodeStatus
 
 STATUSES: tuple[str, ...] = RESULT_STATUSES
 """The statuses of :mod:`airplay.episode_status` an evaluated episode ends with."""
@@ -80,7 +80,7 @@ class EpisodeResult:
             raise ValueError(f"EpisodeResult: unknown status {self.status!r}; expected one of {STATUSES}")
         if self.steps < 0:
             raise ValueError(f"EpisodeResult: steps must be >= 0, got {self.steps}")
-        if (self.time_to_success_s is None) != (self.status != "success"):
+        if (self.time_to_success_s is None) != (self.status != EpisodeStatus.SUCCESS):
             raise ValueError(
                 f"EpisodeResult: time_to_success_s must be set exactly for successes "
                 f"(status {self.status!r}, time_to_success_s {self.time_to_success_s!r})"
@@ -167,7 +167,7 @@ def episode_result(
         euclidean_distance_m=float(np.linalg.norm(goal - start)),
         final_distance_m=float(d_goal[-1]),
         min_distance_m=float(d_goal.min()),
-        time_to_success_s=steps * float(dt_s) if status == "success" else None,
+        time_to_success_s=steps * float(dt_s) if status == EpisodeStatus.SUCCESS else None,
         seed=int(seed),
         policy=str(policy),
         error=None if error is None else str(error),
@@ -186,7 +186,7 @@ def episode_metrics(result: EpisodeResult, success_radius_m: float = DEFAULT_SUC
     ``ne`` in m, ``tts`` in s (NaN unless successful), the others 0 or 1 except the SPLs in
     [0, 1]. ``success_radius_m`` (m) decides ``osr``.
     """
-    sr = 1.0 if result.status == "success" else 0.0
+    sr = 1.0 if result.status == EpisodeStatus.SUCCESS else 0.0
     osr = 1.0 if (sr or result.min_distance_m <= success_radius_m) else 0.0
     tts = result.time_to_success_s
     return {
@@ -195,7 +195,7 @@ def episode_metrics(result: EpisodeResult, success_radius_m: float = DEFAULT_SUC
         "osr": osr,
         "spl": _spl(sr, result.euclidean_distance_m, result.path_length_m),
         "astar_spl": _spl(sr, result.shortest_length_m, result.path_length_m),
-        "cr": 1.0 if result.status == "collision" else 0.0,
-        "ob": 1.0 if result.status == "out_of_bounds" else 0.0,
+        "cr": 1.0 if result.status == EpisodeStatus.COLLISION else 0.0,
+        "ob": 1.0 if result.status == EpisodeStatus.OUT_OF_BOUNDS else 0.0,
         "tts": float(tts) if (sr and tts is not None) else math.nan,
     }
