@@ -63,7 +63,7 @@ PARTICIPANT_PREFIX = 12
 class EvaluatorNode(Node):
     def __init__(self) -> None:
         super().__init__("evaluator")
-        from airplay.policies import POLICY_NAMES, is_policy_name
+        from airplay.policies import POLICY_NAMES, is_policy_name, reads_vln_options
 
         p = episode_parameters(self)
         self.params = p
@@ -89,7 +89,7 @@ class EvaluatorNode(Node):
         self.scenes = scene_dirs(p["scenes"])
         self.tasks = EpisodeTasks.from_parameters(p)
         self.vln = p["setting"] == "vln"
-        if self.vln and self.policy_name != "airvln_r1":
+        if self.vln and not reads_vln_options(self.policy_name):
             raise ParameterError(f"parameter 'policy' must be airvln_r1 in the vln setting, got {self.policy_name!r}")
         if self.vln:  # an episode file may hold fewer episodes for a scene
             self.plan = []

@@ -14,12 +14,7 @@ import json
 import os
 from pathlib import Path
 
-POLICY_TYPES = {
-    "cnn_bc": "airplay.policies.cnn_bc:CNNBCPolicy",
-    "act": "airplay.policies.act:ACTPolicy",
-    "dp": "airplay.policies.diffusion:DiffusionPolicy",
-}
-"""Learned policy type (config.json "type") -> ``module:class``."""
+from airplay.policies.registry import LEARNED_POLICIES, REGISTRY
 
 MODEL_FILE, CONFIG_FILE = "model.safetensors", "config.json"
 STATE_FILE, STATE_JSON = "training_state.safetensors", "training_state.json"
@@ -30,10 +25,12 @@ class CheckpointError(ValueError):
 
 
 def policy_class(kind: str):
-    """The policy class of a learned policy type."""
-    if kind not in POLICY_TYPES:
-        raise CheckpointError(f"unknown policy type {kind!r}; learned policies: {', '.join(POLICY_TYPES)}")
-    module, name = POLICY_TYPES[kind].split(":")
+    """The policy class of a learned policy type (config.json "type"; the registry entry's
+    ``policy_class``)."""
+    entry = REGISTRY.get(kind)
+    if entry is None or not entry.learned:
+        raise CheckpointError(f"unknown policy type {kind!r}; learned policies: {', '.join(LEARNED_POLICIES)}")
+    module, name = entry.policy_class.split(":")
     return getattr(importlib.import_module(module), name)
 
 

@@ -47,7 +47,8 @@ class PolicyEntry:
     build: ``build(name, world, checkpoint, device, vln)`` returns the policy (``world`` a
     :class:`~airplay.world.World` or None, ``checkpoint`` a folder or None, ``device`` a torch
     device string, ``vln`` a dict of VLN options or None); ValueError names what is missing.
-    learned: loaded from a checkpoint folder (``airplay train --out``).
+    learned: loaded from a checkpoint folder (``airplay train --out``), whose config.json
+    ``type`` is the name; policy_class: its ``module:class`` (a learned policy's only).
     vln: reads the VLN options and flies the ``vln`` setting (an instruction per episode).
     chunked: serves controls from predicted chunks, so an execution horizon applies.
     """
@@ -55,6 +56,7 @@ class PolicyEntry:
     name: str
     build: Callable
     learned: bool = False
+    policy_class: str | None = None
     vln: bool = False
     chunked: bool = True
 
@@ -109,9 +111,9 @@ REGISTRY: dict[str, PolicyEntry] = {e.name: e for e in (
     PolicyEntry("expert", _expert),
     PolicyEntry("field_expert", _field_expert),
     PolicyEntry("random", _random),
-    PolicyEntry("act", _learned, learned=True),
-    PolicyEntry("dp", _learned, learned=True),
-    PolicyEntry("cnn_bc", _learned, learned=True),
+    PolicyEntry("act", _learned, learned=True, policy_class="airplay.policies.act:ACTPolicy"),
+    PolicyEntry("dp", _learned, learned=True, policy_class="airplay.policies.diffusion:DiffusionPolicy"),
+    PolicyEntry("cnn_bc", _learned, learned=True, policy_class="airplay.policies.cnn_bc:CNNBCPolicy"),
     PolicyEntry("airvln_r1", _airvln, vln=True, chunked=False),
 )}
 """Every built-in policy by name: ``expert`` (the privileged A* expert), ``field_expert`` (the
