@@ -161,7 +161,11 @@ def test_coroutines_guards_runtime_entities_and_shutdown(context):
 
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
-    time.sleep(0.2)
+    guard.trigger()  # handled by the spinner: spin() is running when shutdown() comes
+    deadline = time.monotonic() + 20
+    while guard_calls != [1, 1] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert guard_calls == [1, 1], "spin() in a thread did not run the guard condition"
     executor.shutdown()
     spinner.join(timeout=5.0)
     assert not spinner.is_alive(), "spin() did not end on shutdown()"

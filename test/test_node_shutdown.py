@@ -80,39 +80,47 @@ def start(script: Path, mode: str) -> subprocess.Popen:
     return proc
 
 
-def stop(proc: subprocess.Popen, signals: list[signal.Signals], gap_s: float = 0.3) -> tuple[int, str, float]:
-    """Send ``signals`` (``gap_s`` apart), wait; (exit code, output, seconds from the first signal)."""
+def stop(proc: subprocess.Popen, signals: list[signal.Signals], gap_s: float = 0.3,
+         during_destroy: bool = False) -> tuple[int, str, float]:
+    """Send ``signals`` (``gap_s`` apart; with ``during_destroy``, the later ones once the node
+    has printed "destroying"), wait; (exit code, output, seconds from the first signal)."""
     t0 = time.monotonic()
+    seen = ""
     for i, signum in enumerate(signals):
-        if i:
+        if i and during_destroy:
+            while "destroying" not in seen:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                seen += line
+        elif i:
             time.sleep(gap_s)
         if proc.poll() is None:
             proc.send_signal(signum)
     try:
-        out, _ = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, _ = proc.communicate()
-        pytest.fail(f"the probe node did not stop\n{out}")
-    return proc.returncode, out, time.monotonic() - t0
+        pytest.fail(f"the probe node did not stop\n{seen}{out}")
+    return proc.returncode, seen + out, time.monotonic() - t0
 
 
 @pytest.mark.parametrize("signals", [[signal.SIGINT], [signal.SIGTERM], [signal.SIGINT, signal.SIGINT],
                                      [signal.SIGINT, signal.SIGTERM, signal.SIGINT]])
 def test_first_signal_stops_cleanly_and_later_ones_are_ignored(probe, signals):
     """The later signals land while destroy_node() runs (a terminal's Ctrl-C, then ros2 launch's)."""
-    code, out, elapsed = stop(start(probe, "idle"), signals)
+    code, out, _ = stop(start(probe, "idle"), signals, during_destroy=True)
     assert code == 0, out
     assert "destroyed" in out and "Traceback" not in out and "KeyboardInterrupt" not in out, out
     assert "context is invalid" not in out, out  # no publish after the context went down
-    assert elapsed < 5.0, (elapsed, out)
 
 
 def test_a_busy_callback_is_ended_after_the_grace(probe):
     code, out, elapsed = stop(start(probe, "busy"), [signal.SIGINT, signal.SIGINT])
     assert code == 0, out
     assert "destroyed" in out and "Traceback" not in out, out
-    assert ABORT_AFTER_S <= elapsed < ABORT_AFTER_S + 4.0, (elapsed, out)
+    assert ABORT_AFTER_S <= elapsed < 30.0, (elapsed, out)  # the grace, not the callback's 60 s
 
 
 def test_the_exit_code_is_the_nodes(probe):

@@ -129,10 +129,12 @@ def recorded(scene_dir, tmp_path_factory):
             time.sleep(0.005)  # 1 s of sim time into the first episode
         # The sim is paused, so the first episode is still on when the recorders are signalled
         # however fast the graph flies; in lockstep a paused node makes the run slower, never
-        # different (and 1.5 s is far inside the DDS lease that would count it gone).
+        # different (and 3 s is far inside the DDS lease that would count it gone). Every odom the
+        # listener saw then came >= 3 s before the SIGKILL, 1 s more than the recorder needs to
+        # flush it (flush_interval_s 0.5 s) with 1.5 s to spare for a loaded machine.
         procs["sim"].send_signal(signal.SIGSTOP)
         try:
-            time.sleep(1.5)
+            time.sleep(3.0)
             procs["recorder_sigint"].send_signal(signal.SIGINT)
             workers = descendants(procs["recorder_sigkill"].pid)  # its metadata worker
             killed_at["sigkill"] = time.monotonic()

@@ -208,8 +208,7 @@ def test_ctrl_c_ends_the_graph_without_traceback_or_leftovers(launch_env, scene_
                                     "render_images:=false", f"out:={tmp_path / 'out'}"], tmp_path, log)
     nodes: set[int] = set()
     try:
-        wait_for(log, "graph ready", proc, timeout=600)  # hang guard: a cold install compiles first
-        time.sleep(2.0)  # mid-episode
+        wait_for(log, "episode 1/50 ", proc, timeout=600)  # mid-run (hang guard: a cold install compiles first)
         nodes.update(descendants(proc.pid))
         assert len(nodes) >= 4, nodes
         code, elapsed, left = ctrl_c(proc, nodes, timeout_s=30)
@@ -224,7 +223,6 @@ def test_ctrl_c_ends_the_graph_without_traceback_or_leftovers(launch_env, scene_
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
     assert ESCALATION not in text and "SIGKILL" not in text, text  # every node ended within 5 s of its SIGINT
     assert left == [], text
-    assert elapsed < 15.0, (elapsed, text)
 
 
 def test_fly_ctrl_c_while_airborne_lands_before_the_bridge_exits(launch_env, scene_dir, tmp_path):
@@ -266,6 +264,5 @@ def test_fly_ctrl_c_while_airborne_lands_before_the_bridge_exits(launch_env, sce
     assert "shutdown while airborne" in text and "landed and disarmed" in text, text
     assert "disarmed" in flown.split("taking off")[-1], flown
     assert code == 0 and "Traceback" not in text, text
-    assert ESCALATION not in text and "SIGKILL" not in text, text
+    assert ESCALATION not in text and "SIGKILL" not in text, text  # the bridge ended in its grace
     assert left == [], text
-    assert elapsed < 30.0, (elapsed, text)

@@ -170,8 +170,12 @@ def test_vln_through_the_ros_graph_equals_inprocess(backend, config, inprocess, 
                 code = run_airplay([*args, "--backend", "openai", "--endpoint", server.url], tmp_path / "graph.log",
                                    GRAPH_DEADLINE_S)
                 requests = server.requests
-        time.sleep(0.5)
-        statuses = {m["episode"]: m for m in listener.get("episode/status") if m["status"] != "started"}
+        deadline = time.monotonic() + (30 if code == 0 else 0)  # the last statuses may still be on their way
+        while True:
+            statuses = {m["episode"]: m for m in listener.get("episode/status") if m["status"] != "started"}
+            if len(statuses) >= EPISODES or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         reports, instructions = listener.get("episode/policy"), listener.get("instruction")
     finally:
         listener.close()

@@ -323,16 +323,17 @@ def test_astar_in_metres_on_the_room(room):
 
 
 def test_astar_speed_on_a_large_grid():
-    """400 x 300 x 65 cells (40 x 30 x 6.5 m at 0.1 m) with walls: a 35 m query well under a second."""
+    """400 x 300 x 65 cells (40 x 30 x 6.5 m at 0.1 m) with walls: a 35 m query well under a second
+    of this thread's CPU time (not wall-clock time, which other processes on the machine stretch)."""
     free = np.ones((400, 300, 65), bool)
     for x in (100, 200, 300):
         free[x:x + 4, :, :] = False
         gap = (x // 100) * 70
         free[x:x + 4, gap:gap + 12, 20:30] = True
     astar(free[:10, :10, :10], (0, 0, 0), (9, 9, 9))  # compile / load the cache first
-    t0 = time.perf_counter()
+    t0 = time.thread_time()
     path = astar(free, (20, 20, 10), (380, 280, 50), RES)
-    elapsed = time.perf_counter() - t0
+    elapsed = time.thread_time() - t0
     assert path is not None and path.length_m > 44.6
     assert elapsed < 1.5, f"A* took {elapsed:.2f} s"
 

@@ -8,6 +8,11 @@ time (so the test can read its counters), the companion is a plain pymavlink cli
 (:class:`Client`) that can stop its HEARTBEATs and setpoints while it keeps listening, as a
 companion computer that died would, and parses with the ardupilotmega dialect (a superset of
 common) to see EKF_STATUS_REPORT. Timeouts are short to keep the file under a minute.
+
+Timing is judged on the vehicle's own clock (``time_boot_ms`` of its telemetry, the stamps of its
+STATUSTEXTs), which slows down with the vehicle's thread on a loaded machine: waits count vehicle
+seconds (:func:`wait`), time windows are cut from recorded telemetry (:attr:`Client.track`), and
+failsafe delays are measured between the vehicle's own records.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ TEMPORARILY_REJECTED, FAILED, ACCEPTED = (mavlink.MAV_RESULT_TEMPORARILY_REJECTE
                                           mavlink.MAV_RESULT_ACCEPTED)
 EKF_POSITION = apm.EKF_POS_HORIZ_ABS | apm.EKF_POS_VERT_ABS | apm.EKF_VELOCITY_HORIZ
 
+pytestmark = pytest.mark.slow  # ~70 s: each test flies the vehicle for seconds of wall-clock time
+
 
 class Client:
     """A companion (or ground station) of system ``system``: HEARTBEAT at 1 Hz while
@@ -60,6 +67,9 @@ class Client:
         self.acks: dict[int, object] = {}
         self.statustexts: list[tuple[float, str]] = []
         self.modes: list[tuple[float, str, bool]] = []   # (time, mode, armed) of every HEARTBEAT
+        self.vehicle_s = 0.0   # the vehicle's clock (s since boot): the newest time_boot_ms received
+        # (vehicle s, map ENU m, NED m/s) of every LOCAL_POSITION_NED
+        self.track: list[tuple[float, np.ndarray, np.ndarray]] = []
         self.flavour = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -98,6 +108,11 @@ class Client:
         kind, now = msg.get_type(), time.monotonic()
         with self.lock:
             self.last[kind] = msg
+            if hasattr(msg, "time_boot_ms"):
+                self.vehicle_s = max(self.vehicle_s, msg.time_boot_ms / 1000.0)
+            if kind == "LOCAL_POSITION_NED":
+                self.track.append((msg.time_boot_ms / 1000.0, frames.ned_to_enu(np.array([msg.x, msg.y, msg.z])),
+                                   np.array([msg.vx, msg.vy, msg.vz])))
             if kind == "HEARTBEAT":
                 self.flavour = "px4" if msg.autopilot == mavlink.MAV_AUTOPILOT_PX4 else "ardupilot"
                 armed = bool(msg.base_mode & mavlink.MAV_MODE_FLAG_SAFETY_ARMED)
@@ -132,6 +147,17 @@ class Client:
         with self.lock:
             return [text for t, text in self.statustexts if t >= since]
 
+    def between(self, t0: float, t1: float) -> list[tuple[float, np.ndarray, np.ndarray]]:
+        """The recorded LOCAL_POSITION_NED samples stamped in [t0, t1] (vehicle clock, s)."""
+        with self.lock:
+            return [sample for sample in self.track if t0 <= sample[0] <= t1]
+
+    def fly_for(self, seconds: float) -> tuple[float, float]:
+        """Wait until ``seconds`` of vehicle time have passed; the (start, end) vehicle times."""
+        t0 = self.vehicle_s
+        wait(lambda: self.vehicle_s >= t0 + seconds, seconds, f"{seconds} s of vehicle time", self)
+        return t0, self.vehicle_s
+
     # -- asking -------------------------------------------------------------------------------
     def command(self, command: int, *params: float, timeout_s: float = 1.0) -> int:
         """COMMAND_LONG to system 1; the COMMAND_ACK's result."""
@@ -159,15 +185,31 @@ class Client:
         self.sock.close()
 
 
-def wait(predicate, timeout_s: float, what: str, client: Client | None = None) -> float:
-    """Poll ``predicate`` every 10 ms until true; returns the seconds it took."""
-    t0 = time.monotonic()
+# A wait also ends after this many wall-clock seconds per second of its timeout (plus 10 s), in
+# case the vehicle stops sending: its clock would then stand still.
+WALL_PER_VEHICLE_S = 10.0
+
+
+def wait(predicate, timeout_s: float, what: str, client: Client | None = None) -> None:
+    """Poll ``predicate`` every 10 ms until true, for at most ``timeout_s`` of the vehicle's
+    clock as ``client`` receives it (of wall-clock time without a client)."""
+    t0, v0 = time.monotonic(), client.vehicle_s if client else 0.0
+    wall_limit_s = WALL_PER_VEHICLE_S * timeout_s + 10.0 if client else timeout_s
     while not predicate():
-        if time.monotonic() - t0 > timeout_s:
+        waited_s = client.vehicle_s - v0 if client else time.monotonic() - t0
+        if waited_s > timeout_s or time.monotonic() - t0 > wall_limit_s:
             said = f" (mode {client.mode!r}, armed {client.armed}, STATUSTEXT {client.texts()})" if client else ""
-            raise AssertionError(f"timed out after {timeout_s:.1f} s waiting for {what}{said}")
+            raise AssertionError(f"timed out after {waited_s:.1f} s (vehicle clock) and "
+                                 f"{time.monotonic() - t0:.1f} s (wall) waiting for {what}{said}")
         time.sleep(0.01)
-    return time.monotonic() - t0
+
+
+def vehicle_text_s(vehicle: VehicleEndpoint, prefix: str) -> float:
+    """The vehicle clock (s) of the first STATUSTEXT the vehicle sent that starts with ``prefix``."""
+    for t, _, text in list(vehicle.statustexts):
+        if text.startswith(prefix):
+            return t
+    raise AssertionError(f"the vehicle sent no STATUSTEXT starting {prefix!r}: {list(vehicle.statustexts)}")
 
 
 def position_setpoint(north: float, east: float, down: float, yaw_ned: float):
@@ -191,7 +233,7 @@ class Rig:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self.vehicle.run, kwargs={"stop": self._stop}, daemon=True)
         self._thread.start()
-        wait(lambda: self.client.mode and "LOCAL_POSITION_NED" in self.client.last, 5, "the vehicle's HEARTBEAT")
+        wait(lambda: self.client.mode and "LOCAL_POSITION_NED" in self.client.last, 60, "the vehicle's HEARTBEAT")
 
     def take_off(self, height_m: float = 0.8) -> None:
         """PX4: a position setpoint stream straight up, arm, OFFBOARD. ArduPilot: GUIDED, arm,
@@ -199,7 +241,7 @@ class Rig:
         c = self.client
         if c.flavour == "px4":
             c.stream = position_setpoint(0.0, 0.0, -height_m, math.pi / 2)   # facing east, as it stands
-            time.sleep(0.1)
+            wait(lambda: self.vehicle.stats["position_setpoints"] > 0, 1, "the first setpoint", c)
             assert c.arm() == ACCEPTED
             assert c.set_mode("OFFBOARD") == ACCEPTED
         else:
@@ -236,13 +278,14 @@ def test_px4_offboard_loss_on_the_ground_follows_com_obl_rc_act(rig, action, mod
     r = rig("px4", autopilot_params={"COM_OBL_RC_ACT": action, "COM_OF_LOSS_T": 0.3})
     c = r.client
     c.stream = velocity_setpoint(0.0, 0.0, 0.0)
-    time.sleep(0.1)
+    wait(lambda: r.vehicle.stats["setpoints"] > 0, 1, "the first setpoint", c)
     assert c.arm() == ACCEPTED and c.set_mode("OFFBOARD") == ACCEPTED
     wait(lambda: c.mode == "OFFBOARD", 2, "OFFBOARD", c)
     t_stop = time.monotonic()
     c.die()
     wait(lambda: c.mode == mode, 2, mode, c)
-    assert time.monotonic() - t_stop > 0.25                      # COM_OF_LOSS_T
+    silent_s = vehicle_text_s(r.vehicle, "Failsafe activated") - r.vehicle.setpoint_s   # vehicle clock
+    assert 0.3 < silent_s <= 0.3 + 2 * r.vehicle.dt_s, silent_s  # COM_OF_LOSS_T after the last setpoint
     wait(lambda: c.armed == armed, 1, f"armed {armed}", c)        # landing modes disarm on the ground
     assert any(t.startswith("Failsafe activated: no offboard") for t in c.texts(t_stop))
 
@@ -255,8 +298,9 @@ def test_px4_offboard_loss_default_lands_and_disarms(rig):
     p_loss = c.position()
     t_stop = time.monotonic()
     c.die()
-    took = wait(lambda: c.mode != "OFFBOARD", 2, "leaving OFFBOARD", c)
-    assert 0.4 < took < 1.0, took
+    wait(lambda: c.mode != "OFFBOARD", 2, "leaving OFFBOARD", c)
+    silent_s = vehicle_text_s(r.vehicle, "Failsafe activated") - r.vehicle.setpoint_s   # vehicle clock
+    assert 0.5 < silent_s <= 0.5 + 2 * r.vehicle.dt_s, silent_s  # COM_OF_LOSS_T after the last setpoint
     assert c.mode == "AUTO.LAND" and c.armed
     assert "Failsafe activated: no offboard, Land" in c.texts(t_stop)
     wait(lambda: not c.armed, 4, "touchdown and disarm", c)
@@ -272,9 +316,10 @@ def test_px4_offboard_loss_hold(rig):
     c.die()
     wait(lambda: c.mode == "AUTO.LOITER", 2, "AUTO.LOITER", c)
     p0 = c.position()
-    time.sleep(1.0)
+    t0, t1 = c.fly_for(1.0)
     assert c.armed and c.mode == "AUTO.LOITER"
-    assert np.linalg.norm(c.position() - p0) < 0.1 and abs(c.position()[2] - 0.8) < 0.15
+    held = [p for _, p, _ in c.between(t0, t1)]
+    assert len(held) > 10 and all(np.linalg.norm(p - p0) < 0.1 and abs(p[2] - 0.8) < 0.15 for p in held)
     assert "Failsafe activated: no offboard, Hold" in c.texts()
 
 
@@ -350,17 +395,17 @@ def test_position_setpoints_flown_and_held(rig, flavour):
     wait(lambda: speeds.append(c.speed()) or np.linalg.norm(c.position() - target_enu) < 0.1, 6, "the target", c)
     assert max(speeds) < 2.3                                      # the P law's 2 m/s (+ the vertical part)
     wait(lambda: abs(frames.wrap_angle_rad(c.yaw_ned() - yaw_ned)) < math.radians(2), 3, "the yaw", c)
-    for _ in range(20):                                           # held for 1 s
-        time.sleep(0.05)
-        assert np.linalg.norm(c.position() - target_enu) < 0.1
+    t0, t1 = c.fly_for(1.0)                                       # held for 1 s
+    held = [p for _, p, _ in c.between(t0, t1)]
+    assert len(held) > 10 and max(np.linalg.norm(p - target_enu) for p in held) < 0.1
     assert abs(frames.wrap_angle_rad(c.yaw_ned() - yaw_ned)) < math.radians(2)
     stats = r.vehicle.stats
     assert stats["position_setpoints"] > 50 and stats["ignored_setpoints"] == 0
     assert c.mode == ("OFFBOARD" if flavour == "px4" else "GUIDED")
     if flavour == "ardupilot":  # a position target outlives GUID_TIMEOUT (only velocity setpoints time out)
         c.stream = None
-        time.sleep(1.0)
-        assert c.mode == "GUIDED" and np.linalg.norm(c.position() - target_enu) < 0.1
+        t0, t1 = c.fly_for(1.0)                                   # twice GUID_TIMEOUT
+        assert c.mode == "GUIDED" and max(np.linalg.norm(p - target_enu) for _, p, _ in c.between(t0, t1)) < 0.1
 
 
 # -- ArduPilot: GUID_TIMEOUT and the GCS failsafe ------------------------------------------------
@@ -371,14 +416,16 @@ def test_ardupilot_guid_timeout_stops_and_holds_without_gcs_failsafe(rig):
     r.take_off(0.8)
     c.stream = velocity_setpoint(1.0, 0.0, 0.0)                   # 1 m/s north
     wait(lambda: c.last["LOCAL_POSITION_NED"].vx > 0.95, 2, "1 m/s north", c)
-    y_stop = c.position()[1]
     c.die()
-    time.sleep(0.8)                                               # < GUID_TIMEOUT: still flying the setpoint
-    assert c.position()[1] - y_stop > 0.6 and c.last["LOCAL_POSITION_NED"].vx > 0.9
     wait(lambda: c.speed() < 0.05, 1.5, "stopped after GUID_TIMEOUT", c)
+    last_setpoint_s = r.vehicle.setpoint_s                        # vehicle clock
+    # until GUID_TIMEOUT after the last setpoint it still flew that setpoint: 1 m/s north
+    flying = c.between(last_setpoint_s + 0.1, last_setpoint_s + 0.9)
+    assert len(flying) > 10 and min(v[0] for _, _, v in flying) > 0.9, [v[0] for _, _, v in flying]
+    assert flying[-1][1][1] - flying[0][1][1] > 0.6               # ~0.8 m north in those 0.8 s
     p = c.position()
-    time.sleep(1.0)
-    assert np.linalg.norm(c.position() - p) < 0.1                 # holds where it stopped
+    t0, t1 = c.fly_for(1.0)
+    assert max(np.linalg.norm(q - p) for _, q, _ in c.between(t0, t1)) < 0.1  # holds where it stopped
     assert c.mode == "GUIDED" and c.armed and "GCS Failsafe" not in c.texts()
 
 
@@ -389,12 +436,12 @@ def test_ardupilot_gcs_failsafe_lands(rig):
     c = r.client
     r.take_off(0.8)
     c.stream = velocity_setpoint(0.0, 0.0, 0.0)
-    time.sleep(0.3)
+    wait(lambda: r.vehicle.stats["setpoints"] > 0, 1, "the first setpoint", c)
     t_dead = time.monotonic()
     c.die()
     wait(lambda: "GCS Failsafe" in c.texts(t_dead), 3.0, "GCS Failsafe", c)
-    took = time.monotonic() - c.last_beat_s
-    assert 1.6 <= took < 2.3, took                                # FS_GCS_TIMEOUT after the last HEARTBEAT
+    silent_s = vehicle_text_s(r.vehicle, "GCS Failsafe") - r.vehicle.gcs_heartbeat_s   # vehicle clock
+    assert 1.6 < silent_s <= 1.6 + 2 * r.vehicle.dt_s, silent_s  # FS_GCS_TIMEOUT after the last HEARTBEAT
     wait(lambda: c.mode == "LAND", 1, "LAND", c)
     wait(lambda: not c.armed, 3, "touchdown and disarm", c)
     assert c.position()[2] == pytest.approx(0.0, abs=0.02)
@@ -408,7 +455,7 @@ def test_ardupilot_gcs_failsafe_watches_only_mav_gcs_sysid(rig):
     try:
         r.take_off(0.8)
         c.die()                                                   # not the GCS the failsafe watches
-        time.sleep(2.2)
+        c.fly_for(2.2)                                            # beyond FS_GCS_TIMEOUT
         assert c.mode == "GUIDED" and c.armed and "GCS Failsafe" not in c.texts()
         t_dead = time.monotonic()
         gcs.die()                                                 # system 255 falls silent
