@@ -15,11 +15,12 @@ export FASTDDS_DEFAULT_PROFILES_FILE ?= $(CURDIR)/config/fastdds_localhost.xml
 export FASTRTPS_DEFAULT_PROFILES_FILE ?= $(FASTDDS_DEFAULT_PROFILES_FILE)
 export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
 
-.PHONY: setup sim-eval test bench clean-venv help
+.PHONY: setup sim-eval test test-fast bench clean-venv help
 
 help:
 	@echo "make sim-eval   set up .venv if needed, make the synthetic scenes, fly the expert through the ROS graph, print metrics"
 	@echo "make test       set up .venv if needed and run the test suite"
+	@echo "make test-fast  the inner loop: the tests not marked slow or sitl (a few minutes)"
 	@echo "make bench      run the benchmarks under bench/"
 
 setup: $(STAMP)
@@ -51,10 +52,16 @@ sim-eval: $(STAMP)
 	$(VENV)/bin/airplay eval --runtime $(RUNTIME) --policy expert --make-default-scenes $(SCENES) \
 	  --scenes $(SCENES) --episodes $(EPISODES) --seed 0 --out out/sim-eval
 
+# The test environment: DDS on loopback with the repository's profile.
+TEST_ENV := ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST FASTDDS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml \
+	FASTRTPS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml
+
 test: $(STAMP)
-	ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST FASTDDS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml \
-	  FASTRTPS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml \
-	  $(PY) -m pytest -q --durations=15
+	$(TEST_ENV) $(PY) -m pytest -q --durations=15
+
+# Markers in pyproject.toml: slow (> ~5 s on 2 cores), sitl (PX4/ArduPilot SITL).
+test-fast: $(STAMP)
+	$(TEST_ENV) $(PY) -m pytest -q -m "not slow and not sitl" --durations=5
 
 bench: $(STAMP)
 	$(PY) bench/render.py

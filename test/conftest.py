@@ -22,10 +22,18 @@ os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 SITL_TIMEOUT_S = 1800
 
 
+# Whole modules over ~5 s a test that carry no pytestmark of their own: the bridge's tests fly
+# the rehearsal vehicle in wall-clock time (4-9 s a test on 2 loaded cores).
+SLOW_MODULES = {"test_mavlink_link.py", "test_mavlink_node.py"}
+
+
 def pytest_collection_modifyitems(config, items):
     """Markers that follow from what a test uses: ``ros`` for a test taking ``own_ros_domain``
-    (it starts a graph over DDS), and a per-test timeout of ``SITL_TIMEOUT_S`` for ``sitl``."""
+    (it starts a graph over DDS), ``slow`` for the tests of ``SLOW_MODULES``, and a per-test
+    timeout of ``SITL_TIMEOUT_S`` for ``sitl``."""
     for item in items:
+        if item.path.name in SLOW_MODULES and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
         if "own_ros_domain" in getattr(item, "fixturenames", ()) and item.get_closest_marker("ros") is None:
             item.add_marker(pytest.mark.ros)
         if item.get_closest_marker("sitl") is not None and item.get_closest_marker("timeout") is None:

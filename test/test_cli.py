@@ -27,6 +27,7 @@ def test_scene_check_json(urban, capsys):
     assert summary["navigable_area_m2"] > 100
 
 
+@pytest.mark.slow
 def test_render_writes_a_real_picture(urban, tmp_path):
     from airplay.scene import Scene
     from airplay.scene.viewpoints import free_viewpoints

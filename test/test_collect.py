@@ -27,6 +27,9 @@ SIZE = (32, 24)  # rendered width x height: small, so that the tests stay fast
 ARGS = ["--per-scene", "3", "--seed", "3", "--image-size", f"{SIZE[0]}x{SIZE[1]}", "--depth", "--no-progress"]
 
 
+pytestmark = pytest.mark.slow  # the module's fixtures make scenes and collect (~60 s)
+
+
 @pytest.fixture(scope="module")
 def scenes(tmp_path_factory):
     """Two tiny scenes (a 4 m cube in a 12 m square), one seen and one unseen."""

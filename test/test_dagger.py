@@ -28,6 +28,9 @@ SIZE = (32, 32)
 TINY = {"image_size": 32, "backbone": "small", "backbone_width": 8, "image_features": 16, "hidden_dim": 32}
 
 
+pytestmark = pytest.mark.slow  # the module's fixture collects and trains (~100 s)
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """A small indoor scene, two expert demonstrations as a LeRobot dataset, a tiny CNN-BC."""

@@ -28,6 +28,7 @@ def tasks(world):
 
 
 @pytest.mark.parametrize("setting", ["pointgoal", "imagegoal", "goalfree"])
+@pytest.mark.slow
 def test_passes_gymnasium_env_checker(world, setting):
     env = AirPlayEnv(world, setting=setting, num_tasks=2, render_backend="cpu")
     with warnings.catch_warnings():

@@ -23,6 +23,7 @@ def scenes(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_eval_writes_results_table_and_plots(scenes, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("AIRPLAY_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "results"

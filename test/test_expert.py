@@ -155,6 +155,7 @@ def sdf_cache(tmp_path_factory):
 
 
 @pytest.mark.parametrize("category", ["indoor", "urban", "vegetation"])
+@pytest.mark.slow
 def test_expert_success_on_synthetic_scenes(category, tmp_path_factory, sdf_cache):
     t0 = time.perf_counter()
     folder = tmp_path_factory.mktemp(category) / "scene"

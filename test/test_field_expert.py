@@ -165,6 +165,7 @@ def fly(world, policy, task):
     return info["status"], int(info["steps"])
 
 
+@pytest.mark.slow
 def test_field_expert_reaches_goals_in_an_indoor_scene(indoor):
     world, tasks = indoor
     assert "field_expert" in POLICY_NAMES
@@ -177,6 +178,7 @@ def test_field_expert_reaches_goals_in_an_indoor_scene(indoor):
     assert sum(s == "success" for s, _ in results) >= 4, results
 
 
+@pytest.mark.slow
 def test_field_expert_recovers_from_a_perturbed_pose(indoor):
     world, tasks = indoor
     grid = world.grid

@@ -63,12 +63,14 @@ def test_colcon_install_finds_its_share_with_and_without_the_ament_index(colcon,
         assert Path(where["share"]) == colcon.share, (ament, where)
 
 
+@pytest.mark.slow
 def test_colcon_install_runs_an_episode_from_another_folder(colcon, tmp_path):
     env = colcon.environment(ament=True)
     assert shutil.which("airplay", path=env["PATH"]) == str(colcon.scripts / "airplay")
     one_episode_through_the_graph(env, tmp_path)
 
 
+@pytest.mark.slow
 def test_wheel_install_runs_an_episode_from_another_folder(tmp_path_factory, tmp_path):
     wheel = wheel_install(tmp_path_factory)
     installed_files_are_there(wheel.share)

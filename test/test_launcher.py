@@ -194,6 +194,7 @@ def test_sigint_to_the_launcher_stops_every_process(fake_env, tmp_path):
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_ctrl_c_stops_a_real_graph_quietly(tmp_path, own_ros_domain):
     """`airplay launch sim_eval` mid-run, Ctrl-C to its process group (its nodes have sessions of
     their own, so each gets the launcher's one SIGINT): every node ends cleanly, in time, with no

@@ -25,6 +25,9 @@ REPO = Path(__file__).resolve().parents[1]
 EXIT_UNREACHABLE = 77
 
 
+pytestmark = pytest.mark.slow  # the lerobot package in a separate environment
+
+
 def test_lerobot_dataset_package_reads_our_export(tmp_path):
     write_bags(tmp_path / "bags", BAG_PLAN)
     export_bags([tmp_path / "bags"], tmp_path / "export", progress=False)

@@ -224,6 +224,7 @@ def _state64(env) -> np.ndarray:
 
 
 @pytest.mark.usefixtures("own_ros_domain")
+@pytest.mark.slow
 def test_policy_node_survives_frames_out_of_order_and_flies_as_in_process(scene_dir, tmp_path):
     """Two episodes through the real policy node (the expert), driven by this process as sim and
     camera, with every ordering DDS may produce: the next episode's first frames (odom and

@@ -117,6 +117,7 @@ def test_empty_view_and_behind_camera_are_inf():
 
 
 @pytest.mark.parametrize("category", ["urban", "indoor", "vegetation"])
+@pytest.mark.slow
 def test_synthetic_scenes_match_embree(tmp_path, capsys, category):
     from airplay.scene import Scene
     from airplay.scene.synthetic import make_scene

@@ -5,6 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -19,6 +21,7 @@ def test_package_xml_declares_ament_python():
     assert (REPO / "resource" / "airplay").is_file()
 
 
+@pytest.mark.slow
 def test_colcon_build_installs_the_ros_layout(tmp_path_factory):
     """A plain ``colcon build`` (no --symlink-install) of a fresh workspace (test/installs.py,
     built once per session and shared with test_install.py and test_ros2_launch.py)."""

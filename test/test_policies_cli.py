@@ -104,6 +104,7 @@ def test_eval_inprocess_with_a_checkpoint(kind, checkpoints, scene_dir, tmp_path
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_policy_node_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, tmp_path, monkeypatch):
     """ACT with H = 4 through sim, renderer, policy and evaluator processes over DDS: the same
     episodes.jsonl as in-process."""
@@ -161,6 +162,7 @@ def test_policy_node_rejects_a_missing_checkpoint(scene_dir, tmp_path, monkeypat
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_eval_ros_runtime_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, tmp_path, monkeypatch):
     """``airplay eval --runtime ros --policy cnn_bc --checkpoint DIR`` (the launch arguments
     checkpoint:= and execution_horizon:= through graph.py to the policy node): the same

@@ -76,6 +76,7 @@ def rollout(policy, episode, steps: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("kind", POLICIES)
+@pytest.mark.slow
 def test_overfits_a_tiny_dataset(kind, trained):
     _, losses, out = trained(kind)
     first, last = np.mean(losses[:10]), np.mean(losses[-20:])
@@ -86,6 +87,7 @@ def test_overfits_a_tiny_dataset(kind, trained):
 
 
 @pytest.mark.parametrize("kind", POLICIES)
+@pytest.mark.slow
 def test_trained_policy_reproduces_the_demonstration(kind, trained):
     """Acting on episode 1's observations, the commands are close to the demonstrated ones."""
     policy, _, _ = trained(kind)
@@ -97,6 +99,7 @@ def test_trained_policy_reproduces_the_demonstration(kind, trained):
 
 
 @pytest.mark.parametrize("kind", POLICIES)
+@pytest.mark.slow
 def test_save_load_gives_identical_actions(kind, trained):
     policy, _, out = trained(kind)
     loaded = load_policy(out)

@@ -32,6 +32,10 @@ MODELS = {
 """kind -> (config, updates, batch size, peak learning rate)."""
 
 
+# the module's fixtures fly and train (minutes on 2 loaded cores)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
+
 def scene_with_camera(folder, size: int):
     """A sparse synthetic indoor scene whose camera renders size x size pixels (same field of view)."""
     make_scene("indoor", 2, folder, gaussians_per_m2=4)

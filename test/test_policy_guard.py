@@ -98,6 +98,7 @@ def make(world):
 '''
 
 
+@pytest.mark.slow
 def test_eval_ends_an_episode_over_budget_and_goes_on(tmp_path, monkeypatch):
     """airplay eval --policy-budget-ms: the one slow step ends its episode as over_budget, with
     the time in episodes.jsonl; the others fly as without a budget."""

@@ -32,6 +32,8 @@ from airplay.data.bag import iter_episode_bags, read_bag_messages, read_episode 
 EPISODES = 2
 SEED = 1  # tasks of 11.1 m and 2.4 m on this scene: ~30 s of graph time
 
+pytestmark = pytest.mark.slow  # the module's fixture flies the collect graph (~45 s)
+
 
 @pytest.fixture(scope="module", autouse=True)
 def own_ros_domain():

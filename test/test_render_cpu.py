@@ -405,6 +405,7 @@ for depth in (True, False):
 """
 
 
+@pytest.mark.slow
 def test_kernels_are_loaded_from_numbas_cache():
     """A second process compiles nothing: every kernel of the exact, LOD and pose-cell paths is
     loaded from numba's on-disk cache (a kernel that cannot be cached, e.g. one with an object in

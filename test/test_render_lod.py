@@ -382,6 +382,7 @@ def test_cell_arrays_keep_the_exact_order_of_gaussians_at_equal_depth(rows, cols
     lod.clear_cell_cache()
 
 
+@pytest.mark.slow
 def test_cell_cut_is_never_coarser_than_any_view_cut(splat, tree, mount):
     from airplay.scene.camera import map_from_base, viewmat_from_pose
 

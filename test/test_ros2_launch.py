@@ -93,6 +93,7 @@ def test_show_args_prints_the_graph_descriptions(launch_env, tmp_path, graph):
     assert f"{graph} argument" not in text  # the old placeholders
 
 
+@pytest.mark.slow
 def test_sim_eval_equals_inprocess(launch_env, scene_dir, tmp_path):
     from airplay.eval.runner import EvalConfig, evaluate_inprocess
 
@@ -126,6 +127,7 @@ def test_an_argument_the_graph_cannot_use_is_refused_before_any_node_starts(laun
     assert "process started" not in log
 
 
+@pytest.mark.slow
 def test_a_node_that_rejects_a_parameter_fails_the_launch(launch_env, scene_dir, tmp_path):
     code, log = run_ros2_launch(launch_env, ["airplay", "sim_eval.launch.py", f"scenes:={scene_dir}", "episodes:=0",
                                              "render_images:=false", f"out:={tmp_path / 'out'}"], tmp_path,
@@ -202,6 +204,7 @@ def ctrl_c(proc: subprocess.Popen, nodes: set[int], timeout_s: float) -> tuple[i
     return code, time.monotonic() - t0, [pid for pid in nodes if alive(pid)]
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_the_graph_without_traceback_or_leftovers(launch_env, scene_dir, tmp_path):
     log = tmp_path / "launch.log"
     proc = ros2_launch(launch_env, ["airplay", "sim_eval.launch.py", f"scenes:={scene_dir}", "episodes:=50",
@@ -225,6 +228,7 @@ def test_ctrl_c_ends_the_graph_without_traceback_or_leftovers(launch_env, scene_
     assert left == [], text
 
 
+@pytest.mark.slow
 def test_fly_ctrl_c_while_airborne_lands_before_the_bridge_exits(launch_env, scene_dir, tmp_path):
     """``ros2 launch airplay fly.launch.py ... arm:=true`` against ``airplay vehicle`` (its own
     session, so the terminal's Ctrl-C does not reach it): Ctrl-C in the air makes the bridge land

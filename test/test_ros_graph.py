@@ -130,6 +130,7 @@ def _graph_params(scene_dir: Path, episodes: int) -> dict:
     return {"scenes": str(scene_dir), "episodes": episodes, "seed": 0, "setting": "pointgoal"}
 
 
+@pytest.mark.slow
 def test_graph_equals_inprocess(scene_dir, tmp_path):
     from airplay.eval.runner import EvalConfig, evaluate_inprocess, run_episode
     from airplay.policies import make_policy
@@ -212,6 +213,7 @@ def busy_machine():
             proc.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_graph_equals_inprocess_on_a_busy_machine_with_a_cold_numba_cache(busy_machine, scene_dir, tmp_path,
                                                                            monkeypatch):
     """Machine load and a cold compiler cache change how long the run takes, never its result:
@@ -266,6 +268,7 @@ def make(world):
 '''
 
 
+@pytest.mark.slow
 def test_a_failing_policy_fails_its_episodes_and_the_run_goes_on(scene_dir, tmp_path, monkeypatch):
     """A policy that raises on one observation (or in reset) ends that episode as policy_error,
     with the exception in episodes.jsonl; the other episodes fly, the run completes, and both
@@ -299,6 +302,7 @@ def test_a_failing_policy_fails_its_episodes_and_the_run_goes_on(scene_dir, tmp_
     assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
 
 
+@pytest.mark.slow
 def test_dead_policy_ends_episodes_as_no_command(scene_dir, tmp_path):
     """The policy is killed once episode 1 has started: when DDS notices (the participant lease
     of config/fastdds_localhost.xml, 10 s) that episode (or, when this loaded test process
@@ -361,6 +365,7 @@ def test_bad_parameter_exits_nonzero_naming_it(node, param, value, scene_dir, tm
     assert f"'{param}'" in text, text
 
 
+@pytest.mark.slow
 def test_evaluator_gives_up_when_the_graph_does_not_come_up(scene_dir, tmp_path):
     params = {**_graph_params(scene_dir, 2), "startup_timeout_s": 1.5, "out": str(tmp_path / "out")}
     proc = start_node("evaluator", params, tmp_path)
@@ -374,6 +379,7 @@ def test_evaluator_gives_up_when_the_graph_does_not_come_up(scene_dir, tmp_path)
     assert not (tmp_path / "out" / "summary.json").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("victim,words", [("sim", "the sim left the graph"),
                                           ("renderer", "the node (renderer) left the graph")])
 def test_dead_sim_or_renderer_stops_the_run(victim, words, scene_dir, tmp_path):

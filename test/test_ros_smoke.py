@@ -84,6 +84,7 @@ VICTIM = textwrap.dedent(
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_the_loopback_profile_is_what_fast_dds_runs_with(monkeypatch):
     """Fast DDS reads config/fastdds_localhost.xml (loopback UDP and shared memory only): Fast DDS
     2.x, ROS 2 Jazzy's, reads it from FASTRTPS_DEFAULT_PROFILES_FILE and ignores the name Fast

@@ -37,7 +37,7 @@ SEED = 3
 GRAPH_DEADLINE_S = 420  # a hang guard: ~40 s idle, several times that under load on 2 cores
 
 
-pytestmark = pytest.mark.usefixtures("own_ros_domain")  # test/conftest.py
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("own_ros_domain")]  # test/conftest.py
 
 
 @pytest.fixture(scope="module")

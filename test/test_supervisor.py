@@ -491,6 +491,7 @@ def check_stops_at_the_fence(name, positions, outputs, fence):
 
 @pytest.mark.parametrize("tau_s", [0.3, 0.5])
 @pytest.mark.parametrize("name", list(APPROACHES))
+@pytest.mark.slow
 def test_lagging_vehicle_at_max_speed_stops_before_the_fence(name, tau_s):
     fence, start, yaw, velocity = APPROACHES[name]
     s = sup(**fence)

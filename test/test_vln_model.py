@@ -18,6 +18,9 @@ from airplay.cli import main  # noqa: E402
 from vln_tiny import prompt as _prompt  # noqa: E402
 
 
+pytestmark = pytest.mark.slow  # a tiny Qwen2.5-VL, built once and loaded per test
+
+
 @pytest.fixture
 def model_dir(tiny_vl_model):
     """The tiny model fine-tuned to answer ["MOVE_FORWARD", "TURN_LEFT", "STOP"]."""
