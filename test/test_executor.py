@@ -254,6 +254,7 @@ GRAPH_EPISODES = 3
 
 
 @pytest.mark.slow
+@pytest.mark.slow
 def test_the_lockstep_graph_gives_the_same_episodes_under_both_executors(tmp_path):
     from conftest import sparse_indoor_scene
 
