@@ -355,6 +355,7 @@ def test_plain_and_llvm_pieces_give_the_same_bits():
     assert np.array_equal(a_bits, floats.view(np.int32))
 
 
+@pytest.mark.slow
 def test_plain_kernels_render_the_same_images(monkeypatch):
     """AIRPLAY_CPU_KERNELS=plain (no intrinsics, no numba.cpython.unsafe) renders the images of the
     default kernels bit for bit: exact, with a level of detail, from pose cells, with and without
