@@ -1,5 +1,5 @@
 """rosbag2 MCAP episode bags: the writer (:mod:`airplay.data.bag_writer`) and the reader
-(:mod:`airplay.data.bag_reader`) under one name, as agreed for issue 5.
+(:mod:`airplay.data.bag_reader`) under one name.
 """
 
 from airplay.data.bag_reader import (BagError, Episode, iter_bag_messages, iter_episode_bags, mcap_files,

@@ -36,7 +36,7 @@ TOPICS: dict[str, str] = {
     "/episode/status": "std_msgs/msg/String",
     "/episode/metadata": "std_msgs/msg/String",
 }
-"""The bag topics (absolute names) -> ROS 2 message type, as agreed for issue 5."""
+"""The bag topics (absolute names) -> ROS 2 message type (the layout of docs/data.md)."""
 
 CONTROL_DT_NS = 20_000_000
 """One control period (50 Hz) in nanoseconds: step k of an episode is stamped start + k * 20 ms."""

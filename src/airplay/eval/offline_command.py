@@ -1,5 +1,5 @@
 """``airplay eval-offline``: a learned policy's open-loop errors on held-out demonstrations
-(a LeRobot v3 dataset of issue 5's export), on the 0.2 s horizon of DESIGN.md section 6.
+(a LeRobot v3 dataset from ``airplay dataset export``), on the 0.2 s horizon of DESIGN.md section 6.
 
 How predicted commands become a trajectory, the two rollouts (``open-loop``, the default:
 the policy sees only the anchor's observation; ``reobserve``: it re-predicts on the recorded

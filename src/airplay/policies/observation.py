@@ -38,7 +38,7 @@ its width:
 * ``none``: nothing (the default): the camera and the goal only. With the full state at
   50 Hz the expert's next command is nearly the vehicle's current motion (correlation 0.86-0.97
   per component over 40 flights), so a model learns to copy its own lagging motion and never
-  finishes a turn in the closed loop (issue 19: "copycat").
+  finishes a turn in the closed loop (the "copycat" failure).
 * ``velocity``: [vx vy vz] in the heading frame (m/s) and the yaw rate (rad/s, map z),
   meant to be trained with ``state_noise_std`` so it cannot be copied exactly.
 * ``full``: the 13 values as recorded (map position, quaternion, map velocity, body rates);

@@ -1,4 +1,4 @@
-"""``airplay train``: train a learned policy on a LeRobot v3 dataset (the issue 5 export)."""
+"""``airplay train``: train a learned policy on a LeRobot v3 dataset (``airplay dataset export``)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ Example (every field; see docs/scenes.md)::
       mount_offset_m: [0.1, 0.0, 0.0]  # camera position in base_link (FLU)
       mount_pitch_deg: 0.0     # positive tilts the camera down
     background_rgb: [0.62, 0.75, 0.90]  # optional: colour behind the splat (the sky), 0..1
-    landmarks: []              # optional; later issues (VLN) fill it
+    landmarks: []              # optional; what VLN instructions name
 
 Alignment model: a point p in the file's own axes goes to the map frame as
 

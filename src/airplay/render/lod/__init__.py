@@ -16,7 +16,7 @@ children by moment matching with weights ``w`` = coverage = opacity x mean proje
 * SH coefficients ``sh_p = sum_c w_c sh_c / w_p``;
 * opacity chosen so that coverage is kept: ``o_p = min(OPACITY_CAP, w_p / A(Sigma_p))``.
   Above 1 is allowed (the renderer caps alpha at 0.99): a cluster of overlapping leaves is
-  then drawn solid in its core; capping at 1 left see-through seams between neighbouring
+  then drawn solid in its core; capping at 1 leaves see-through seams between neighbouring
   merged Gaussians (measured: 23 vs 33 dB at 2 px on the 64x64 vegetation scene).
 
 Child weights are their subtrees' total weights, so a node's moments are exactly the
