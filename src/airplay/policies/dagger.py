@@ -1,7 +1,7 @@
 """DAgger (Ross et al. 2011) for the learned policies: fly the current policy, have a state-only
 expert label every state it visited, add those frames to the training data, retrain, repeat.
 
-The labeller is the cost-to-go expert (:class:`airplay.tasks.cost_to_go.FieldExpert`, policy
+The labeller is the cost-to-go expert (:class:`airplay.tasks.field_expert.FieldExpert`, policy
 ``field_expert``): its command is a function of the visited state and the goal alone (no
 tracker clock, no plan made at the episode start), so a label for a state the demonstrations
 never reached is what the expert would do from there. The A* tracking expert (``expert``) is
