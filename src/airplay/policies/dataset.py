@@ -105,7 +105,8 @@ class ChunkDataset:
 def load_lerobot_episodes(root: str | Path, image_size: int, goal: str = "auto", progress: bool = False,
                           max_episodes: int | None = None, cache: bool = True) -> tuple[list[EpisodeData], str]:
     """Every episode (or the first ``max_episodes``) of a LeRobot v3 dataset (as
-    ``airplay dataset export`` writes it) as :class:`EpisodeData` with frames resized to ``image_size``; and the goal kind:
+    ``airplay dataset export`` writes it) as :class:`EpisodeData` with frames resized to
+    ``image_size``; and the goal kind:
     ``goal``, or with "auto" "point" if the dataset has ``observation.goal``, "image" if it has
     ``observation.images.goal``, else "none".
 
