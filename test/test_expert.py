@@ -12,7 +12,8 @@ from airplay.scene.scene import Scene
 from airplay.scene.synthetic import make_scene
 from airplay.sim.dynamics import QuadrotorBatch, load_vehicle_params
 from airplay.sim.sdf import SignedDistanceField
-from airplay.tasks.expert import ClearanceCheck, ExpertPolicy, ExpertSettings, shortcut, wrap_angle
+from airplay.frames import wrap_angle
+from airplay.tasks.expert import ClearanceCheck, ExpertPolicy, ExpertSettings, shortcut
 from airplay.tasks.navigable import NavigableGrid
 from airplay.tasks.protocol import load_protocol
 from airplay.tasks.sampler import sample_tasks

@@ -15,9 +15,10 @@ import pytest
 
 from airplay.data import messages as M
 from airplay.data.bag import write_episode_bag
-from airplay.data.export import ExportError, export_bags, headings_from_quaternions
+from airplay.data.export import ExportError, export_bags
 from airplay.data.keys import ACTION_KEY, DEPTH_KEY, GOAL_IMAGE_KEY, GOAL_KEY, RGB_KEY, STATE_KEY
 from airplay.data.lerobot import TASK_TEXT, DatasetError, LeRobotDataset, LeRobotWriter
+from airplay.frames import headings_from_quats_xyzw
 from airplay.world.env import goal_in_heading_frame
 
 H, W = 48, 64
@@ -296,7 +297,7 @@ def test_export_bags_one_dataset_per_split(bags, tmp_path):
             assert np.array_equal(ep[STATE_KEY], src["state"][:t].astype(np.float32))
             assert psnr(ep[RGB_KEY], src["rgb"][:t]) > 33.0
             for k in (0, t // 2, t - 1):  # the goal in the heading frame, as AirPlayEnv computes it
-                yaw = headings_from_quaternions(src["state"][k:k + 1, 3:7])[0]
+                yaw = headings_from_quats_xyzw(src["state"][k:k + 1, 3:7])[0]
                 expected = goal_in_heading_frame(src["state"][k, :3], yaw, src["goal"])
                 np.testing.assert_allclose(ep[GOAL_KEY][k], expected, atol=1e-5)
             if setting == "imagegoal":
@@ -308,19 +309,6 @@ def test_export_bags_one_dataset_per_split(bags, tmp_path):
     assert list(only["datasets"]) == ["unseen"]
     with_failures = export_bags([root], tmp_path / "all", split="seen", include_failures=True, progress=False)
     assert with_failures["datasets"]["seen"]["episodes"] == 4
-
-
-def test_heading_matches_the_sim_definition():
-    """headings_from_quaternions recovers the heading the sim gives tilted attitudes (rclpy-free)."""
-    from scipy.spatial.transform import Rotation
-
-    from airplay.sim.dynamics import attitude_from_acceleration
-
-    rng = np.random.default_rng(0)
-    yaw = rng.uniform(-np.pi, np.pi, 50)
-    rot = attitude_from_acceleration(rng.normal(0, 3, (50, 3)), yaw, 9.81)  # tilted up to ~30 degrees
-    got = headings_from_quaternions(Rotation.from_matrix(rot).as_quat())  # scipy: (x, y, z, w)
-    np.testing.assert_allclose(np.angle(np.exp(1j * (got - yaw))), 0.0, atol=1e-9)
 
 
 def test_export_refuses_mixed_image_sizes_atomically(tmp_path):

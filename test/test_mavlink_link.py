@@ -24,12 +24,13 @@ pytest.importorskip("pymavlink")
 
 from pymavlink.dialects.v20 import common as mavlink  # noqa: E402
 
-from airplay.bridge import frames  # noqa: E402
+from airplay import frames  # noqa: E402
 from airplay.bridge.flight import FlightController, default_flight_config  # noqa: E402
 from airplay.bridge.mavlink_link import (Autopilot, CommandError, do_set_mode_params,  # noqa: E402
                                          mode_from_do_set_mode, mode_name, px4_custom_mode)
 from airplay.bridge.supervisor import InterventionKind as K  # noqa: E402
-from airplay.bridge.telemetry import Telemetry, quat_wxyz_from_euler_ned, yaw_of_state  # noqa: E402
+from airplay.bridge.telemetry import Telemetry  # noqa: E402
+from airplay.frames import quat_wxyz_from_euler_zyx as quat_wxyz_from_euler_ned, yaw_of_state  # noqa: E402
 
 
 # -- pure parts ---------------------------------------------------------------------------------
@@ -69,7 +70,8 @@ def test_telemetry_euler_equals_quaternion_and_frames(roll, pitch, yaw_ned):
     assert_allclose(a.state()[0:3], [10.0, 0.0, 0.0])          # the local origin placed in map
     assert_allclose(b.state()[3:7], frames.quat_ned_frd_wxyz_to_enu_flu_xyzw(q))
     if abs(roll) < 1e-12 and abs(pitch) < 1e-12:
-        assert yaw_of_state(b.state()) == pytest.approx(frames.yaw_ned_to_enu(yaw_ned), abs=1e-12)
+        error = frames.wrap_angle(yaw_of_state(b.state()) - frames.yaw_ned_to_enu(yaw_ned))
+        assert error == pytest.approx(0.0, abs=1e-12)
 
 
 def test_mode_encodings():
@@ -226,7 +228,7 @@ def test_take_off_follow_velocity_commands_and_land(rigs, flavour):
     rig.command = [0.0, 0.0, 0.0, 0.5]           # yaw left (CCW) at 0.5 rad/s for 1 s
     yaw0 = yaw_of_state(rig.state())
     time.sleep(1.0)
-    dyaw = frames.wrap_angle_rad(yaw_of_state(rig.state()) - yaw0)
+    dyaw = frames.wrap_angle(yaw_of_state(rig.state()) - yaw0)
     assert 0.3 < dyaw < 0.6, dyaw
     if flavour == "px4":
         assert rig.autopilot.link.bad_frames >= 10

@@ -377,9 +377,9 @@ def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, t
 
 
 def _yaw(state) -> float:
-    from airplay.nodes.common import yaw_from_state
+    from airplay.frames import heading_of_state
 
-    return yaw_from_state(state)
+    return heading_of_state(state)
 
 
 def test_rehearsal_flies_airvln_r1_stops_and_lands(fly_scene, tiny_vl_model, tmp_path):

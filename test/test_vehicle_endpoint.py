@@ -33,7 +33,8 @@ pytest.importorskip("pymavlink")
 from pymavlink.dialects.v20 import ardupilotmega as apm
 from pymavlink.dialects.v20 import common as mavlink
 
-from airplay.bridge import frames
+from airplay import frames
+from airplay.bridge import frames as mav_frames
 from airplay.bridge.mavlink_link import do_set_mode_params, mode_name
 from airplay.bridge.vehicle_endpoint import AUTOPILOT_PARAMS, HOME_AMSL_M, VehicleEndpoint, autopilot_param_values
 
@@ -214,12 +215,13 @@ def vehicle_text_s(vehicle: VehicleEndpoint, prefix: str) -> float:
 
 def position_setpoint(north: float, east: float, down: float, yaw_ned: float):
     """SET_POSITION_TARGET_LOCAL_NED arguments: position + yaw in MAV_FRAME_LOCAL_NED (m, rad CW from north)."""
-    return ("set_position_target_local_ned", 0, 1, 1, frames.MAV_FRAME_LOCAL_NED, frames.TYPE_MASK_POSITION_YAW,
+    return ("set_position_target_local_ned", 0, 1, 1, mav_frames.MAV_FRAME_LOCAL_NED, mav_frames.TYPE_MASK_POSITION_YAW,
             north, east, down, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, yaw_ned, 0.0)
 
 
 def velocity_setpoint(north: float, east: float, down: float):
-    return ("set_position_target_local_ned", 0, 1, 1, frames.MAV_FRAME_LOCAL_NED, frames.TYPE_MASK_VELOCITY_YAW_RATE,
+    return ("set_position_target_local_ned", 0, 1, 1, mav_frames.MAV_FRAME_LOCAL_NED,
+            mav_frames.TYPE_MASK_VELOCITY_YAW_RATE,
             0.0, 0.0, 0.0, north, east, down, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
@@ -394,11 +396,11 @@ def test_position_setpoints_flown_and_held(rig, flavour):
     speeds = []
     wait(lambda: speeds.append(c.speed()) or np.linalg.norm(c.position() - target_enu) < 0.1, 6, "the target", c)
     assert max(speeds) < 2.3                                      # the P law's 2 m/s (+ the vertical part)
-    wait(lambda: abs(frames.wrap_angle_rad(c.yaw_ned() - yaw_ned)) < math.radians(2), 3, "the yaw", c)
+    wait(lambda: abs(frames.wrap_angle(c.yaw_ned() - yaw_ned)) < math.radians(2), 3, "the yaw", c)
     t0, t1 = c.fly_for(1.0)                                       # held for 1 s
     held = [p for _, p, _ in c.between(t0, t1)]
     assert len(held) > 10 and max(np.linalg.norm(p - target_enu) for p in held) < 0.1
-    assert abs(frames.wrap_angle_rad(c.yaw_ned() - yaw_ned)) < math.radians(2)
+    assert abs(frames.wrap_angle(c.yaw_ned() - yaw_ned)) < math.radians(2)
     stats = r.vehicle.stats
     assert stats["position_setpoints"] > 50 and stats["ignored_setpoints"] == 0
     assert c.mode == ("OFFBOARD" if flavour == "px4" else "GUIDED")

@@ -80,7 +80,7 @@ from airplay.bridge.autopilot_fence import install as install_autopilot_fence
 from airplay.bridge.autopilot_fence import request_from_supervisor
 from airplay.bridge.mavlink_link import MODE_NAMES, CommandError
 from airplay.bridge.supervisor import Intervention, InterventionKind, Mode, SafetySupervisor, SupervisorConfig
-from airplay.bridge.telemetry import yaw_of_state
+from airplay.frames import yaw_of_state
 
 log = logging.getLogger("airplay.bridge")
 

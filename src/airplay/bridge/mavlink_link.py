@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from pymavlink.dialects.v20 import common as mavlink
 
-from airplay.bridge import frames
+from airplay import frames
+from airplay.bridge import frames as mav_frames
 from airplay.bridge.telemetry import Telemetry
 
 log = logging.getLogger("airplay.mavlink")
@@ -629,14 +630,14 @@ class Autopilot:
         if st.system is None:
             return
         if yaw_enu_rad is None:
-            frame = frames.MAV_FRAME_BODY_NED
-            v, yaw_rate_cw = frames.heading_command_to_px4_body_ned(np.asarray(cmd, np.float64))
+            frame = mav_frames.MAV_FRAME_BODY_NED
+            v, yaw_rate_cw = mav_frames.heading_command_to_px4_body_ned(np.asarray(cmd, np.float64))
         else:
-            frame = frames.MAV_FRAME_LOCAL_NED
-            v, yaw_rate_cw = frames.heading_command_to_local_ned(np.asarray(cmd, np.float64), yaw_enu_rad)
+            frame = mav_frames.MAV_FRAME_LOCAL_NED
+            v, yaw_rate_cw = mav_frames.heading_command_to_local_ned(np.asarray(cmd, np.float64), yaw_enu_rad)
         self.link.mav.set_position_target_local_ned_send(
             int((time.monotonic() - self._boot) * 1000) & 0xFFFFFFFF, st.system, st.component,
-            frame, frames.TYPE_MASK_VELOCITY_YAW_RATE,
+            frame, mav_frames.TYPE_MASK_VELOCITY_YAW_RATE,
             0.0, 0.0, 0.0, float(v[0]), float(v[1]), float(v[2]), 0.0, 0.0, 0.0, 0.0, yaw_rate_cw)
 
     def send_position(self, position_enu, yaw_enu_rad: float) -> None:
@@ -651,7 +652,7 @@ class Autopilot:
         yaw_ned = float(frames.yaw_enu_to_ned(yaw_enu_rad))
         self.link.mav.set_position_target_local_ned_send(
             int((time.monotonic() - self._boot) * 1000) & 0xFFFFFFFF, st.system, st.component,
-            frames.MAV_FRAME_LOCAL_NED, frames.TYPE_MASK_POSITION_YAW,
+            mav_frames.MAV_FRAME_LOCAL_NED, mav_frames.TYPE_MASK_POSITION_YAW,
             float(local_ned[0]), float(local_ned[1]), float(local_ned[2]), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
             yaw_ned, 0.0)
 

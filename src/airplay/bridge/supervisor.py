@@ -73,6 +73,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from airplay import frames
 from airplay.bridge.geofence import Geofence, signed_area
 
 log = logging.getLogger("airplay.supervisor")
@@ -249,16 +250,6 @@ class SupervisorConfig:
             poly = np.asarray(self.fence_polygon_xy_m, dtype=np.float64)
             return poly if signed_area(poly) > 0 else poly[::-1].copy()
         return None
-
-
-def _heading_to_enu(v_heading: np.ndarray, yaw_rad: float) -> np.ndarray:
-    c, s = math.cos(yaw_rad), math.sin(yaw_rad)
-    return np.array([c * v_heading[0] - s * v_heading[1], s * v_heading[0] + c * v_heading[1], v_heading[2]])
-
-
-def _enu_to_heading(v_enu: np.ndarray, yaw_rad: float) -> np.ndarray:
-    c, s = math.cos(yaw_rad), math.sin(yaw_rad)
-    return np.array([c * v_enu[0] + s * v_enu[1], -s * v_enu[0] + c * v_enu[1], v_enu[2]])
 
 
 def _fmt(v) -> str:
@@ -514,7 +505,7 @@ class SafetySupervisor:
         if self.fence is not None:
             normals, names = self.fence.near_normals(self._position_enu, cfg.fence_margin_m)
             if normals:
-                v_enu = _heading_to_enu(cmd[:3], self._yaw_rad)
+                v_enu = frames.heading_to_map(cmd[:3], self._yaw_rad)
                 removed = []
                 for _ in range(3):  # repeat for corners, where removing one component can add another
                     for n, name in zip(normals, names):
@@ -524,7 +515,7 @@ class SafetySupervisor:
                             removed.append(f"{outward:.2f} m/s towards {name}")
                 if removed:
                     before = cmd.copy()
-                    cmd[:3] = _enu_to_heading(v_enu, self._yaw_rad)
+                    cmd[:3] = frames.map_to_heading(v_enu, self._yaw_rad)
                     cmd[np.abs(cmd) < 1e-12] = 0.0
                     self._flag(violated, K.GEOFENCE_OUTWARD_REMOVED, now_s,
                                "at the geofence, outward velocity removed: " + "; ".join(removed[:4])
@@ -536,7 +527,7 @@ class SafetySupervisor:
         """Rule 5b: cap the commanded velocity towards every fence part by the braking envelope."""
         cfg = self.config
         p, v_meas = self._position_enu, self._velocity_enu
-        v_enu = _heading_to_enu(cmd[:3], self._yaw_rad)
+        v_enu = frames.heading_to_map(cmd[:3], self._yaw_rad)
         speed = float(np.linalg.norm(v_enu))
         limits = []   # (part, cap m/s) for the parts whose cap can bind
         for part in self.fence.parts(p):
@@ -564,7 +555,7 @@ class SafetySupervisor:
             return cmd
         before = cmd.copy()
         cmd = cmd.copy()
-        cmd[:3] = _enu_to_heading(v, self._yaw_rad)
+        cmd[:3] = frames.map_to_heading(v, self._yaw_rad)
         binding = [f"{float(np.dot(v_enu, part.direction)):.2f} -> {cap:.2f} m/s towards {part.name} "
                    f"{part.distance_m:.2f} m away" for part, cap in limits
                    if float(np.dot(v_enu, part.direction)) > cap + CHANGE_TOLERANCE]
@@ -579,7 +570,7 @@ class SafetySupervisor:
         heading frame if known, else rest."""
         if self._velocity_enu is None:
             return np.zeros(4)
-        return np.r_[_enu_to_heading(self._velocity_enu, self._yaw_rad), 0.0]
+        return np.r_[frames.map_to_heading(self._velocity_enu, self._yaw_rad), 0.0]
 
     def _land_command(self) -> np.ndarray:
         return np.array([0.0, 0.0, -self.config.landing_speed_m_s, 0.0])

@@ -1,4 +1,4 @@
-"""Autopilot telemetry -> airplay's 13-vector state, in one tested place (through :mod:`.frames`).
+"""Autopilot telemetry -> airplay's 13-vector state, in one tested place (through :mod:`airplay.frames`).
 
 Input (MAVLink, NED/FRD): LOCAL_POSITION_NED (position m, velocity m/s, local NED) and
 ATTITUDE_QUATERNION (q1..q4 = w, x, y, z of body FRD in local NED; body rates FRD rad/s), or
@@ -24,30 +24,14 @@ import math
 
 import numpy as np
 
-from airplay.bridge import frames
-
-
-def quat_wxyz_from_euler_ned(roll_rad: float, pitch_rad: float, yaw_rad: float) -> np.ndarray:
-    """Aerospace ZYX Euler angles of FRD in NED (as in MAVLink ATTITUDE) -> quaternion (w, x, y, z)."""
-    cr, sr = math.cos(roll_rad / 2), math.sin(roll_rad / 2)
-    cp, sp = math.cos(pitch_rad / 2), math.sin(pitch_rad / 2)
-    cy, sy = math.cos(yaw_rad / 2), math.sin(yaw_rad / 2)
-    return np.array([cr * cp * cy + sr * sp * sy, sr * cp * cy - cr * sp * sy,
-                     cr * sp * cy + sr * cp * sy, cr * cp * sy - sr * sp * cy])
+from airplay import frames
 
 
 def state_from_ned(position_ned, velocity_ned, q_ned_frd_wxyz, rates_frd, origin_enu=(0.0, 0.0, 0.0)) -> np.ndarray:
     """(13,) float64 ENU/FLU state (see the module docstring) from NED/FRD quantities."""
     q = frames.quat_ned_frd_wxyz_to_enu_flu_xyzw(q_ned_frd_wxyz)
     return np.concatenate([frames.ned_to_enu(position_ned) + np.asarray(origin_enu, np.float64), q,
-                           frames.ned_to_enu(velocity_ned), frames.angular_velocity_frd_to_flu(rates_frd)])
-
-
-def yaw_of_state(state: np.ndarray) -> float:
-    """Heading (rad, CCW from east) of a 13-vector's quaternion (x, y, z, w): the direction of
-    base_link's x axis projected on the horizontal plane."""
-    x, y, z, w = (float(v) for v in state[3:7])
-    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+                           frames.ned_to_enu(velocity_ned), frames.frd_to_flu(rates_frd)])
 
 
 class Telemetry:
@@ -99,7 +83,7 @@ class Telemetry:
         if not all(math.isfinite(a) for a in (roll_rad, pitch_rad, yaw_rad)):
             self.rejected += 1
             return False
-        return self.on_attitude_quaternion(time_boot_ms, quat_wxyz_from_euler_ned(roll_rad, pitch_rad, yaw_rad),
+        return self.on_attitude_quaternion(time_boot_ms, frames.quat_wxyz_from_euler_zyx(roll_rad, pitch_rad, yaw_rad),
                                            rates_frd)
 
     @property

@@ -81,7 +81,8 @@ from collections.abc import Mapping
 import numpy as np
 from pymavlink.dialects.v20 import common as mavlink
 
-from airplay.bridge import frames
+from airplay import frames
+from airplay.bridge import frames as mav_frames
 from airplay.bridge.mavlink_link import ARDUCOPTER_MODES, FLAVOURS, MavlinkLink, custom_mode_of, mode_name
 
 log = logging.getLogger("airplay.vehicle")
@@ -357,17 +358,15 @@ class VehicleEndpoint:
             return
         values = [msg.vx, msg.vy, msg.vz, msg.yaw_rate]
         if m & _IGNORE_POSITION != _IGNORE_POSITION or m & 8 or not all(math.isfinite(v) for v in values) \
-                or msg.coordinate_frame not in (frames.MAV_FRAME_BODY_NED, frames.MAV_FRAME_LOCAL_NED):
+                or msg.coordinate_frame not in (mav_frames.MAV_FRAME_BODY_NED, mav_frames.MAV_FRAME_LOCAL_NED):
             self.stats["ignored_setpoints"] += 1
             return
         yaw_rate_cw = 0.0 if m & _IGNORE_YAW_RATE else msg.yaw_rate
         v_ned = np.array([msg.vx, msg.vy, msg.vz])
-        if msg.coordinate_frame == frames.MAV_FRAME_BODY_NED:
-            cmd = frames.px4_body_ned_to_heading_command(v_ned, yaw_rate_cw)
+        if msg.coordinate_frame == mav_frames.MAV_FRAME_BODY_NED:
+            cmd = mav_frames.px4_body_ned_to_heading_command(v_ned, yaw_rate_cw)
         else:
-            v_enu = frames.ned_to_enu(v_ned)
-            c, s = math.cos(self.yaw), math.sin(self.yaw)
-            cmd = np.array([c * v_enu[0] + s * v_enu[1], -s * v_enu[0] + c * v_enu[1], v_enu[2], -yaw_rate_cw])
+            cmd = np.r_[frames.map_to_heading(frames.ned_to_enu(v_ned), self.yaw), -yaw_rate_cw]
         self.setpoint, self.setpoint_s = cmd, self.clock_s
         self.position_target = self.yaw_target = None
         self._new_setpoint()
@@ -377,7 +376,7 @@ class VehicleEndpoint:
         origin = map origin), yaw rad clockwise from north (ignored with bit 1024: keep heading)."""
         use_yaw = not msg.type_mask & _IGNORE_YAW
         values = [msg.x, msg.y, msg.z] + ([msg.yaw] if use_yaw else [])
-        if msg.coordinate_frame != frames.MAV_FRAME_LOCAL_NED or not all(math.isfinite(v) for v in values):
+        if msg.coordinate_frame != mav_frames.MAV_FRAME_LOCAL_NED or not all(math.isfinite(v) for v in values):
             self.stats["ignored_setpoints"] += 1
             return
         self.position_target = frames.ned_to_enu(np.array([msg.x, msg.y, msg.z]))
@@ -540,14 +539,13 @@ class VehicleEndpoint:
         if sxy > max_xy:
             v[:2] *= max_xy / sxy
         v[2] = float(np.clip(v[2], -max_z, max_z))
-        c, s = math.cos(self.yaw), math.sin(self.yaw)
-        return np.array([c * v[0] + s * v[1], -s * v[0] + c * v[1], v[2], 0.0])
+        return np.r_[frames.map_to_heading(v, self.yaw), 0.0]
 
     def _position_command(self) -> np.ndarray:
         """Fly to and hold the position setpoint, turning to its yaw."""
         cmd = self._hold_command(self.position_target, POSITION_MAX_XY_M_S, POSITION_MAX_Z_M_S)
         if self.yaw_target is not None:
-            err = frames.wrap_angle_rad(self.yaw_target - self.yaw)
+            err = frames.wrap_angle(self.yaw_target - self.yaw)
             cmd[3] = float(np.clip(YAW_GAIN_PER_S * err, -YAW_MAX_RATE_RAD_S, YAW_MAX_RATE_RAD_S))
         self.hold_point = self.position.copy()
         return cmd
@@ -663,7 +661,7 @@ class VehicleEndpoint:
         v = self.vehicle
         p_ned, v_ned = frames.enu_to_ned(v.position[0]), frames.enu_to_ned(v.velocity[0])
         q_ned = frames.quat_enu_flu_xyzw_to_ned_frd_wxyz(v.quat_xyzw[0])
-        rates = frames.angular_velocity_flu_to_frd(v.angular_velocity_body[0])
+        rates = frames.flu_to_frd(v.angular_velocity_body[0])
         ready = self.ready
         if self._due("HEARTBEAT"):
             base = mavlink.MAV_MODE_FLAG_CUSTOM_MODE_ENABLED | (mavlink.MAV_MODE_FLAG_SAFETY_ARMED if self.armed else 0)
@@ -676,10 +674,7 @@ class VehicleEndpoint:
         if self._due("ATTITUDE_QUATERNION"):
             mav.attitude_quaternion_send(t_ms, *(float(x) for x in q_ned), *(float(x) for x in rates))
         if self._due("ATTITUDE"):
-            w, x, y, z = q_ned
-            roll = math.atan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
-            pitch = math.asin(max(-1.0, min(1.0, 2 * (w * y - z * x))))
-            yaw = math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+            roll, pitch, yaw = frames.euler_zyx_from_quat_wxyz(q_ned)
             mav.attitude_send(t_ms, roll, pitch, yaw, *(float(r) for r in rates))
         lat = HOME_LAT_DEG + math.degrees(p_ned[0] / EARTH_RADIUS_M)
         lon = HOME_LON_DEG + math.degrees(p_ned[1] / (EARTH_RADIUS_M * math.cos(math.radians(HOME_LAT_DEG))))

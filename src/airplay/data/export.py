@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from airplay.data.lerobot import TASK_TEXT, LeRobotWriter
+from airplay.frames import headings_from_quats_xyzw, map_to_heading
 
 SPLITS = ("seen", "unseen")
 
@@ -31,25 +32,14 @@ class ExportError(ValueError):
     """Bags that cannot go into one dataset; the message names the bag and the field."""
 
 
-def headings_from_quaternions(q_xyzw: np.ndarray) -> np.ndarray:
-    """Heading (rad, CCW from east) of base_link for each quaternion (x, y, z, w) in map.
-
-    Same definition as :func:`airplay.nodes.common.yaw_from_state` (the horizontal direction
-    perpendicular to base_link's y axis), vectorised and free of rclpy.
-    """
-    x, y, z, w = (np.asarray(q_xyzw, np.float64)[:, i] for i in range(4))
-    return np.arctan2(-2.0 * (x * y - z * w), 1.0 - 2.0 * (x * x + z * z))
-
-
 def goal_vectors(state: np.ndarray, goal_position: np.ndarray) -> np.ndarray:
     """(T, 3) goal minus position in the heading frame (x fwd, y left, z up; m) per frame.
 
     Vectorised :func:`airplay.world.env.goal_in_heading_frame` with the heading of each state.
     """
     d = np.asarray(goal_position, np.float64)[None, :] - state[:, :3]
-    yaw = headings_from_quaternions(state[:, 3:7])
-    c, s = np.cos(yaw), np.sin(yaw)
-    return np.stack([c * d[:, 0] + s * d[:, 1], -s * d[:, 0] + c * d[:, 1], d[:, 2]], axis=1)
+    yaw = headings_from_quats_xyzw(state[:, 3:7])
+    return map_to_heading(d, yaw)
 
 
 @dataclass

@@ -25,6 +25,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from airplay.frames import yaw_from_quat
+
 TOPICS: dict[str, str] = {
     "/camera/image_raw": "sensor_msgs/msg/Image",
     "/camera/depth/image_raw": "sensor_msgs/msg/Image",
@@ -323,7 +325,7 @@ def depth_of(image) -> np.ndarray:
 
 
 def position_yaw_of(pose) -> tuple[np.ndarray, float]:
-    """(position (3,) m map, yaw rad) of a decoded geometry_msgs/PoseStamped (yaw about z)."""
+    """(position (3,) m map, yaw rad) of a decoded geometry_msgs/PoseStamped (:func:`airplay.frames.yaw_from_quat`)."""
     p, q = pose.pose.position, pose.pose.orientation
-    yaw = math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
+    yaw = yaw_from_quat(q.x, q.y, q.z, q.w)
     return np.array([p.x, p.y, p.z], np.float64), yaw

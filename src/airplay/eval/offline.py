@@ -63,6 +63,7 @@ import math
 
 import numpy as np
 
+from airplay.frames import wrap_angle
 from airplay.policies.motion import heading_frame
 
 CONTROL_DT_S = 0.02
@@ -76,11 +77,6 @@ CORNER_WINDOW, CORNER_SEGMENT, CORNER_ANGLE_DEG, CORNER_MIN_M = 50, 5, 20.0, 0.0
 
 METRICS = ("ade_cm", "fde_cm", "p95_cm", "yaw_err_deg", "motion_dir_err_deg", "dtw_cm", "lateral_dir_err_pct",
            "yaw_dir_err_pct", "corner_fde_cm")
-
-
-def wrap_angle(a: np.ndarray | float) -> np.ndarray:
-    """Angles wrapped to [-pi, pi)."""
-    return (np.asarray(a, np.float64) + math.pi) % (2 * math.pi) - math.pi
 
 
 def integrate_commands(commands: np.ndarray, dt: float = CONTROL_DT_S) -> tuple[np.ndarray, np.ndarray]:

@@ -45,9 +45,9 @@ def evaluate_offline(checkpoint: str, dataset: str, horizon: int = 10, execution
     from airplay.data.keys import ACTION_IS_PAD_KEY, ACTION_KEY
     from airplay.data.lerobot import LeRobotDataset
     from airplay.eval import offline
+    from airplay.frames import yaw_from_quat_xyzw
     from airplay.policies.checkpoint import load_policy
     from airplay.policies.dataset import ChunkDataset, load_lerobot_episodes
-    from airplay.policies.expert import yaw_from_quat_xyzw
     from airplay.policies.motion import copycat_commands
 
     for name, value in (("horizon", horizon), ("stride", stride), ("batch_size", batch_size)):

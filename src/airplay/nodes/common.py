@@ -20,7 +20,6 @@ Conventions on the wire (DESIGN.md sections 3 and 4):
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 from builtin_interfaces.msg import Time
@@ -102,21 +101,6 @@ def state_from_odometry(msg: Odometry) -> np.ndarray:
     p, q = msg.pose.pose.position, msg.pose.pose.orientation
     v, w = msg.twist.twist.linear, msg.twist.twist.angular
     return np.array([p.x, p.y, p.z, q.x, q.y, q.z, q.w, v.x, v.y, v.z, w.x, w.y, w.z], np.float64)
-
-
-def yaw_from_state(state: np.ndarray) -> float:
-    """The vehicle's heading (rad, CCW from east) from the state's quaternion (x, y, z, w).
-
-    The vehicle's attitude (:func:`airplay.sim.dynamics.attitude_from_acceleration`) puts
-    base_link's y axis along ``z_b x heading``, so the heading is the horizontal direction
-    perpendicular to y_b: ``atan2(-R[0, 1], R[1, 1])``. This equals ``AirPlayEnv.yaw`` to
-    ~1e-16 rad even when tilted, where the ZYX yaw of the quaternion is off by up to ~1 degree;
-    the renderer and the goal vector need the heading (a gimbal-stabilised camera).
-    """
-    x, y, z, w = (float(v) for v in np.asarray(state, np.float64)[3:7])
-    r01 = 2.0 * (x * y - z * w)
-    r11 = 1.0 - 2.0 * (x * x + z * z)
-    return math.atan2(-r01, r11)
 
 
 # -- commands --------------------------------------------------------------------------------

@@ -71,10 +71,11 @@ from rclpy.node import Node
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
+from airplay.frames import heading_of_state
 from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LOCKSTEP_IMAGES, RELIABLE, SENSOR_DATA, EpisodeTasks,
                                   GateLog, ParameterError, WorldCache, declare, depth_from_image, episode_parameters,
                                   first_scene, json_message, json_payload, ns_from_stamp, rgb_from_image, run_node,
-                                  state_from_odometry, twist_from_command, yaw_from_state)
+                                  state_from_odometry, twist_from_command)
 
 
 MAX_PENDING_STAMPS = 64
@@ -449,7 +450,7 @@ class PolicyNode(Node):
         obs = {"rgb": rgb_from_image(parts["rgb"]), "depth": depth_from_image(parts["depth"]),
                "state": state.astype(np.float32)}
         if self.setting == "pointgoal":
-            obs["goal"] = goal_in_heading_frame(state[0:3], yaw_from_state(state),
+            obs["goal"] = goal_in_heading_frame(state[0:3], heading_of_state(state),
                                                 self.task.goal_position).astype(np.float32)
         elif self.setting == "imagegoal":
             obs["goal_image"] = self.goal_image[1].copy()

@@ -33,10 +33,11 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 
+from airplay.frames import heading_of_state
 from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LOCKSTEP_IMAGES, RELIABLE, SENSOR_DATA, GateLog,
                                   ParameterError, WorldCache, camera_info, declare, episode_parameters, first_scene,
                                   image_from_depth, image_from_rgb, json_payload, ns_from_stamp, run_node,
-                                  state_from_odometry, yaw_from_state)
+                                  state_from_odometry)
 
 
 class RendererNode(Node):
@@ -161,7 +162,7 @@ class RendererNode(Node):
             self.publish(self.rendered)
         elif verdict == CURRENT and self.world is not None:
             state = state_from_odometry(msg)
-            rgb, depth = self.images(state[0:3], yaw_from_state(state))
+            rgb, depth = self.images(state[0:3], heading_of_state(state))
             self.rendered = (stamp, image_from_rgb(rgb, stamp), image_from_depth(depth, stamp),
                              camera_info(self.world.scene.spec.camera.intrinsics, stamp))
             self.gate.handled(stamp)

@@ -16,10 +16,11 @@ only when it needs a new chunk. The same code runs in-process and in the ``polic
 
 from __future__ import annotations
 
-import math
 from collections import deque
 
 import numpy as np
+
+from airplay.frames import map_to_heading_xyz, wrap_angle as _wrap, yaw_of_state
 
 CONTROL_DT_S = 0.02
 """One control period at 50 Hz (DESIGN.md section 6)."""
@@ -92,12 +93,7 @@ class EnsembleAdapter:
 
 def _pose(state: np.ndarray) -> tuple[np.ndarray, float]:
     """(position in map (m), yaw (rad)) from the 13-vector state (quaternion x, y, z, w)."""
-    x, y, z, w = (float(v) for v in state[3:7])
-    return np.asarray(state[0:3], np.float64), math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-
-
-def _wrap(angle: float) -> float:
-    return (angle + math.pi) % (2.0 * math.pi) - math.pi
+    return np.asarray(state[0:3], np.float64), yaw_of_state(state)
 
 
 class TrackerAdapter:
@@ -120,9 +116,8 @@ class TrackerAdapter:
             self.waypoints = _chunk(predict, obs, self.horizon).astype(np.float64)
             self.origin, self.index = _pose(obs["state"]), 0
         (p0, yaw0), (p, yaw) = self.origin, _pose(obs["state"])
-        c0, s0 = math.cos(yaw0), math.sin(yaw0)
         d = p - p0
-        here = np.array([c0 * d[0] + s0 * d[1], -s0 * d[0] + c0 * d[1], d[2], _wrap(yaw - yaw0)])  # origin frame
+        here = np.r_[map_to_heading_xyz(d[0], d[1], d[2], yaw0), _wrap(yaw - yaw0)]  # origin frame
         target = self.waypoints[self.index]
         before = self.waypoints[self.index - 1] if self.index else np.zeros(4)
         err = before - here
@@ -131,9 +126,8 @@ class TrackerAdapter:
         step[3] = _wrap(step[3])
         v = step / self.dt + self.gain * err  # origin heading frame
         rel = yaw - yaw0  # rotate the velocity into the current heading frame
-        c, s = math.cos(rel), math.sin(rel)
         self.index += 1
-        return np.array([c * v[0] + s * v[1], -s * v[0] + c * v[1], v[2], v[3]], np.float32)
+        return np.r_[map_to_heading_xyz(v[0], v[1], v[2], rel), v[3]].astype(np.float32)
 
 
 ADAPTERS = ("prefix", "hold", "ensemble", "tracker")

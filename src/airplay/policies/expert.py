@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import ClassVar
 
 import numpy as np
 
 from airplay.policies.base import Policy, PolicyConfig
 from airplay.tasks.expert import ExpertPolicy
-
-
-def yaw_from_quat_xyzw(q: np.ndarray) -> float:
-    """Heading (rad, CCW from east) of a base_link-in-map quaternion (x, y, z, w)."""
-    x, y, z, w = (float(v) for v in q)
-    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 
 @dataclasses.dataclass
@@ -56,5 +49,5 @@ class ExpertNavigator(Policy):
     def predict_action_chunk(self, obs: dict) -> np.ndarray:
         """(1, 4) float32 heading-frame command from ``obs["state"]`` (see AirPlayEnv): the
         expert's command for the state's position and the yaw of its quaternion
-        (:func:`yaw_from_quat_xyzw`), in one compiled call."""
+        (:func:`airplay.frames.yaw_from_quat`), in one compiled call."""
         return self.expert.act_on_state(obs["state"])

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from airplay.frames import map_to_heading, yaws_from_quats_xyzw
+
 
 def heading_frame(vectors: np.ndarray, yaw: np.ndarray) -> np.ndarray:
-    """Map-frame vectors (..., 3) in the heading frame of ``yaw`` (...)."""
-    c, s = np.cos(yaw)[..., None], np.sin(yaw)[..., None]
-    v = np.asarray(vectors, np.float64)
-    return np.concatenate([c * v[..., :1] + s * v[..., 1:2], -s * v[..., :1] + c * v[..., 1:2], v[..., 2:3]], -1)
+    """Map-frame vectors (..., 3) in the heading frame of ``yaw`` (...): :func:`airplay.frames.map_to_heading`."""
+    return map_to_heading(vectors, yaw)
 
 
 def copycat_commands(states: np.ndarray) -> np.ndarray:
@@ -21,13 +21,13 @@ def copycat_commands(states: np.ndarray) -> np.ndarray:
     State: [x y z (map ENU, m), qx qy qz qw (base_link in map), vx vy vz (map, m/s),
     wx wy wz (body rates FLU, rad/s)]. Command: [vx vy vz (heading frame: x forward, y left,
     z up; m/s), yaw_rate (rad/s)]: the map velocity rotated into the heading frame of the yaw
-    atan2(2(wz + xy), 1 - 2(y^2 + z^2)), and the body rates rotated into the map frame, their
+    :func:`airplay.frames.yaw_from_quat`, and the body rates rotated into the map frame, their
     z component (the yaw rate up to terms in the tilt; the exact body z rate when level)."""
     s = np.asarray(states, np.float64)
     if s.shape[-1] != 13:
         raise ValueError(f"states must be (..., 13), got {s.shape}")
     x, y, z, w = (s[..., i] for i in range(3, 7))
-    yaw = np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+    yaw = yaws_from_quats_xyzw(s[..., 3:7])
     v = heading_frame(s[..., 7:10], yaw)
     # Third row of the rotation matrix of (x, y, z, w) times the body rates: world-z angular rate.
     yaw_rate = (2.0 * (x * z - w * y) * s[..., 10] + 2.0 * (y * z + w * x) * s[..., 11]

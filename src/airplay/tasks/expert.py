@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from airplay import frames
 from airplay.sim.collision import inside_polygon_xy
 from airplay.sim.sdf import trilinear_at
 from airplay.tasks.astar import astar
@@ -82,11 +83,6 @@ class Reference:
     @property
     def length_m(self) -> float:
         return float(self.s[-1])
-
-
-def wrap_angle(a):
-    """Angle(s) wrapped to [-pi, pi)."""
-    return (np.asarray(a) + np.pi) % (2.0 * np.pi) - np.pi
 
 
 # ---------------------------------------------------------------------------------------
@@ -388,6 +384,11 @@ def _np_clip(x, lo, hi):
     return m if (m != m or m < hi) else hi
 
 
+# airplay.frames' scalar functions, compiled for the tracker (the same float operations).
+_wrap_angle = njit(cache=True, inline="always")(frames.wrap_angle)
+_yaw_from_quat = njit(cache=True, inline="always")(frames.yaw_from_quat)
+
+
 @njit(cache=True, inline="always")
 def _track(ref, prm, trk, px, py, pz, yaw, buf, out):
     """One period of :meth:`ExpertPolicy.act` (its docstring has the maths), compiled.
@@ -441,7 +442,7 @@ def _track(ref, prm, trk, px, py, pz, yaw, buf, out):
     ex, ey, ez = rx - px, ry - py, rz - pz
     if not math.isnan(hd):
         trk[2] = hd
-    yaw_err = ((trk[2] - yaw) + np.pi) % (2.0 * np.pi) - np.pi
+    yaw_err = _wrap_angle(trk[2] - yaw)
     g_err = _np_clip((e1 - math.sqrt(ex * ex + ey * ey + ez * ez)) / (e1 - e0), 0.0, 1.0)
     g_yaw = _np_clip((y1 - abs(yaw_err)) / (y1 - y0), 0.0, 1.0)
     target = g_yaw if g_yaw < g_err else g_err
@@ -479,10 +480,8 @@ def _track_position(ref, prm, trk, px, py, pz, yaw, buf, out):
 @njit(cache=True)
 def _track_state(ref, prm, trk, state, buf, out):
     """:func:`_track` from a 13-vector state: position and the yaw of the quaternion (x, y, z, w),
-    atan2(2 (w z + x y), 1 - 2 (y^2 + z^2)) in float64 (:func:`~airplay.policies.expert.yaw_from_quat_xyzw`),
-    which goes to buf[4]."""
-    x, y, z, w = np.float64(state[3]), np.float64(state[4]), np.float64(state[5]), np.float64(state[6])
-    yaw = math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+    :func:`airplay.frames.yaw_from_quat` in float64, which goes to buf[4]."""
+    yaw = _yaw_from_quat(np.float64(state[3]), np.float64(state[4]), np.float64(state[5]), np.float64(state[6]))
     buf[4] = yaw
     return _track(ref, prm, trk, np.float64(state[0]), np.float64(state[1]), np.float64(state[2]), yaw, buf, out)
 
@@ -621,7 +620,7 @@ class ExpertPolicy:
     def act_on_state(self, state: np.ndarray) -> np.ndarray:
         """(1, 4) float32: :meth:`act` from a 13-vector state (position, quaternion x, y, z, w,
         map velocity, body rates; :class:`airplay.world.env.AirPlayEnv`'s ``obs["state"]``), the
-        yaw being ``atan2(2 (w z + x y), 1 - 2 (y^2 + z^2))`` of its quaternion."""
+        yaw being :func:`airplay.frames.yaw_from_quat` of its quaternion."""
         if type(state) is not np.ndarray or state.ndim != 1 or state.dtype.char not in "fd":
             state = np.ascontiguousarray(state, dtype=np.float64).reshape(-1)
         if len(state) < 7:

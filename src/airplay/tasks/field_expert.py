@@ -9,7 +9,7 @@ Per goal, a geodesic cost-to-go field (:mod:`airplay.tasks.cost_to_go`, the A* e
 penalised step costs, so it keeps off walls) is built once; each command then:
 
 1. takes the position (map ENU, m) and the heading yaw of the quaternion,
-   ``atan2(2 (w z + x y), 1 - 2 (y^2 + z^2))`` (state[0:3], state[3:7] = x, y, z, w; the
+   :func:`airplay.frames.yaw_from_quat` (state[0:3], state[3:7] = x, y, z, w; the
    velocity and body rates of the state are not read);
 2. finds the carrot :meth:`CostToGo.lookahead_point` ``lookahead_m`` ahead along the field
    from each of the 8 cell centres around the position and blends their offsets with
@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from airplay.frames import wrap_angle, yaw_of_state
 from airplay.tasks.cost_to_go import CostToGo, FieldCache, wall_penalty
 from airplay.tasks.navigable import NavigableGrid
 
@@ -61,12 +62,6 @@ class FieldExpertSettings:
     field_cache: int = 4  # cost-to-go fields kept (per goal cell)
     wall_penalty: float = 6.0  # step-cost weight at the planning clearance (the A* expert: 2)
     preferred_extra_clearance_m: float = 0.8  # the penalty is 0 this far beyond it (the A* expert: 0.45)
-
-
-def yaw_of_state(state: np.ndarray) -> float:
-    """Heading yaw (rad) of a state's quaternion state[3:7] = (x, y, z, w), in float64."""
-    x, y, z, w = (float(v) for v in state[3:7])
-    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 
 class FieldExpert:
@@ -145,7 +140,7 @@ class FieldExpert:
             return out
         u = d / dist_c
         dxy = math.hypot(d[0], d[1])
-        err = math.remainder(math.atan2(d[1], d[0]) - yaw, 2.0 * math.pi) if dxy > 1e-9 else 0.0
+        err = wrap_angle(math.atan2(d[1], d[0]) - yaw) if dxy > 1e-9 else 0.0
         r_max = 0.95 * veh.max_yaw_rate_rad_s
         yaw_rate = min(max(st.yaw_gain * err, -r_max), r_max) * min(1.0, dxy / st.yaw_fade_m)
         # speed: cruise, the distance left (via the carrot), the clearance here

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from airplay.frames import yaw_from_quat
 from airplay.vln.instructions import PERSONA_NAMES, generate_instruction, landmarks_from_spec
 
 FORMAT = "airplay-vln-episodes"
@@ -241,7 +242,7 @@ def _yaw_of(d: dict, where: str) -> float:
     if order not in ("xyzw", "wxyz"):
         raise EpisodeFileError(f"{where}.rotation_order: must be 'xyzw' or 'wxyz', got {order!r}")
     x, y, z, w = q if order == "xyzw" else (q[1], q[2], q[3], q[0])
-    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+    return yaw_from_quat(float(x), float(y), float(z), float(w))
 
 
 def import_episodes(path: str | Path, scene: str | None = None, scale: float = 1.0,

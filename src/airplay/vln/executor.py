@@ -34,6 +34,7 @@ import math
 import numpy as np
 
 from airplay.bridge.supervisor import SafetySupervisor, SupervisorConfig
+from airplay.frames import heading_to_map, map_to_heading_xyz, wrap_angle as wrap, yaw_of_state as yaw_from_state
 from airplay.sim.dynamics import VehicleParams, load_vehicle_params
 from airplay.vln.actions import ActionSpace, ExecutorSettings
 
@@ -41,17 +42,6 @@ HOVER = np.zeros(4, dtype=np.float32)
 SETTLED_SPEED_M_S = 0.05
 """An action is settled only below this speed (and below SETTLED_YAW_RATE_RAD_S)."""
 SETTLED_YAW_RATE_RAD_S = 0.05
-
-
-def yaw_from_state(state: np.ndarray) -> float:
-    """Yaw (rad, CCW from east) of the quaternion x y z w at ``state[3:7]``."""
-    qx, qy, qz, qw = (float(v) for v in state[3:7])
-    return math.atan2(2.0 * (qw * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
-
-
-def wrap(angle: float) -> float:
-    """Angle wrapped to [-pi, pi)."""
-    return (angle + math.pi) % (2.0 * math.pi) - math.pi
 
 
 def trapezoid(distance: float, v_max: float, a_max: float) -> tuple[float, float, float]:
@@ -131,8 +121,7 @@ class ActionExecutor:
         self._k = 0
         self._p0 = np.asarray(state[0:3], dtype=np.float64).copy()
         self._yaw0 = yaw_from_state(state)
-        c, sn = math.cos(self._yaw0), math.sin(self._yaw0)
-        d_map = np.array([c * dx - sn * dy, sn * dx + c * dy, dz])
+        d_map = heading_to_map(np.array([dx, dy, dz], np.float64), self._yaw0)
         dist = float(np.linalg.norm(d_map))
         self._dir = d_map / dist if dist > 0 else np.zeros(3)
         if dist > 0:
@@ -203,8 +192,6 @@ class ActionExecutor:
         # feed-forward speed plus the first-order lag's share (tau * acceleration), then P on the error
         v = self.vehicle
         v_map = self._dir * (speed_t + v.velocity_time_constant_s * acc_t) + s.position_gain_1_s * err_p
-        c, sn = math.cos(yaw), math.sin(yaw)
-        cmd = np.array([c * v_map[0] + sn * v_map[1], -sn * v_map[0] + c * v_map[1], v_map[2],
-                        self._dyaw_sign * (rate_t + v.yaw_rate_time_constant_s * yaw_acc_t)
-                        + s.yaw_gain_1_s * err_yaw])
+        cmd = np.r_[map_to_heading_xyz(v_map[0], v_map[1], v_map[2], yaw),
+                    self._dyaw_sign * (rate_t + v.yaw_rate_time_constant_s * yaw_acc_t) + s.yaw_gain_1_s * err_yaw]
         return self._supervise(cmd, state)

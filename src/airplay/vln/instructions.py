@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from airplay.frames import wrap_angle_deg
+
 LANDMARK_RADIUS_M = 5.0
 SIMPLIFY_TOLERANCE_M = 0.6
 MIN_LEG_M = 0.8
@@ -79,10 +81,6 @@ class RouteStep:
     side: str = ""
 
 
-def _wrap_deg(a: float) -> float:
-    return (a + 180.0) % 360.0 - 180.0
-
-
 def simplify(points: np.ndarray, tolerance: float) -> np.ndarray:
     """Ramer-Douglas-Peucker in 3-D: indices of the kept points (first and last always)."""
     keep = np.zeros(len(points), bool)
@@ -114,7 +112,7 @@ def _near(landmarks, p, heading: float, used: set) -> tuple[Landmark | None, str
     if best is None:
         return None, ""
     v = np.asarray(best.position[:2]) - np.asarray(p[:2])
-    rel = _wrap_deg(math.degrees(math.atan2(v[1], v[0]) - heading))
+    rel = wrap_angle_deg(math.degrees(math.atan2(v[1], v[0]) - heading))
     side = "ahead" if abs(rel) < 25 or np.hypot(*v) < 0.5 else ("left" if rel > 0 else "right")
     return best, side
 
@@ -143,7 +141,7 @@ def route_of(path_m: np.ndarray, start_yaw: float, landmarks=()) -> list[RouteSt
         horizontal = float(np.hypot(d[0], d[1]))
         if horizontal > 0.2:
             new_heading = math.atan2(d[1], d[0])
-            turn = _wrap_deg(math.degrees(new_heading - heading))
+            turn = wrap_angle_deg(math.degrees(new_heading - heading))
             if abs(turn) >= 20.0:
                 steps.append(RouteStep("turn", angle_deg=turn))
             heading = new_heading

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import math
 
+from airplay.frames import wrap_angle
 from airplay.vln.actions import ALL_ACTIONS, ActionSpace, rollout
 from airplay.vln.parsing import parse_actions
 
@@ -84,7 +85,7 @@ def subgoal_alignment_reward(completions, lambda1: float = 1.0, lambda2: float =
         g = rollout([a for a in gt if a != "STOP"], space)
         d = math.dist(p[:3], g[:3])
         d0 = distance_scale_m or max(space.forward_m, math.dist(g[:3], (0.0, 0.0, 0.0)))
-        dyaw = abs((p[3] - g[3] + math.pi) % (2 * math.pi) - math.pi)
+        dyaw = abs(wrap_angle(p[3] - g[3]))
         return lambda1 * max(0.0, 1.0 - d / d0) + lambda2 * max(0.0, 1.0 - dyaw / math.pi)
 
     return _scored(completions, score)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from airplay.frames import wrap_angle
 from airplay.vln.actions import ActionSpace, apply_action
 
 
@@ -53,7 +54,7 @@ def oracle_action(pose, path: np.ndarray, goal: np.ndarray, space: ActionSpace, 
         if vertical and abs(d[2]) > 0.5 * space.vertical_m:
             return "ASCEND" if d[2] > 0 else "DESCEND"
         d = goal - pos
-    err = (math.atan2(d[1], d[0]) - yaw + math.pi) % (2 * math.pi) - math.pi
+    err = wrap_angle(math.atan2(d[1], d[0]) - yaw)
     if abs(err) > 0.5 * space.turn_rad:
         return "TURN_LEFT" if err > 0 else "TURN_RIGHT"
     if vertical and abs(d[2]) > 0.5 * space.vertical_m:

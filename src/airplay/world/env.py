@@ -35,6 +35,7 @@ import gymnasium as gym
 import numpy as np
 
 from airplay.episode_status import EpisodeStatus
+from airplay.frames import map_to_heading_xyz
 from airplay.render.api import Backend
 from airplay.sim.flight import CODE_STATUS, FlightSim
 from airplay.tasks.sampler import SETTINGS, Task, sample_tasks
@@ -52,13 +53,7 @@ _COLLISION, _OUT_OF_BOUNDS = EpisodeStatus.COLLISION, EpisodeStatus.OUT_OF_BOUND
 def goal_in_heading_frame(position: np.ndarray, yaw: float, goal: np.ndarray) -> np.ndarray:
     """Goal minus position, rotated from map into the heading frame (x fwd, y left, z up)."""
     d = np.asarray(goal, dtype=np.float64) - np.asarray(position, dtype=np.float64)
-    return _to_heading_frame(d[0], d[1], d[2], yaw)
-
-
-def _to_heading_frame(dx: float, dy: float, dz: float, yaw: float) -> np.ndarray:
-    """(3,) float64: the map vector (dx, dy, dz) rotated by -``yaw`` about z (numpy's cos and sin)."""
-    c, s = np.cos(yaw), np.sin(yaw)
-    return np.array([c * dx + s * dy, -s * dx + c * dy, dz])
+    return map_to_heading_xyz(d[0], d[1], d[2], yaw)
 
 
 class AirPlayEnv(gym.Env):
@@ -205,7 +200,7 @@ class AirPlayEnv(gym.Env):
             obs = {"rgb": rgb, "depth": depth, "state": state}
             self._last_rgb = rgb
             if self.setting == "pointgoal":  # goal_in_heading_frame, on the kernel's goal - position
-                obs["goal"] = _to_heading_frame(gx, gy, gz, yaw).astype(np.float32)
+                obs["goal"] = map_to_heading_xyz(gx, gy, gz, yaw).astype(np.float32)
             elif self.setting == "imagegoal":
                 obs["goal_image"] = self._goal_image_obs()
         return obs, float(reward), terminated, truncated, self._info()
