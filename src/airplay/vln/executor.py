@@ -34,7 +34,7 @@ import math
 import numpy as np
 
 from airplay.bridge.supervisor import SafetySupervisor, SupervisorConfig
-from airplay.frames import heading_to_map, map_to_heading_xyz, wrap_angle as wrap, yaw_of_state as yaw_from_state
+from airplay.frames import heading_to_map, map_to_heading_xyz, wrap_angle, yaw_of_state
 from airplay.sim.dynamics import VehicleParams, load_vehicle_params
 from airplay.vln.actions import ActionSpace, ExecutorSettings
 
@@ -120,7 +120,7 @@ class ActionExecutor:
         self.action = action
         self._k = 0
         self._p0 = np.asarray(state[0:3], dtype=np.float64).copy()
-        self._yaw0 = yaw_from_state(state)
+        self._yaw0 = yaw_of_state(state)
         d_map = heading_to_map(np.array([dx, dy, dz], np.float64), self._yaw0)
         dist = float(np.linalg.norm(d_map))
         self._dir = d_map / dist if dist > 0 else np.zeros(3)
@@ -154,7 +154,7 @@ class ActionExecutor:
 
     def _supervise(self, cmd: np.ndarray, state: np.ndarray) -> np.ndarray:
         sup = self.supervisor
-        sup.on_state(state[0:3], state[7:10], yaw_from_state(state), self.now_s)
+        sup.on_state(state[0:3], state[7:10], yaw_of_state(state), self.now_s)
         sup.on_command(cmd, self.now_s, self.now_s)
         out = sup.output(self.now_s)
         self.interventions += len(out.interventions)  # refusals are reported here too
@@ -174,13 +174,13 @@ class ActionExecutor:
             return self._supervise(np.zeros(4), state)
         s = self.settings
         t = k * self.dt
-        pos, yaw = state[0:3], yaw_from_state(state)
+        pos, yaw = state[0:3], yaw_of_state(state)
         dist_t, speed_t, acc_t = profile_at(t, *self._lin) if self._dist > 0 else (0.0, 0.0, 0.0)
         ang_t, rate_t, yaw_acc_t = profile_at(t, *self._ang)
         p_ref = self._p0 + self._dir * dist_t
         yaw_ref = self._yaw0 + self._dyaw_sign * ang_t
         err_p = p_ref - pos
-        err_yaw = wrap(yaw_ref - yaw)
+        err_yaw = wrap_angle(yaw_ref - yaw)
         if t >= self._duration:
             settled = (np.linalg.norm(err_p) <= s.position_tolerance_m
                        and abs(err_yaw) <= math.radians(s.yaw_tolerance_deg)

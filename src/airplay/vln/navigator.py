@@ -23,9 +23,10 @@ from collections import deque
 
 import numpy as np
 
+from airplay.frames import yaw_of_state
 from airplay.policies.base import Policy, PolicyConfig
 from airplay.vln.actions import ActionSpace, VLNConfig, load_vln_config
-from airplay.vln.executor import HOVER, ActionExecutor, yaw_from_state
+from airplay.vln.executor import HOVER, ActionExecutor
 from airplay.vln.parsing import parse_actions
 from airplay.vln.prompt import DEFAULT_HISTORY_OFFSETS, PromptBuilder
 
@@ -105,7 +106,7 @@ class AirVLNNavigator(Policy):
             self.done, self.stop_reason = True, "budget"
             return HOVER.copy()
         if not self.queue:
-            pose = (state[0], state[1], state[2], yaw_from_state(state))
+            pose = (state[0], state[1], state[2], yaw_of_state(state))
             prompt = self.prompts.build(self.instruction, pose, self.past_actions, self.frames + [frame])
             t0 = time.perf_counter()
             self.last_answer = self.backend.generate(prompt)
