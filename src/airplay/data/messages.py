@@ -25,7 +25,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from airplay.frames import yaw_from_quat
+from airplay.frames import quat_xyzw_from_yaw, yaw_from_quat
 
 TOPICS: dict[str, str] = {
     "/camera/image_raw": "sensor_msgs/msg/Image",
@@ -262,7 +262,7 @@ def twist_cdr(cmd4, stamp_ns: int, frame_id: str = "base_link") -> bytes:
 def pose_cdr(position3, yaw: float, stamp_ns: int, frame_id: str = "map") -> bytes:
     """geometry_msgs/PoseStamped at ``position3`` (m, map ENU) with the rotation by ``yaw`` (rad) about z."""
     x, y, z = np.asarray(position3, dtype=np.float64).reshape(3).tolist()
-    qz, qw = float(np.sin(yaw / 2)), float(np.cos(yaw / 2))
+    _, _, qz, qw = (float(v) for v in quat_xyzw_from_yaw(yaw))
     st, frame = _stamped_struct(frame_id, 7)
     return st.pack(_ENCAPSULATION, *_stamp(stamp_ns), *frame, x, y, z, 0.0, 0.0, qz, qw)
 

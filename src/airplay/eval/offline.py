@@ -63,7 +63,7 @@ import math
 
 import numpy as np
 
-from airplay.frames import wrap_angle
+from airplay.frames import heading_to_map, wrap_angle
 from airplay.policies.motion import heading_frame
 
 CONTROL_DT_S = 0.02
@@ -88,8 +88,7 @@ def integrate_commands(commands: np.ndarray, dt: float = CONTROL_DT_S) -> tuple[
         raise ValueError(f"commands must be (..., K, 4), got {c.shape}")
     zeros = np.zeros(c.shape[:-2] + (1,))
     yaw = np.concatenate([zeros, np.cumsum(c[..., 3] * dt, axis=-1)], axis=-1)  # (..., K + 1)
-    cy, sy = np.cos(yaw[..., :-1]), np.sin(yaw[..., :-1])
-    step = np.stack([cy * c[..., 0] - sy * c[..., 1], sy * c[..., 0] + cy * c[..., 1], c[..., 2]], axis=-1) * dt
+    step = heading_to_map(c[..., :3], yaw[..., :-1]) * dt
     pos = np.concatenate([np.zeros(c.shape[:-2] + (1, 3)), np.cumsum(step, axis=-2)], axis=-2)
     return pos, yaw
 

@@ -9,10 +9,9 @@ every real episode, so the warm-up leaves no trace in any result.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from airplay.frames import quat_xyzw_from_yaw
 from airplay.policies import guard
 from airplay.world.warmup import centre_task, warmup_task
 
@@ -25,7 +24,7 @@ def warmup_observation(world, setting: str, task) -> dict:
     yaw = float(task.start_yaw)
     state = np.zeros(13, np.float32)
     state[0:3] = task.start_position
-    state[5], state[6] = math.sin(yaw / 2), math.cos(yaw / 2)  # quaternion x, y, z, w of a level vehicle
+    state[3:7] = quat_xyzw_from_yaw(yaw)  # a level vehicle
     obs = {"rgb": np.zeros((cam.height, cam.width, 3), np.uint8),
            "depth": np.zeros((cam.height, cam.width, 1), np.float32), "state": state}
     if setting == "pointgoal":
