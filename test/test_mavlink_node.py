@@ -285,9 +285,12 @@ def test_fly_launch_file_reads_the_shared_graph(tmp_path):
 
     path = REPO / "launch" / "fly.launch.py"
     py_compile.compile(str(path), cfile=str(tmp_path / "fly.pyc"), doraise=True)
-    imported = {(n.module, a.name) for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ImportFrom)
-                for a in n.names}
-    assert {("airplay.graph", "fly_graph"), ("airplay.graph", "FLY_ARGUMENTS")} <= imported
+    tree = ast.parse(path.read_text())
+    imported = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert ("airplay.ros2_launch", "graph_launch_description") in imported
+    calls = [n for n in ast.walk(tree)
+             if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "graph_launch_description"]
+    assert [[a.value for a in c.args] for c in calls] == [["fly"]]
     from airplay.graph import GRAPHS, GraphArgumentError, fly_graph
 
     assert GRAPHS["fly"][0] is fly_graph
