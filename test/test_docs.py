@@ -452,6 +452,20 @@ def test_paths_tests_and_names_in_code_spans_exist():
     assert not problems, "\n".join(problems)
 
 
+def test_paths_listed_in_plain_blocks_exist():
+    """Plain fenced blocks (the README's layout) list paths first on a line: those must exist."""
+    problems = []
+    for path, blocks, _ in _docs():
+        for lang, start, body in blocks:
+            if lang:
+                continue
+            for offset, line in enumerate(body.splitlines()):
+                first = line.split()[0] if line.split() else ""
+                if PATH_SPAN.match(first) and not any(ROOT.glob(first.rstrip("/"))):
+                    problems.append(f"{_where(path, start + offset)}: {first} does not exist")
+    assert not problems, "\n".join(problems)
+
+
 def test_python_blocks_import_existing_names():
     problems = []
     for path, blocks, _ in _docs():
