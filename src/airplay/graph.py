@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from airplay.bridge.parameters import BRIDGE_PARAMETERS, FLY_GRAPH_SETS, BridgeParameterError, coerce, flight_settings
+from airplay.bridge.parameters import BRIDGE_SCHEMA, FLY_GRAPH_SETS, BridgeParameterError, coerce, flight_settings
 from airplay.policies.registry import reads_vln_options
 
 
@@ -261,8 +261,8 @@ FLY_ARGUMENTS: dict[str, LaunchArgument] = {
     "render_backend": _A("auto", "renderer backend of a rehearsal: auto, cpu or gsplat (CUDA)"),
     "render_images": _A("true", "render RGB and depth in a rehearsal (false: zero images)"),
     # every mavlink_bridge parameter (airplay.bridge.parameters), under its own name:
-    **{name: _A(_launch_default(spec.default), "mavlink_bridge: " + spec.description)
-       for name, spec in BRIDGE_PARAMETERS.items() if name not in FLY_GRAPH_SETS and name != "connection"},
+    **{name: _A(_launch_default(spec.default), "mavlink_bridge: " + spec.description())
+       for spec in BRIDGE_SCHEMA if (name := spec.name) not in FLY_GRAPH_SETS and name != "connection"},
     # policy:=airvln_r1 (docs/vln.md, docs/vehicle.md): the sim_eval VLN arguments, and
     "instruction": _A("", "policy:=airvln_r1: the instruction to fly (empty: the operator's on the instruction "
                          "topic; in a rehearsal, the VLN episode's for (scene, index) when none has come)"),
@@ -319,7 +319,7 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
 def _bridge_parameters(v: dict[str, str]) -> dict:
     """The mavlink_bridge node's parameters from the fly graph's arguments, typed and checked
     (:func:`airplay.bridge.parameters.flight_settings`); errors name the launch argument."""
-    values = {name: v[name] for name in BRIDGE_PARAMETERS if name in v}
+    values = {name: v[name] for name in BRIDGE_SCHEMA.names() if name in v}
     values.update(scene_dir=v["scene"], index=v["index"], exit_when_landed="true",
                   land_on_policy_stop="true")  # the policy's stop request (episode/policy "stop": true) lands
     try:

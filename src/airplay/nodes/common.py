@@ -188,52 +188,24 @@ class ParameterError(ValueError):
     """A ROS parameter with a value the node cannot use; the message names the parameter."""
 
 
-def declare(node, name: str, default):
-    """Declare ``name`` with ``default`` (any type accepted; the node validates) and return its value.
+def episode_parameters(values: dict) -> dict:
+    """The episode parameters of a node's declared values (scenes, episodes, seed, setting, and
+    vln_config, vln_episodes: what decides the episodes; airplay.node_schemas.EPISODE), with the
+    VLN episode options checked in the vln setting (their files exist; None where unset)."""
+    from airplay.node_schemas import EPISODE
 
-    Floats given as integers (``command_timeout_s:=10``) are taken as floats.
-    """
-    from rcl_interfaces.msg import ParameterDescriptor
-
-    value = node.declare_parameter(name, default, ParameterDescriptor(dynamic_typing=True)).value
-    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if isinstance(default, float) and not isinstance(value, float):
-        raise ParameterError(f"parameter '{name}' must be a number, got {value!r}")
-    if isinstance(default, str) and not isinstance(value, str):
-        value = str(value)
-    return value
-
-
-def episode_parameters(node) -> dict:
-    """Declare and validate scenes, episodes, seed, setting (every node knows them); for the
-    vln setting also vln_config and vln_episodes (what decides the VLN episodes)."""
-    from airplay.tasks.sampler import SETTINGS
-
-    SETTINGS = (*SETTINGS, "vln")
-    p = {
-        "scenes": declare(node, "scenes", "scenes"),
-        "episodes": declare(node, "episodes", 10),
-        "seed": declare(node, "seed", 0),
-        "setting": declare(node, "setting", "pointgoal"),
-    }
+    p = {name: values[name] for name in EPISODE.names()}
     if p["setting"] == "vln":
         from airplay.vln.options import EPISODE_OPTIONS, VLNOptionError, parse_vln_options
 
-        values = {name: declare(node, name, "") for name in EPISODE_OPTIONS}
         try:  # only the episode options: the backend is the policy node's business
-            checked = parse_vln_options({**values, "vln_backend": "openai", "endpoint": "http://unused"})
+            checked = parse_vln_options({**{k: p[k] for k in EPISODE_OPTIONS}, "vln_backend": "openai",
+                                         "endpoint": "http://unused"})
         except VLNOptionError as exc:
             raise ParameterError(str(exc)) from None
         p.update({name: checked[name] for name in EPISODE_OPTIONS})
-    if not isinstance(p["episodes"], int) or p["episodes"] < 1:
-        raise ParameterError(f"parameter 'episodes' must be an integer >= 1, got {p['episodes']!r}")
-    if not isinstance(p["seed"], int) or p["seed"] < 0:
-        raise ParameterError(f"parameter 'seed' must be an integer >= 0, got {p['seed']!r}")
-    if p["setting"] not in SETTINGS:
-        raise ParameterError(f"parameter 'setting' must be one of {', '.join(SETTINGS)}, got {p['setting']!r}")
-    if not isinstance(p["scenes"], str) or not p["scenes"].strip():
-        raise ParameterError(f"parameter 'scenes' must be a non-empty string, got {p['scenes']!r}")
+    else:
+        p.update(vln_config=None, vln_episodes=None)
     return p
 
 

@@ -49,8 +49,10 @@ from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from std_msgs.msg import String
 
-from airplay.nodes.common import (EPISODE_STATUS, RELIABLE, EpisodeTasks, ParameterError, declare, episode_parameters,
+from airplay.node_schemas import EVALUATOR
+from airplay.nodes.common import (EPISODE_STATUS, RELIABLE, EpisodeTasks, ParameterError, episode_parameters,
                                   json_message, json_payload, run_node, scene_dirs)
+from airplay.nodes.params import declare_schema
 
 WAITING_LOG_S = 10.0
 """While the graph comes up, whom the evaluator waits for is logged this often (wall s)."""
@@ -65,27 +67,21 @@ class EvaluatorNode(Node):
         super().__init__("evaluator")
         from airplay.policies import POLICY_NAMES, is_policy_name, reads_vln_options
 
-        p = episode_parameters(self)
+        values = declare_schema(self, EVALUATOR,
+                                {"startup_timeout_s": lambda v: setattr(self, "startup_timeout_s", v)})
+        p = episode_parameters(values)
         self.params = p
-        self.policy_name = declare(self, "policy", "expert")
-        self.checkpoint = str(declare(self, "checkpoint", ""))  # recorded in summary.json's meta
-        self.execution_horizon = int(declare(self, "execution_horizon", 0))
-        self.policy_budget_ms = declare(self, "policy_budget_ms", 0.0)  # recorded in summary.json's meta
-        self.out = Path(declare(self, "out", "out/sim-eval-ros"))
-        self.startup_timeout_s = float(declare(self, "startup_timeout_s", 0.0))
-        self.render_images = declare(self, "render_images", True)
-        self.bootstrap = declare(self, "bootstrap", 1000)
+        self.policy_name = values["policy"]
+        self.checkpoint = values["checkpoint"]  # recorded in summary.json's meta
+        self.execution_horizon = values["execution_horizon"]
+        self.policy_budget_ms = values["policy_budget_ms"]  # recorded in summary.json's meta
+        self.out = Path(values["out"])
+        self.startup_timeout_s = values["startup_timeout_s"]
+        self.render_images = values["render_images"]
+        self.bootstrap = values["bootstrap"]
         if not is_policy_name(self.policy_name):
             raise ParameterError(f"parameter 'policy' must be one of {', '.join(POLICY_NAMES)} or module:factory, "
                                  f"got {self.policy_name!r}")
-        if not self.startup_timeout_s >= 0:
-            raise ParameterError(f"parameter 'startup_timeout_s' must be >= 0 (0: no limit), "
-                                 f"got {self.startup_timeout_s!r}")
-        b = self.policy_budget_ms
-        if isinstance(b, bool) or not isinstance(b, (int, float)) or not b >= 0:
-            raise ParameterError(f"parameter 'policy_budget_ms' must be a number >= 0 (0: no budget), got {b!r}")
-        if not isinstance(self.bootstrap, int) or self.bootstrap < 0:
-            raise ParameterError(f"parameter 'bootstrap' must be an integer >= 0, got {self.bootstrap!r}")
         self.scenes = scene_dirs(p["scenes"])
         self.tasks = EpisodeTasks.from_parameters(p)
         self.vln = p["setting"] == "vln"

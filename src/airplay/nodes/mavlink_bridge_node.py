@@ -3,7 +3,7 @@
 A lifecycle node (``lifecycle_msgs``) around :class:`airplay.bridge.flight.FlightController` (the
 flight sequence as a state machine, the supervisor, the setpoint stream) and
 :class:`airplay.bridge.mavlink_link.Autopilot` (MAVLink 2 over pymavlink). Its parameters are
-:data:`airplay.bridge.parameters.BRIDGE_PARAMETERS` (read-only; checked in one place).
+:data:`airplay.bridge.parameters.BRIDGE_SCHEMA` (read-only; checked in one place).
 
 Lifecycle (``ros2 lifecycle set /mavlink_bridge TRANSITION`` or the ``change_state`` service):
 
@@ -59,31 +59,15 @@ from std_msgs.msg import Bool, Empty, String
 
 from airplay.nodes.common import (EPISODE_STATUS, RELIABLE, ParameterError, command_from_twist, json_message,
                                   ns_from_stamp, odometry_from_state, run_node)
-
-
-def declare_bridge_parameters(node) -> dict:
-    """Declare :data:`BRIDGE_PARAMETERS` read-only on ``node``; {name: value}, typed as the defaults."""
-    from rcl_interfaces.msg import ParameterDescriptor
-
-    from airplay.bridge.parameters import BRIDGE_PARAMETERS, BridgeParameterError, coerce
-
-    values = {}
-    for name, spec in BRIDGE_PARAMETERS.items():
-        descriptor = ParameterDescriptor(description=spec.description, read_only=True, dynamic_typing=True)
-        value = node.declare_parameter(name, spec.default, descriptor).value
-        try:
-            values[name] = coerce(name, value)
-        except BridgeParameterError as exc:
-            raise ParameterError(str(exc)) from None
-    return values
+from airplay.nodes.params import declare_schema
 
 
 class MavlinkBridgeNode(LifecycleNode):
     def __init__(self) -> None:
         super().__init__("mavlink_bridge")
-        from airplay.bridge.parameters import BridgeParameterError, flight_settings
+        from airplay.bridge.parameters import BRIDGE_SCHEMA, BridgeParameterError, flight_settings
 
-        self.p = p = declare_bridge_parameters(self)
+        self.p = p = declare_schema(self, BRIDGE_SCHEMA)
         try:
             self.settings = flight_settings(p)
         except BridgeParameterError as exc:

@@ -72,10 +72,12 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
 from airplay.frames import heading_of_state
+from airplay.node_schemas import POLICY_NODE
 from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LOCKSTEP_IMAGES, RELIABLE, SENSOR_DATA, EpisodeTasks,
-                                  GateLog, ParameterError, WorldCache, declare, depth_from_image, episode_parameters,
+                                  GateLog, ParameterError, WorldCache, depth_from_image, episode_parameters,
                                   first_scene, json_message, json_payload, ns_from_stamp, rgb_from_image, run_node,
                                   state_from_odometry, twist_from_command)
+from airplay.nodes.params import declare_schema
 
 
 MAX_PENDING_STAMPS = 64
@@ -89,23 +91,22 @@ class PolicyNode(Node):
         from airplay.world.lockstep import EpisodeGate
 
         super().__init__("policy")
-        p = episode_parameters(self)
+        values = declare_schema(self, POLICY_NODE)
+        p = episode_parameters(values)
         self.params = p
         self.setting = p["setting"]
-        self.policy_name = declare(self, "policy", "expert")
-        self.lockstep = declare(self, "lockstep", True)
+        self.policy_name = values["policy"]
+        self.lockstep = values["lockstep"]
         if not is_policy_name(self.policy_name):
             raise ParameterError(f"parameter 'policy' must be one of {', '.join(POLICY_NAMES)} or module:factory, "
                                  f"got {self.policy_name!r}")
-        if not isinstance(self.lockstep, bool):
-            raise ParameterError(f"parameter 'lockstep' must be true or false, got {self.lockstep!r}")
-        self.checkpoint = declare(self, "checkpoint", "")
-        self.execution_horizon = declare(self, "execution_horizon", 0)
-        self.budget_ms = declare(self, "policy_budget_ms", 0.0)
+        self.checkpoint = values["checkpoint"]
+        self.execution_horizon = values["execution_horizon"]
+        self.budget_ms = values["policy_budget_ms"]
         self._check_policy_parameters()
         if self.setting == "vln" and not reads_vln_options(self.policy_name):
             raise ParameterError(f"parameter 'policy' must be airvln_r1 in the vln setting, got {self.policy_name!r}")
-        self.vln = self._vln_backend(p) if reads_vln_options(self.policy_name) else None
+        self.vln = self._vln_backend(p, values) if reads_vln_options(self.policy_name) else None
         self.on_vehicle = self.vln is not None and self.vln["vehicle"]
         self.worlds = WorldCache()
         self.vehicle_tasks = None   # a vehicle's tasks, derived from (scene, index) as sim_eval samples them
@@ -147,14 +148,6 @@ class PolicyNode(Node):
         """Fail at start-up, naming the parameter, rather than at the first episode."""
         from airplay.policies import LEARNED_POLICIES, PLUGIN_NAME, plugin_factory
 
-        h = self.execution_horizon
-        if not isinstance(h, int) or isinstance(h, bool) or h < 0:
-            raise ParameterError(f"parameter 'execution_horizon' must be >= 0 (0: the policy's own), "
-                                 f"got {h!r}")
-        b = self.budget_ms
-        if isinstance(b, bool) or not isinstance(b, (int, float)) or not b >= 0:
-            raise ParameterError(f"parameter 'policy_budget_ms' must be a number >= 0 (0: no budget), got {b!r}")
-        self.budget_ms = float(b)
         if PLUGIN_NAME.fullmatch(self.policy_name):
             try:
                 plugin_factory(self.policy_name)
@@ -175,26 +168,20 @@ class PolicyNode(Node):
             if self.execution_horizon > config.chunk_size:
                 raise ParameterError(f"parameter 'execution_horizon' must be <= the chunk size "
                                      f"{config.chunk_size}, got {self.execution_horizon}")
-    def _vln_backend(self, p: dict) -> dict:
+    def _vln_backend(self, p: dict, values: dict) -> dict:
         """Check the VLN parameters and load the backend (the model) now, naming the parameter on error."""
         from airplay.vln.backends import BackendError, make_backend
         from airplay.vln.options import EPISODE_OPTIONS, VLN_OPTIONS, VLNOptionError, parse_vln_options
 
         if self.setting != "vln":
             raise ParameterError(f"parameter 'setting' must be vln for policy airvln_r1, got {self.setting!r}")
-        on_vehicle = {k: declare(self, k, d) for k, d in (("vehicle", False), ("instruction", ""),
-                                                            ("episode_instruction", False))}
-        for k in ("vehicle", "episode_instruction"):
-            if not isinstance(on_vehicle[k], bool):
-                raise ParameterError(f"parameter '{k}' must be true or false, got {on_vehicle[k]!r}")
-        if not isinstance(on_vehicle["instruction"], str):
-            raise ParameterError(f"parameter 'instruction' must be a string, got {on_vehicle['instruction']!r}")
+        on_vehicle = {k: values[k] for k in ("vehicle", "instruction", "episode_instruction")}
         if (on_vehicle["instruction"] or on_vehicle["episode_instruction"]) and not on_vehicle["vehicle"]:
             raise ParameterError("parameters 'instruction' and 'episode_instruction' are for a vehicle (vehicle:=true); "
                                  "in sim_eval the evaluator sends each episode's instruction")
-        values = {k: declare(self, k, d) for k, d in VLN_OPTIONS.items() if k not in EPISODE_OPTIONS}
         try:
-            o = parse_vln_options({**values, **{k: p[k] or "" for k in EPISODE_OPTIONS}})
+            o = parse_vln_options({**{k: values[k] for k in VLN_OPTIONS if k not in EPISODE_OPTIONS},
+                                   **{k: p[k] or "" for k in EPISODE_OPTIONS}})
         except VLNOptionError as exc:
             raise ParameterError(str(exc)) from None
         try:

@@ -32,7 +32,9 @@ from airplay.data.bag_writer import QOS_RELIABLE, QOS_SENSOR_DATA, qos_profile
 from airplay.data.episode_recorder import (EpisodeRecorder, basic_metadata, ignore_interrupts,
                                             scene_task_metadata, started_task_metadata)
 from airplay.data.messages import TOPICS
-from airplay.nodes.common import ParameterError, declare, episode_parameters, run_node
+from airplay.node_schemas import RECORDER
+from airplay.nodes.common import ParameterError, episode_parameters, run_node
+from airplay.nodes.params import declare_schema
 
 CAMERA_TOPICS = ("/camera/image_raw", "/camera/depth/image_raw", "/camera/camera_info")
 DEFAULT_TOPICS = ("/camera/image_raw", "/camera/camera_info", "/odom", "/cmd_vel", "/goal_pose", "/goal_image",
@@ -56,24 +58,11 @@ def offered_qos(profile, depth: int) -> dict:
 class RecorderNode(Node):
     def __init__(self) -> None:
         super().__init__("recorder")
-        p = episode_parameters(self)
-        out = declare(self, "out", "bags")
-        topics = declare(self, "topics", "")
-        record_depth = declare(self, "record_depth", False)
-        split = declare(self, "split", "episode")
-        max_bytes = declare(self, "max_bytes", 0)
-        self.lockstep = declare(self, "lockstep", True)
-        flush_interval_s = declare(self, "flush_interval_s", 0.5)
-        grace_s = declare(self, "grace_s", 1.0)
-        for name, value in (("record_depth", record_depth), ("lockstep", self.lockstep)):
-            if not isinstance(value, bool):
-                raise ParameterError(f"parameter '{name}' must be true or false, got {value!r}")
-        if split not in ("episode", "none"):
-            raise ParameterError(f"parameter 'split' must be episode or none, got {split!r}")
-        if not isinstance(max_bytes, int) or max_bytes < 0:
-            raise ParameterError(f"parameter 'max_bytes' must be an integer >= 0, got {max_bytes!r}")
-        if not flush_interval_s > 0 or not grace_s >= 0:
-            raise ParameterError("parameters 'flush_interval_s' must be > 0 and 'grace_s' >= 0")
+        values = declare_schema(self, RECORDER)
+        p = episode_parameters(values)
+        out, topics, record_depth, split = values["out"], values["topics"], values["record_depth"], values["split"]
+        max_bytes, flush_interval_s, grace_s = values["max_bytes"], values["flush_interval_s"], values["grace_s"]
+        self.lockstep = values["lockstep"]
         wanted = [t.strip() for t in topics.split(",") if t.strip()] if topics.strip() else list(DEFAULT_TOPICS)
         if record_depth and "/camera/depth/image_raw" not in wanted:
             wanted.append("/camera/depth/image_raw")

@@ -34,10 +34,12 @@ from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 
 from airplay.frames import heading_of_state
+from airplay.node_schemas import RENDERER
 from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LOCKSTEP_IMAGES, RELIABLE, SENSOR_DATA, GateLog,
-                                  ParameterError, WorldCache, camera_info, declare, episode_parameters, first_scene,
+                                  WorldCache, camera_info, episode_parameters, first_scene,
                                   image_from_depth, image_from_rgb, json_payload, ns_from_stamp, run_node,
                                   state_from_odometry)
+from airplay.nodes.params import declare_schema
 
 
 class RendererNode(Node):
@@ -45,17 +47,12 @@ class RendererNode(Node):
         from airplay.world.lockstep import EpisodeGate
 
         super().__init__("renderer")
-        p = episode_parameters(self)
+        values = declare_schema(self, RENDERER)
+        p = episode_parameters(values)
         self.setting = p["setting"]
-        self.backend = declare(self, "render_backend", "auto")
-        self.render_images = declare(self, "render_images", True)
-        self.lockstep = declare(self, "lockstep", True)
-        if self.backend not in ("auto", "cpu", "gsplat"):
-            raise ParameterError(f"parameter 'render_backend' must be auto, cpu or gsplat, got {self.backend!r}")
-        if not isinstance(self.render_images, bool):
-            raise ParameterError(f"parameter 'render_images' must be true or false, got {self.render_images!r}")
-        if not isinstance(self.lockstep, bool):
-            raise ParameterError(f"parameter 'lockstep' must be true or false, got {self.lockstep!r}")
+        self.backend = values["render_backend"]
+        self.render_images = values["render_images"]
+        self.lockstep = values["lockstep"]
         self.worlds = WorldCache()
         self.world = None
         self.prepared = None   # the scene folder warmed up last

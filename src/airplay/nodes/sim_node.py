@@ -57,10 +57,12 @@ from rclpy.node import Node
 from rosgraph_msgs.msg import Clock as ClockMsg
 from std_msgs.msg import String
 
-from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, RELIABLE, ParameterError, WorldCache,
-                                  command_from_twist, declare, episode_parameters, first_scene, json_message,
+from airplay.node_schemas import SIM
+from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, RELIABLE, WorldCache,
+                                  command_from_twist, episode_parameters, first_scene, json_message,
                                   json_payload, ns_from_stamp, odometry_from_state, run_node, stamp_from_ns,
                                   transform_from_odometry)
+from airplay.nodes.params import declare_schema
 from airplay.policies import guard
 
 POLICY_END_STATUSES = (guard.POLICY_ERROR, guard.OVER_BUDGET)
@@ -70,18 +72,12 @@ POLICY_END_STATUSES = (guard.POLICY_ERROR, guard.OVER_BUDGET)
 class SimNode(Node):
     def __init__(self) -> None:
         super().__init__("sim")
-        p = episode_parameters(self)
+        values = declare_schema(self, SIM, {"republish_s": lambda v: setattr(self, "republish_s", v)})
+        p = episode_parameters(values)
         self.setting = p["setting"]
-        self.lockstep = declare(self, "lockstep", True)
-        self.republish_s = float(declare(self, "republish_s", 0.5))
-        clock_rate_hz = declare(self, "clock_rate_hz", 10.0)
-        if not isinstance(self.lockstep, bool):
-            raise ParameterError(f"parameter 'lockstep' must be true or false, got {self.lockstep!r}")
-        if not self.republish_s > 0:
-            raise ParameterError(f"parameter 'republish_s' must be > 0, got {self.republish_s!r}")
-        if isinstance(clock_rate_hz, bool) or not isinstance(clock_rate_hz, (int, float)) or not clock_rate_hz >= 0:
-            raise ParameterError(f"parameter 'clock_rate_hz' must be a number >= 0 (0: every step), "
-                                 f"got {clock_rate_hz!r}")
+        self.lockstep = values["lockstep"]
+        self.republish_s = values["republish_s"]
+        clock_rate_hz = values["clock_rate_hz"]
         self.clock_period_ns = int(round(1e9 / clock_rate_hz)) if clock_rate_hz > 0 else 0
         self.clock_ns = None  # the stamp /clock last carried
         self.worlds = WorldCache()
