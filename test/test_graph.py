@@ -73,7 +73,7 @@ def test_vln_arguments_reach_the_nodes(tmp_path):
     policy = nodes["policy"].parameters
     assert policy["policy"] == "airvln_r1" and policy["vln_backend"] == "transformers"
     assert policy["model"] == str(tmp_path / "model") and policy["image_size"] == "56,56"
-    assert policy["history_offsets"] == "-4,-2,-1" and policy["max_new_tokens"] == "32"
+    assert policy["history_offsets"] == "-4,-2,-1" and policy["max_new_tokens"] == 32
     assert "model" not in nodes["sim"].parameters
     plain = {n.name: n for n in sim_eval_graph(parse_launch_arguments([], SIM_EVAL_ARGUMENTS))}
     assert "vln_config" not in plain["sim"].parameters and "model" not in plain["policy"].parameters

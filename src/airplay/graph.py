@@ -15,7 +15,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from airplay import node_schemas as schemas
 from airplay.bridge.parameters import BRIDGE_SCHEMA, FLY_GRAPH_SETS, BridgeParameterError, coerce, flight_settings
+from airplay.node_params import Param, launch_text
 from airplay.policies.registry import reads_vln_options
 
 
@@ -59,42 +61,30 @@ def defaults(arguments: dict[str, LaunchArgument]) -> dict[str, str]:
 
 _A = LaunchArgument
 
+def _from_schema(param: Param, description: str | None = None) -> LaunchArgument:
+    """The launch argument that sets node parameter ``param``: its default, and its description
+    (or ``description`` where the graph gives the argument a narrower meaning)."""
+    return LaunchArgument(launch_text(param.default), description or param.description())
+
+
+def _schema_arguments(schema, names) -> dict[str, LaunchArgument]:
+    return {name: _from_schema(schema[name]) for name in names}
+
+
 SIM_EVAL_ARGUMENTS: dict[str, LaunchArgument] = {
-    "scenes": _A("scenes", "scene folders, comma-separated, or a folder of scenes; relative paths are taken "
-                          "from each node's working folder"),
+    "scenes": _from_schema(schemas.EPISODE["scenes"]),
     "scene": _A("", "one scene folder (the same as scenes:=FOLDER, and used instead of it when given)"),
-    "policy": _A("expert", "the policy flown: expert, field_expert, random, act, dp, cnn_bc, or airvln_r1 (with setting:=vln)"),
-    "checkpoint": _A("", "checkpoint folder of a learned policy (act, dp, cnn_bc; what airplay train --out wrote)"),
-    "execution_horizon": _A("0", "controls executed per predicted chunk (0: the policy's own)"),
-    "setting": _A("pointgoal", "task setting: pointgoal, imagegoal, goalfree, or vln (with policy:=airvln_r1)"),
-    "episodes": _A("10", "episodes per scene"),
-    "seed": _A("0", "seed of the task sampling"),
-    "out": _A("out/sim-eval-ros", "results folder (episodes.jsonl, summary.json, plots), relative to the "
-                                 "evaluator's working folder"),
-    "lockstep": _A("true", "true: the sim advances a step only once the command for its latest observation has "
-                          "come (results independent of timing); false: real time, as on a vehicle"),
-    "policy_budget_ms": _A("0", "per-step compute budget of the policy in its own CPU time, ms; a step over it "
-                               "ends the episode as over_budget (0: none)"),
-    "clock_rate_hz": _A("10.0", "/clock messages per second of sim time (0: one every 20 ms step); odom carries "
-                               "every step's stamp"),
-    "render_backend": _A("auto", "renderer backend: auto, cpu or gsplat (CUDA)"),
-    "render_images": _A("true", "render RGB and depth every step (false: nothing is rendered; for policies that "
-                               "read no camera)"),
-    "bootstrap": _A("1000", "bootstrap resamples of the confidence intervals in summary.json"),
+    **_schema_arguments(schemas.EVALUATOR, ("policy", "checkpoint", "execution_horizon", "setting", "episodes",
+                                            "seed", "out")),
+    "lockstep": _from_schema(schemas.LOCKSTEP),
+    "policy_budget_ms": _from_schema(schemas.POLICY_BUDGET_MS),
+    "clock_rate_hz": _from_schema(schemas.SIM["clock_rate_hz"]),
+    "render_backend": _from_schema(schemas.RENDERER["render_backend"]),
+    "render_images": _from_schema(schemas.RENDER_IMAGES),
+    "bootstrap": _from_schema(schemas.EVALUATOR["bootstrap"]),
     # setting:=vln with policy:=airvln_r1 (docs/vln.md; airplay.vln.options)
-    "vln_backend": _A("transformers", "setting:=vln: AirVLN-R1's model backend, transformers (model:=DIR) or "
-                                     "openai (endpoint:=URL)"),
-    "model": _A("", "vln_backend:=transformers: local Qwen2.5-VL folder (e.g. the AirVLN-R1 weights)"),
-    "endpoint": _A("", "vln_backend:=openai: API base of an OpenAI-compatible server, e.g. "
-                      "http://127.0.0.1:8000/v1"),
-    "served_model": _A("", "vln_backend:=openai: the model name (empty: the server's first)"),
-    "device": _A("cpu", "vln_backend:=transformers: cpu or cuda[:N]"),
-    "max_new_tokens": _A("64", "setting:=vln: tokens per model answer"),
-    "image_size": _A("", "setting:=vln: W,H to resize the views sent to the model (empty: as rendered)"),
-    "history_offsets": _A("", "setting:=vln: history views, steps back, e.g. -7,-4,-2,-1 (empty: that default)"),
-    "vln_config": _A("", "setting:=vln: a YAML file used instead of config/vln.yaml"),
-    "vln_episodes": _A("", "setting:=vln: an episode file (airplay's, or AirNav/CityNav-style) used instead of "
-                          "sampling"),
+    **{p.name: _from_schema(p) for p in schemas.VLN_BACKEND},
+    **_schema_arguments(schemas.EPISODE, ("vln_config", "vln_episodes")),
 }
 """Launch arguments of the sim_eval graph: default and description of each."""
 
@@ -156,11 +146,11 @@ def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     v.update(arguments or {})
     if v["scene"]:
         v["scenes"] = v["scene"]
-    _choice(v, "render_backend", ("auto", "cpu", "gsplat"))
+    _choice(v, "render_backend", schemas.RENDER_BACKENDS)
     common = {"use_sim_time": True}
     episode = {
         "scenes": v["scenes"],
-        "setting": _choice(v, "setting", ("pointgoal", "imagegoal", "goalfree", "vln")),
+        "setting": _choice(v, "setting", schemas.SETTINGS),
         "episodes": _number(v, "episodes", int),
         "seed": _number(v, "seed", int),
     }
@@ -186,8 +176,7 @@ def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     ]
 
 
-_VLN_ARGUMENTS = ("vln_backend", "model", "endpoint", "served_model", "device", "max_new_tokens", "image_size",
-                  "history_offsets", "vln_config", "vln_episodes")
+_VLN_ARGUMENTS = (*(p.name for p in schemas.VLN_BACKEND), "vln_config", "vln_episodes")
 
 
 def _vln_arguments(v: dict[str, str], episode: dict, render_images: bool) -> dict:
@@ -210,18 +199,15 @@ def _vln_arguments(v: dict[str, str], episode: dict, render_images: bool) -> dic
     except VLNOptionError as exc:
         raise GraphArgumentError(str(exc).replace("parameter '", "launch argument '")) from None
     episode.update({k: v[k] for k in EPISODE_OPTIONS})
-    return {k: v[k] for k in VLN_OPTIONS if k not in EPISODE_OPTIONS}
+    return {k: schemas.POLICY_NODE[k].coerce(v[k]) for k in VLN_OPTIONS if k not in EPISODE_OPTIONS}
 
 
 COLLECT_ARGUMENTS: dict[str, LaunchArgument] = {
     **{k: v for k, v in SIM_EVAL_ARGUMENTS.items()
        if k not in ("policy", "checkpoint", "execution_horizon", "out") and k not in _VLN_ARGUMENTS},
-    "out": _A("bags", "the recorder's bags, one per episode: OUT/<scene>/<task_id>/"),
+    "out": _from_schema(schemas.RECORDER["out"]),
     "results": _A("out/collect-ros", "the evaluator's results folder for the expert flights"),
-    "record_depth": _A("false", "record the depth images as well as RGB"),
-    "split": _A("episode", "episode: one bag per episode; none: one bag for the whole run"),
-    "max_bytes": _A("0", "split a bag's files at this many bytes (0: never)"),
-    "topics": _A("", "the recorder's topics, comma-separated absolute names (empty: its defaults)"),
+    **_schema_arguments(schemas.RECORDER, ("record_depth", "split", "max_bytes", "topics")),
 }
 """Launch arguments of the collect graph (sim_eval with the expert, plus the recorder)."""
 
@@ -233,39 +219,31 @@ def collect_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     nodes = sim_eval_graph({**{k: v[k] for k in SIM_EVAL_ARGUMENTS if k in v}, "policy": "expert", "out": v["results"]})
     sim = nodes[0].parameters
     recorder = {k: sim[k] for k in ("use_sim_time", "scenes", "setting", "episodes", "seed", "lockstep")}
-    recorder.update(out=v["out"], record_depth=_flag(v, "record_depth"), split=_choice(v, "split", ("episode", "none")),
+    recorder.update(out=v["out"], record_depth=_flag(v, "record_depth"), split=_choice(v, "split", schemas.RECORDER["split"].choices),
                     max_bytes=_number(v, "max_bytes", int), topics=v["topics"])
     return nodes + [NodeSpec("recorder", "airplay.nodes.recorder_node", "recorder_node", recorder)]
 
 
-def _launch_default(value) -> str:
-    """A bridge parameter's default as a launch argument's text."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 FLY_ARGUMENTS: dict[str, LaunchArgument] = {
-    "connection": _A("udp:127.0.0.1:14540", "MAVLink connection: udp:/udpin: (listen), udpout:, tcp:, or "
-                                           "serial:DEVICE:BAUD"),
-    "policy": _A("expert", "the policy flown: expert, field_expert, act, dp, cnn_bc, or airvln_r1"),
-    "checkpoint": _A("", "checkpoint folder of a learned policy (act, dp, cnn_bc)"),
-    "execution_horizon": _A("0", "controls executed per predicted chunk (0: the policy's own)"),
+    "connection": _from_schema(BRIDGE_SCHEMA["connection"]),
+    **_schema_arguments(schemas.POLICY_NODE, ("policy", "checkpoint", "execution_horizon")),
     "scene": _A("", "scene folder: the expert's task, and the rehearsal camera (the renderer)"),
-    "index": _A("0", "task index in the scene (as airplay vehicle --scene --task)"),
-    "episodes": _A("10", "tasks sampled in the scene (index picks one of them)"),
-    "seed": _A("0", "seed of the task sampling"),
+    "index": _from_schema(BRIDGE_SCHEMA["index"], "task index in the scene (as airplay vehicle --scene --task)"),
+    "episodes": _from_schema(schemas.EPISODE["episodes"], "tasks sampled in the scene (index picks one of them)"),
+    "seed": _from_schema(schemas.EPISODE["seed"]),
     "setting": _A("", "task setting (empty: pointgoal, or vln with policy:=airvln_r1)"),
     "camera_topic": _A("", "a real camera driver's RGB topic (empty: render the scene at odom)"),
     "depth_topic": _A("", "a real depth topic (with camera_topic)"),
-    "render_backend": _A("auto", "renderer backend of a rehearsal: auto, cpu or gsplat (CUDA)"),
-    "render_images": _A("true", "render RGB and depth in a rehearsal (false: zero images)"),
+    "render_backend": _from_schema(schemas.RENDERER["render_backend"], "renderer backend of a rehearsal: auto, cpu "
+                                                                       "or gsplat (CUDA)"),
+    "render_images": _from_schema(schemas.RENDER_IMAGES, "render RGB and depth in a rehearsal (false: zero images)"),
     # every mavlink_bridge parameter (airplay.bridge.parameters), under its own name:
-    **{name: _A(_launch_default(spec.default), "mavlink_bridge: " + spec.description())
-       for spec in BRIDGE_SCHEMA if (name := spec.name) not in FLY_GRAPH_SETS and name != "connection"},
+    **{p.name: _from_schema(p, "mavlink_bridge: " + p.description())
+       for p in BRIDGE_SCHEMA if p.name not in FLY_GRAPH_SETS and p.name != "connection"},
     # policy:=airvln_r1 (docs/vln.md, docs/vehicle.md): the sim_eval VLN arguments, and
-    "instruction": _A("", "policy:=airvln_r1: the instruction to fly (empty: the operator's on the instruction "
-                         "topic; in a rehearsal, the VLN episode's for (scene, index) when none has come)"),
+    "instruction": _from_schema(schemas.POLICY_NODE["instruction"], "policy:=airvln_r1: the instruction to fly "
+                                "(empty: the operator's on the instruction topic; in a rehearsal, the VLN episode's "
+                                "for (scene, index) when none has come)"),
     **{k: SIM_EVAL_ARGUMENTS[k] for k in _VLN_ARGUMENTS},
 }
 """Launch arguments of the fly graph: default and description of each."""
@@ -277,7 +255,7 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     MAVLink; required: the graph ends when it has landed). No sim (DESIGN.md sections 4 and 8)."""
     v = defaults(FLY_ARGUMENTS)
     v.update(arguments or {})
-    _choice(v, "render_backend", ("auto", "cpu", "gsplat"))
+    _choice(v, "render_backend", schemas.RENDER_BACKENDS)
     if not v["scene"] and not v["camera_topic"]:
         raise GraphArgumentError("launch argument scene:=FOLDER is needed to rehearse (the renderer is the camera), "
                                  "or camera_topic:=TOPIC for a real camera")
@@ -286,7 +264,7 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     vln_policy = reads_vln_options(v["policy"])
     v["setting"] = v["setting"] or ("vln" if vln_policy else "pointgoal")
     episode = {"scenes": v["scene"] or "scenes", "episodes": _number(v, "episodes", int), "seed": _number(v, "seed", int),
-               "setting": _choice(v, "setting", ("pointgoal", "imagegoal", "goalfree", "vln"))}
+               "setting": _choice(v, "setting", schemas.SETTINGS)}
     if vln_policy and not v["scene"]:
         raise GraphArgumentError("launch argument scene:=FOLDER is needed with policy:=airvln_r1 (the scene sets the "
                                  "action space's scale; in a rehearsal it is the camera and the episode)")
