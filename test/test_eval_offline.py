@@ -157,7 +157,7 @@ def tiny(tmp_path_factory):
     for kind, fields in sets.items():
         out = tmp_path_factory.mktemp(f"offline-{kind}")
         args = ["train", "--policy", kind.removesuffix("_state"), "--dataset", str(root), "--out", str(out), "--steps", "20", "--batch-size",
-                "8", "--image-size", "32", "--threads", "1", "--save-every", "0", "--no-progress"]
+                "8", "--image-size", "32x32", "--threads", "1", "--save-every", "0", "--no-progress"]
         for item in fields:
             args += ["--set", item]
         assert main(args) == 0

@@ -48,7 +48,7 @@ LAYERS: tuple[frozenset[str], ...] = (
 )
 """Components by layer, bottom first. A component imports its own layer or lower ones."""
 
-COMMAND_MODULES = frozenset({"cli", "graph", "launcher", "ros2_launch", "demo"})
+COMMAND_MODULES = frozenset({"cli", "cli_flags", "graph", "launcher", "ros2_launch", "demo"})
 """Top-level modules that belong to the component ``commands``."""
 
 ROS_PREFIXES = ("rclpy", "rosidl", "rcl_interfaces", "rosgraph_msgs", "builtin_interfaces", "ament_index_python")

@@ -47,7 +47,7 @@ def checkpoints(dataset, tmp_path_factory):
     for kind, fields in TINY_SET.items():
         folder = tmp_path_factory.mktemp(f"ckpt-{kind}")
         args = ["train", "--policy", kind, "--dataset", str(dataset), "--out", str(folder), "--steps", "30",
-                "--batch-size", "8", "--image-size", "32", "--threads", "1", "--log-every", "10", "--no-progress"]
+                "--batch-size", "8", "--image-size", "32x32", "--threads", "1", "--log-every", "10", "--no-progress"]
         for item in fields:
             args += ["--set", item]
         assert main(args) == 0
@@ -74,7 +74,7 @@ def test_train_writes_a_checkpoint_and_resumes(checkpoints, capsys):
 
 
 def test_train_on_several_datasets_and_on_the_first_episodes(dataset, tmp_path, capsys):
-    base = ["train", "--policy", "cnn_bc", "--steps", "2", "--batch-size", "4", "--image-size", "32", "--threads", "1",
+    base = ["train", "--policy", "cnn_bc", "--steps", "2", "--batch-size", "4", "--image-size", "32x32", "--threads", "1",
             "--no-progress", "--set", "backbone=small", "--set", "backbone_width=8"]
     assert main(base + ["--dataset", str(dataset), str(dataset), "--out", str(tmp_path / "two")]) == 0
     assert "4 episodes, 96 frames" in capsys.readouterr().out

@@ -53,7 +53,7 @@ CONFIGS = {
 
 def _args(scene_dir: Path, out: Path, config: Path, episodes_file: Path | None) -> list[str]:
     args = ["eval", "--policy", "airvln_r1", "--scenes", str(scene_dir), "--episodes", str(EPISODES),
-            "--seed", str(SEED), "--out", str(out), "--image-size", "56", "56", "--vln-config", str(config),
+            "--seed", str(SEED), "--out", str(out), "--image-size", "56x56", "--vln-config", str(config),
             "--bootstrap", "20", "--no-progress"]
     return args + (["--vln-episodes", str(episodes_file)] if episodes_file else [])
 

@@ -85,7 +85,7 @@ def test_both_backends_give_the_same_answer_over_real_http(model_dir):
 def test_sft_export_writes_llama_factory_data(scene, tmp_path, monkeypatch):
     monkeypatch.setenv("AIRPLAY_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "sft"
-    assert main(["vln", "sft-export", str(scene), "--out", str(out), "--episodes", "2", "--image-size", "56", "56"]) == 0
+    assert main(["vln", "sft-export", str(scene), "--out", str(out), "--episodes", "2", "--image-size", "56x56"]) == 0
     samples = json.loads((out / "vln_sft.json").read_text())
     info = json.loads((out / "dataset_info.json").read_text())
     assert info["airplay_vln"]["formatting"] == "sharegpt" and samples
@@ -112,7 +112,7 @@ def test_closed_loop_vln_episode(runtime, model_dir, scene, tmp_path, monkeypatc
     monkeypatch.setenv("AIRPLAY_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "results"
     args = ["eval", "--policy", "airvln_r1", "--scenes", str(scene), "--episodes", "1", "--seed", "3",
-            "--out", str(out), "--image-size", "56", "56", "--vln-config", str(_vln_config(tmp_path)),
+            "--out", str(out), "--image-size", "56x56", "--vln-config", str(_vln_config(tmp_path)),
             "--bootstrap", "20", "--no-progress"]
     if runtime == "transformers":
         assert main([*args, "--backend", "transformers", "--model", str(model_dir)]) == 0

@@ -12,6 +12,7 @@ from pathlib import Path
 from airplay.scene.errors import SceneError
 from airplay.yaml_config import ConfigError
 from airplay.scene.scene import scene_dirs
+from airplay import cli_flags
 
 DEFAULT_CATEGORIES = ("indoor", "urban", "vegetation")
 VLN_BACKENDS = ("transformers", "openai")
@@ -229,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
                                             "of a category; the same seed gives the same bytes.")
     make.add_argument("dir", help="output folder (created)")
     make.add_argument("--category", required=True, choices=DEFAULT_CATEGORIES)
-    make.add_argument("--seed", type=int, default=0)
+    cli_flags.add_seed(make, help="seed of the generator (the same seed gives the same bytes)")
     make.add_argument("--density", type=float, default=None, help="Gaussians per m^2 of surface (default: generator's)")
     make.add_argument("--name", default=None, help="scene name (default: CATEGORY_SEED)")
     make.add_argument("--split", default="seen", choices=("seen", "unseen"))
@@ -266,8 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="closed-loop evaluation of a policy over scenes",
                         description="Fly a policy on sampled tasks in each scene and write episodes.jsonl, "
                                     "summary.json, a metrics table and trajectory plots (docs/evaluation.md).")
-    ev.add_argument("--scenes", nargs="+", required=True,
-                    help="scene folders, or folders holding scene folders")
+    cli_flags.add_scenes(ev)
     ev.add_argument("--runtime", default="inprocess", choices=("inprocess", "ros"))
     ev.add_argument("--policy", default="expert",
                     help="policy name: expert, field_expert, random, act, dp, cnn_bc, airvln_r1, or module:factory")
@@ -280,8 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "episode as over_budget (default 0: none; wall time never ends an episode)")
     ev.add_argument("--setting", default=None, choices=("pointgoal", "imagegoal", "goalfree", "vln"),
                     help="task setting (default: vln for --policy airvln_r1, else pointgoal)")
-    ev.add_argument("--episodes", type=int, default=10, help="episodes per scene")
-    ev.add_argument("--seed", type=int, default=0, help="task sampling seed")
+    cli_flags.add_episodes(ev)
+    cli_flags.add_seed(ev)
     ev.add_argument("--out", default="out/eval", help="results folder")
     ev.add_argument("--backend", default="auto", choices=("auto", "cpu", "gsplat", *VLN_BACKENDS),
                     help="render backend (auto, cpu, gsplat); transformers or openai instead select AirVLN-R1's "
@@ -292,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-images", action="store_true",
                     help="do not render RGB/depth (for policies that read only the state, e.g. the expert)")
     ev.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% CIs")
-    ev.add_argument("--no-progress", action="store_true")
+    cli_flags.add_no_progress(ev)
     ev.add_argument("--make-default-scenes", metavar="DIR", default=None,
                     help="first generate DIR/{indoor,urban,vegetation}_0 if missing")
     ev.set_defaults(func=_cmd_eval)
@@ -303,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--scenes", default="scenes", help="folder holding the scenes (made if missing)")
     demo.add_argument("--out", default="out/demo", help="folder for the PNGs")
     demo.add_argument("--categories", nargs="+", default=list(DEFAULT_CATEGORIES), choices=DEFAULT_CATEGORIES)
-    demo.add_argument("--seed", type=int, default=0)
+    cli_flags.add_seed(demo, help="seed of the scene generator and the views")
     demo.add_argument("--views", type=int, default=3, help="views per scene")
     demo.add_argument("--backend", default="auto", choices=("auto", "cpu", "gsplat"))
     demo.set_defaults(func=_cmd_demo)

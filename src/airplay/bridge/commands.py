@@ -8,6 +8,7 @@ import math
 import sys
 import threading
 import time
+from airplay import cli_flags
 
 
 def _floats(text: str, count: int, what: str) -> list[float]:
@@ -158,8 +159,8 @@ def register(sub) -> None:
     p.add_argument("--start", help="X,Y,Z,YAW_DEG: where the vehicle stands, map ENU metres (z: the ground)")
     p.add_argument("--scene", help="scene folder: place the vehicle under the start of a task of this scene")
     p.add_argument("--task", type=int, default=0, help="task index with --scene (default 0)")
-    p.add_argument("--episodes", type=int, default=10, help="tasks sampled with --scene, as in airplay eval")
-    p.add_argument("--seed", type=int, default=0)
+    cli_flags.add_episodes(p, help="tasks sampled with --scene, as in airplay eval")
+    cli_flags.add_seed(p)
     p.add_argument("--setting", default="pointgoal", choices=("pointgoal", "imagegoal", "goalfree", "vln"),
                    help="the tasks of --scene; vln: the VLN episodes (for `airplay launch fly policy:=airvln_r1`)")
     p.add_argument("--vln-config", default=None, help="with --setting vln: a YAML instead of config/vln.yaml")

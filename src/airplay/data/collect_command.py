@@ -4,16 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
-
-
-def image_size_arg(text: str) -> tuple[int, int]:
-    match = re.fullmatch(r"(\d+)x(\d+)", text.strip())
-    if not match or int(match.group(1)) <= 0 or int(match.group(2)) <= 0:
-        raise argparse.ArgumentTypeError(f"image size must be WIDTHxHEIGHT in pixels, e.g. 64x64, got {text!r}")
-    return int(match.group(1)), int(match.group(2))
+from airplay import cli_flags
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
@@ -50,7 +43,7 @@ def register(sub) -> None:
                     "rosbag2 MCAP bag per successful episode in OUT/<scene>/<task_id>/. Resumable: rerun the same "
                     "command after an interruption. Failed flights are counted, not written (--keep-failures).")
     p.add_argument("out", metavar="OUT", help="output folder (created; reused to resume)")
-    p.add_argument("--scenes", nargs="+", required=True, help="scene folders, or folders holding scene folders")
+    cli_flags.add_scenes(p)
     p.add_argument("--per-scene", type=int, default=10, help="tasks per scene (default 10)")
     p.add_argument("--workers", type=int, default=1,
                    help="local worker processes (default 1 = in this process); with --ray: CPUs of a local instance")
@@ -58,10 +51,9 @@ def register(sub) -> None:
                    help="run the flights as Ray tasks on the cluster at ADDRESS ('auto', 'ray://host:port'), or "
                         "'local' for a private single-machine instance bound to 127.0.0.1")
     p.add_argument("--setting", default="pointgoal", choices=("pointgoal", "imagegoal", "goalfree"))
-    p.add_argument("--seed", type=int, default=0, help="task sampling seed (default 0)")
+    cli_flags.add_seed(p)
     p.add_argument("--depth", action="store_true", help="also record the mesh depth image (32FC1, metres)")
-    p.add_argument("--image-size", type=image_size_arg, default=None, metavar="WxH",
-                   help="render at this size (same field of view) instead of the scene camera's")
+    cli_flags.add_image_size(p, "render at this size (same field of view) instead of the scene camera's")
     p.add_argument("--keep-failures", action="store_true",
                    help="also write failed flights (collision, out of bounds, timeout); metadata says success false")
     p.add_argument("--backend", default="cpu", choices=("cpu", "auto", "gsplat"), help="renderer (default cpu)")
@@ -75,5 +67,5 @@ def register(sub) -> None:
     p.add_argument("--noise-std", type=float, default=0.0, metavar="V",
                    help="DART noise: fly each command plus Gaussian noise of V m/s (vx, vy, vz) and V rad/s (yaw "
                         "rate), seeded per task; /cmd_vel records the clean label (default 0)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    cli_flags.add_no_progress(p)
     p.set_defaults(func=_cmd_collect)

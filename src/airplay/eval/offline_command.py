@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import sys
+from airplay import cli_flags
 
 UNITS = {"ade_cm": "ADE cm", "fde_cm": "FDE cm", "p95_cm": "P95 cm", "yaw_err_deg": "yaw err deg",
          "motion_dir_err_deg": "motion dir deg", "dtw_cm": "DTW cm", "lateral_dir_err_pct": "lat dir err %",
@@ -357,7 +358,7 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's)")
     p.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
     p.add_argument("--out", default=None, metavar="JSON", help="also write the JSON result to this file")
-    p.add_argument("--no-progress", action="store_true")
+    cli_flags.add_no_progress(p)
     p.set_defaults(func=_cmd_eval_offline)
 
     p = sub.add_parser(
@@ -369,7 +370,7 @@ def register(sub) -> None:
     p.add_argument("--pair", nargs=2, action="append", required=True, metavar=("OFFLINE_JSON", "EVAL_DIR"),
                    help="one policy's offline JSON and closed-loop eval folder (repeat, at least 3 times)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (0: no intervals)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    cli_flags.add_seed(p, help="bootstrap seed")
     p.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
     p.add_argument("--out", default=None, metavar="JSON", help="also write the JSON result to this file")
     p.set_defaults(func=_cmd_eval_offline_relate)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from airplay import cli_flags
 
 
 def _cmd_dagger(args: argparse.Namespace) -> int:
     from airplay.scene.scene import scene_dirs
-    from airplay.data.collect_command import image_size_arg
     from airplay.policies.dagger import DaggerConfig, DaggerError, dagger
 
     try:
@@ -18,7 +18,7 @@ def _cmd_dagger(args: argparse.Namespace) -> int:
                            scenes=tuple(scene_dirs(args.scenes)), out=Path(args.out), iterations=args.iterations,
                            episodes=args.episodes, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                            seed=args.seed, beta=args.beta,
-                           image_size=image_size_arg(args.image_size) if args.image_size else None,
+                           image_size=args.image_size,
                            workers=args.workers, ray=args.ray, threads=args.threads, backend=args.backend)
         records = dagger(cfg, progress=not args.no_progress)
     except DaggerError as err:
@@ -47,20 +47,20 @@ def register(sub) -> None:
                     "command.")
     p.add_argument("--checkpoint", required=True, help="the initial policy (airplay train --out)")
     p.add_argument("--dataset", nargs="+", required=True, help="its LeRobot training dataset folder(s)")
-    p.add_argument("--scenes", nargs="+", required=True, help="scene folders, or folders holding scene folders")
+    cli_flags.add_scenes(p)
     p.add_argument("--out", required=True, help="run folder (made; reused to resume)")
     p.add_argument("--iterations", type=int, default=3)
-    p.add_argument("--episodes", type=int, default=10, help="tasks flown per scene per iteration (default 10)")
+    cli_flags.add_episodes(p, help="tasks flown per scene per iteration")
     p.add_argument("--steps", type=int, default=500, help="optimizer updates per retraining (default 500)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=3e-4)
-    p.add_argument("--seed", type=int, default=1000, help="task seed base: iteration N samples with seed + N")
+    cli_flags.add_seed(p, 1000, "task seed base: iteration N samples with seed + N")
     p.add_argument("--beta", type=float, default=0.0,
                    help="probability of executing the expert's label instead, per step, as beta**N in iteration N")
-    p.add_argument("--image-size", default=None, metavar="WxH", help="render size (the policy's data size)")
+    cli_flags.add_image_size(p, "render size (the policy's data size)")
     p.add_argument("--workers", type=int, default=1, help="rollout processes (default 1)")
     p.add_argument("--ray", metavar="ADDRESS", default=None, help="fly as Ray tasks ('local', 'auto', ray://...)")
     p.add_argument("--threads", type=int, default=0, help="torch threads for training (default: torch's)")
     p.add_argument("--backend", default="cpu", choices=("cpu", "auto", "gsplat"), help="renderer (default cpu)")
-    p.add_argument("--no-progress", action="store_true")
+    cli_flags.add_no_progress(p)
     p.set_defaults(func=_cmd_dagger)

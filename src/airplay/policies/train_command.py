@@ -6,6 +6,7 @@ import argparse
 import json
 
 from airplay.policies.registry import LEARNED_POLICIES
+from airplay import cli_flags
 
 
 def _config_value(text: str):
@@ -34,7 +35,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         key, value = item.split("=", 1)
         fields[key] = _config_value(value)
     if args.image_size:
-        fields["image_size"] = args.image_size
+        width, height = args.image_size
+        if width != height:
+            raise SystemExit(f"error: --image-size {width}x{height}: the policies train on square images (WxW)")
+        fields["image_size"] = width
     if args.execution_horizon:
         fields["execution_horizon"] = args.execution_horizon
     try:  # validate the config before decoding any video
@@ -94,14 +98,14 @@ def register(sub) -> None:
     p.add_argument("--steps", type=int, default=None, help="optimizer updates (default: Table 9)")
     p.add_argument("--batch-size", type=int, default=None, help="samples per update (default: Table 9)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: Table 9)")
-    p.add_argument("--image-size", type=int, default=0, help="square image side in pixels (default: 224)")
+    cli_flags.add_image_size(p, "square images of this size, WxW pixels (default: 224x224)")
     p.add_argument("--execution-horizon", type=int, default=0, help="H stored in the checkpoint (default: policy's)")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
-    p.add_argument("--seed", type=int, default=0)
+    cli_flags.add_seed(p, help="seed of the weights and the sampling")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's)")
     p.add_argument("--save-every", type=int, default=1000, help="checkpoint every N updates (0: only at the end)")
     p.add_argument("--log-every", type=int, default=50, help="CSV log line every N updates")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="policy config field, e.g. --set backbone=small --set dim_model=256 (repeatable)")
-    p.add_argument("--no-progress", action="store_true")
+    cli_flags.add_no_progress(p)
     p.set_defaults(func=_cmd_train)

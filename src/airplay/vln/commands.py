@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from airplay.scene.scene import scene_dirs
+from airplay import cli_flags
 
 
 def add_eval_arguments(ev: argparse.ArgumentParser) -> None:
@@ -35,8 +36,7 @@ def add_eval_arguments(ev: argparse.ArgumentParser) -> None:
     g.add_argument("--served-model", default=None, help="openai backend: model name (default: the server's first)")
     g.add_argument("--device", default="cpu", help="transformers backend: cpu or cuda[:N]")
     g.add_argument("--max-new-tokens", type=int, default=64, help="tokens per answer")
-    g.add_argument("--image-size", type=int, nargs=2, default=None, metavar=("W", "H"),
-                   help="resize the views sent to the model (default: as rendered)")
+    cli_flags.add_image_size(g, "resize the views sent to the model (default: as rendered)")
     g.add_argument("--history-offsets", type=int, nargs="*", default=None, metavar="K",
                    help="history views, steps back (default -7 -4 -2 -1)")
     g.add_argument("--vln-episodes", default=None, metavar="FILE",
@@ -179,8 +179,8 @@ def register(sub) -> None:
     ep = vsub.add_parser("episodes", help="sample VLN episodes with instructions, or import a file",
                          description="VLN episodes with template instructions in ten personas' styles.")
     ep.add_argument("scenes", nargs="*", help="scene folders, or folders holding scene folders")
-    ep.add_argument("--episodes", type=int, default=10, help="episodes per scene")
-    ep.add_argument("--seed", type=int, default=0)
+    cli_flags.add_episodes(ep)
+    cli_flags.add_seed(ep)
     ep.add_argument("--out", default=None, help="episode file to write (JSON)")
     ep.add_argument("--print", action="store_true", help="print one JSON line per episode")
     ep.add_argument("--import", dest="import_file", default=None, metavar="FILE",
@@ -196,9 +196,9 @@ def register(sub) -> None:
                                       "expert's next actions as the answer.")
     sft.add_argument("scenes", nargs="+")
     sft.add_argument("--out", required=True, help="output folder (images/ and the JSON files)")
-    sft.add_argument("--episodes", type=int, default=10, help="episodes per scene")
-    sft.add_argument("--seed", type=int, default=0)
-    sft.add_argument("--image-size", type=int, nargs=2, default=None, metavar=("W", "H"))
+    cli_flags.add_episodes(sft)
+    cli_flags.add_seed(sft)
+    cli_flags.add_image_size(sft, "resize the views of the samples (default: as rendered)")
     sft.add_argument("--render-backend", default="auto", choices=("auto", "cpu", "gsplat"))
     sft.set_defaults(func=_cmd_sft_export)
 
@@ -215,5 +215,5 @@ def register(sub) -> None:
 
     tiny = vsub.add_parser("make-tiny", help="write a tiny random Qwen2.5-VL (for trying the pipeline)")
     tiny.add_argument("dir")
-    tiny.add_argument("--seed", type=int, default=0)
+    cli_flags.add_seed(tiny, help="seed of the random weights")
     tiny.set_defaults(func=_cmd_make_tiny)

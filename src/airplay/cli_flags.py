@@ -1,0 +1,45 @@
+"""The command-line flags that several ``airplay`` subcommands share, each declared once.
+
+``--seed N``, ``--image-size WxH`` (the one syntax of an image size: width x height in pixels),
+``--scenes DIR...``, ``--episodes N``, ``--no-progress``: each subcommand adds the ones it
+takes with the function here, with its own default or help text where its meaning is narrower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+
+def image_size(text: str) -> tuple[int, int]:
+    """``WxH`` (e.g. ``64x48``) -> (width, height) in pixels; an argparse error otherwise."""
+    match = re.fullmatch(r"(\d+)x(\d+)", text.strip())
+    if not match or int(match.group(1)) <= 0 or int(match.group(2)) <= 0:
+        raise argparse.ArgumentTypeError(f"image size must be WIDTHxHEIGHT in pixels, e.g. 64x64, got {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def add_image_size(parser, help: str) -> None:
+    """``--image-size WxH`` (default None: the subcommand's own size)."""
+    parser.add_argument("--image-size", type=image_size, default=None, metavar="WxH", help=help)
+
+
+def add_seed(parser, default: int = 0, help: str = "seed of the task sampling") -> None:
+    """``--seed N``."""
+    parser.add_argument("--seed", type=int, default=default, help=f"{help} (default {default})")
+
+
+def add_scenes(parser, required: bool = True) -> None:
+    """``--scenes DIR [DIR ...]``: scene folders, or folders holding scene folders."""
+    parser.add_argument("--scenes", nargs="+", required=required,
+                        help="scene folders, or folders holding scene folders")
+
+
+def add_episodes(parser, default: int = 10, help: str = "episodes per scene") -> None:
+    """``--episodes N``."""
+    parser.add_argument("--episodes", type=int, default=default, help=f"{help} (default {default})")
+
+
+def add_no_progress(parser) -> None:
+    """``--no-progress``: no progress bar."""
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
