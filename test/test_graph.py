@@ -114,3 +114,21 @@ def test_fly_keeps_the_supervisor_watchdog():
     assert watchdog.default == "0.5" and "watchdog" in watchdog.description
     nodes = fly_graph(parse_launch_arguments(["scene:=s", "command_timeout_s:=0.3"], FLY_ARGUMENTS))
     assert nodes[-1].name == "mavlink_bridge" and nodes[-1].parameters["command_timeout_s"] == 0.3
+
+
+def test_a_typed_config_gives_the_graph_of_the_same_launch_arguments(tmp_path):
+    from airplay.graph import SimEvalConfig, sim_eval_config, sim_eval_nodes
+
+    cfg = SimEvalConfig(scenes="a,b", episodes=3, seed=4, policy_budget_ms=2.5, render_images=False, out="o",
+                        clock_rate_hz=0.0, execution_horizon=2)
+    tokens = ["scenes:=a,b", "episodes:=3", "seed:=4", "policy_budget_ms:=2.5", "render_images:=false", "out:=o",
+              "clock_rate_hz:=0", "execution_horizon:=2"]
+    assert sim_eval_nodes(cfg) == sim_eval_graph(parse_launch_arguments(tokens, SIM_EVAL_ARGUMENTS))
+    parsed = sim_eval_config(parse_launch_arguments(tokens, SIM_EVAL_ARGUMENTS))
+    assert (parsed.episodes, parsed.clock_rate_hz, parsed.render_images) == (3, 0.0, False)
+    (tmp_path / "model").mkdir()
+    vln = SimEvalConfig(scenes="a", policy="airvln_r1", setting="vln",
+                        vln={"model": str(tmp_path / "model"), "max_new_tokens": 32, "image_size": "56,56"})
+    policy = {n.name: n for n in sim_eval_nodes(vln)}["policy"].parameters
+    assert policy["max_new_tokens"] == 32 and policy["image_size"] == "56,56"
+    assert policy["vln_backend"] == "transformers"

@@ -145,20 +145,16 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         return eval_vln(args, cfg, vln_backend)
     if args.runtime == "ros":
         # The same evaluation through the ROS graph (sim, renderer, policy, evaluator processes).
-        from airplay.graph import SIM_EVAL_ARGUMENTS, parse_launch_arguments, sim_eval_graph
+        from airplay.graph import SimEvalConfig, sim_eval_nodes
         from airplay.launcher import launch_graph
 
-        tokens = [f"scenes:={','.join(str(s) for s in cfg.scenes)}", f"policy:={cfg.policy}",
-                  f"setting:={cfg.setting}", f"episodes:={cfg.episodes}", f"seed:={cfg.seed}", f"out:={args.out}",
-                  f"render_backend:={cfg.render_backend}", f"render_images:={str(cfg.render_images).lower()}",
-                  f"bootstrap:={cfg.bootstrap}"]
-        if cfg.checkpoint:
-            tokens.append(f"checkpoint:={Path(cfg.checkpoint).resolve()}")
-        if cfg.execution_horizon:
-            tokens.append(f"execution_horizon:={cfg.execution_horizon}")
-        if cfg.policy_budget_ms:
-            tokens.append(f"policy_budget_ms:={cfg.policy_budget_ms}")
-        return launch_graph(sim_eval_graph(parse_launch_arguments(tokens, SIM_EVAL_ARGUMENTS)))
+        graph = SimEvalConfig(scenes=",".join(str(s) for s in cfg.scenes), policy=cfg.policy,
+                              checkpoint=str(Path(cfg.checkpoint).resolve()) if cfg.checkpoint else "",
+                              execution_horizon=cfg.execution_horizon, setting=cfg.setting, episodes=cfg.episodes,
+                              seed=cfg.seed, out=args.out, policy_budget_ms=float(cfg.policy_budget_ms),
+                              render_backend=cfg.render_backend, render_images=cfg.render_images,
+                              bootstrap=cfg.bootstrap)
+        return launch_graph(sim_eval_nodes(graph))
     evaluate_inprocess(cfg, Path(args.out), progress=not args.no_progress)
     return 0
 

@@ -140,37 +140,76 @@ def _choice(values: dict[str, str], key: str, choices: tuple[str, ...]) -> str:
     return values[key]
 
 
-def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
-    """The closed-loop evaluation graph: sim, renderer, policy, evaluator (DESIGN.md section 4)."""
+def _default(param: Param):
+    return field(default=param.default)
+
+
+@dataclass(frozen=True)
+class SimEvalConfig:
+    """The sim_eval graph's settings, typed (defaults: the node schemas'). ``scenes``: scene
+    folders, comma-separated (relative paths are taken from each node's working folder).
+    ``vln``: setting vln, the AirVLN-R1 options by launch argument name (vln_backend, model,
+    ..., vln_config, vln_episodes; missing ones take their defaults)."""
+
+    scenes: str = _default(schemas.EPISODE["scenes"])
+    policy: str = _default(schemas.POLICY)
+    checkpoint: str = _default(schemas.CHECKPOINT)
+    execution_horizon: int = _default(schemas.EXECUTION_HORIZON)
+    setting: str = _default(schemas.EPISODE["setting"])
+    episodes: int = _default(schemas.EPISODE["episodes"])
+    seed: int = _default(schemas.EPISODE["seed"])
+    out: str = _default(schemas.EVALUATOR["out"])
+    lockstep: bool = _default(schemas.LOCKSTEP)
+    policy_budget_ms: float = _default(schemas.POLICY_BUDGET_MS)
+    clock_rate_hz: float = _default(schemas.SIM["clock_rate_hz"])
+    render_backend: str = _default(schemas.RENDERER["render_backend"])
+    render_images: bool = _default(schemas.RENDER_IMAGES)
+    bootstrap: int = _default(schemas.EVALUATOR["bootstrap"])
+    vln: dict = field(default_factory=dict)
+
+
+def sim_eval_config(arguments: dict[str, str] | None = None) -> SimEvalConfig:
+    """The sim_eval graph's launch arguments (key -> text, over their defaults) parsed into its
+    typed settings; GraphArgumentError naming the argument that cannot be parsed."""
     v = defaults(SIM_EVAL_ARGUMENTS)
     v.update(arguments or {})
-    if v["scene"]:
-        v["scenes"] = v["scene"]
-    _choice(v, "render_backend", schemas.RENDER_BACKENDS)
+    return SimEvalConfig(
+        scenes=v["scene"] or v["scenes"], policy=v["policy"], checkpoint=v["checkpoint"],
+        execution_horizon=_number(v, "execution_horizon", int),
+        setting=_choice(v, "setting", schemas.SETTINGS), episodes=_number(v, "episodes", int),
+        seed=_number(v, "seed", int), out=v["out"], lockstep=_flag(v, "lockstep"),
+        policy_budget_ms=_budget_ms(v, "policy_budget_ms"), clock_rate_hz=_number(v, "clock_rate_hz"),
+        render_backend=_choice(v, "render_backend", schemas.RENDER_BACKENDS),
+        render_images=_flag(v, "render_images"), bootstrap=_number(v, "bootstrap", int),
+        vln={k: v[k] for k in _VLN_ARGUMENTS})
+
+
+def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
+    """The closed-loop evaluation graph from its launch arguments (:func:`sim_eval_config`)."""
+    return sim_eval_nodes(sim_eval_config(arguments))
+
+
+def sim_eval_nodes(cfg: SimEvalConfig) -> list[NodeSpec]:
+    """The closed-loop evaluation graph: sim, renderer, policy, evaluator (DESIGN.md section 4)."""
     common = {"use_sim_time": True}
-    episode = {
-        "scenes": v["scenes"],
-        "setting": _choice(v, "setting", schemas.SETTINGS),
-        "episodes": _number(v, "episodes", int),
-        "seed": _number(v, "seed", int),
-    }
-    lockstep = _flag(v, "lockstep")
-    budget_ms = _budget_ms(v, "policy_budget_ms")
-    render_images = _flag(v, "render_images")
-    learned = {"checkpoint": v["checkpoint"], "execution_horizon": _number(v, "execution_horizon", int)}
-    vln = _vln_arguments(v, episode, render_images)
+    episode = {"scenes": cfg.scenes, "setting": cfg.setting, "episodes": cfg.episodes, "seed": cfg.seed}
+    lockstep, budget_ms, render_images = cfg.lockstep, float(cfg.policy_budget_ms), cfg.render_images
+    learned = {"checkpoint": cfg.checkpoint, "execution_horizon": cfg.execution_horizon}
+    vln_values = {p.name: p.default for p in schemas.VLN_BACKEND}
+    vln_values.update({"vln_config": "", "vln_episodes": "", **cfg.vln, "policy": cfg.policy})
+    vln = _vln_arguments(vln_values, episode, render_images)
     return [
         NodeSpec("sim", "airplay.nodes.sim_node", "sim_node",
-                 {**common, **episode, "lockstep": lockstep, "clock_rate_hz": _number(v, "clock_rate_hz")}),
+                 {**common, **episode, "lockstep": lockstep, "clock_rate_hz": float(cfg.clock_rate_hz)}),
         NodeSpec("renderer", "airplay.nodes.renderer_node", "renderer_node",
-                 {**common, **episode, "lockstep": lockstep, "render_backend": v["render_backend"],
+                 {**common, **episode, "lockstep": lockstep, "render_backend": cfg.render_backend,
                   "render_images": render_images}),
         NodeSpec("policy", "airplay.nodes.policy_node", "policy_node",
-                 {**common, **episode, "lockstep": lockstep, "policy": v["policy"], **learned,
+                 {**common, **episode, "lockstep": lockstep, "policy": cfg.policy, **learned,
                   "policy_budget_ms": budget_ms, **vln}),
         NodeSpec("evaluator", "airplay.nodes.evaluator_node", "evaluator_node",
-                 {**common, **episode, "policy": v["policy"], **learned, "out": v["out"],
-                  "render_images": render_images, "bootstrap": _number(v, "bootstrap", int),
+                 {**common, **episode, "policy": cfg.policy, **learned, "out": cfg.out,
+                  "render_images": render_images, "bootstrap": cfg.bootstrap,
                   "policy_budget_ms": budget_ms},
                  required=True),
     ]
@@ -219,7 +258,8 @@ def collect_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     nodes = sim_eval_graph({**{k: v[k] for k in SIM_EVAL_ARGUMENTS if k in v}, "policy": "expert", "out": v["results"]})
     sim = nodes[0].parameters
     recorder = {k: sim[k] for k in ("use_sim_time", "scenes", "setting", "episodes", "seed", "lockstep")}
-    recorder.update(out=v["out"], record_depth=_flag(v, "record_depth"), split=_choice(v, "split", schemas.RECORDER["split"].choices),
+    recorder.update(out=v["out"], record_depth=_flag(v, "record_depth"),
+                    split=_choice(v, "split", schemas.RECORDER["split"].choices),
                     max_bytes=_number(v, "max_bytes", int), topics=v["topics"])
     return nodes + [NodeSpec("recorder", "airplay.nodes.recorder_node", "recorder_node", recorder)]
 

@@ -79,34 +79,34 @@ def eval_vln(args: argparse.Namespace, cfg, vln_backend: str | None) -> int:
     return 0
 
 
-def ros_launch_arguments(args: argparse.Namespace, cfg, vln_backend: str) -> list[str]:
-    """``airplay eval``'s VLN options as sim_eval launch arguments (paths made absolute)."""
+def ros_graph_config(args: argparse.Namespace, cfg, vln_backend: str):
+    """``airplay eval``'s evaluation with its VLN options as the sim_eval graph's settings
+    (:class:`airplay.graph.SimEvalConfig`; paths made absolute)."""
+    from airplay.graph import SimEvalConfig
+
     def path(value):
         return str(Path(value).resolve()) if value else ""
 
-    tokens = [f"scenes:={','.join(str(Path(s).resolve()) for s in cfg.scenes)}", f"policy:={cfg.policy}",
-              "setting:=vln", f"episodes:={cfg.episodes}", f"seed:={cfg.seed}", f"out:={args.out}",
-              f"render_backend:={cfg.render_backend}", f"bootstrap:={cfg.bootstrap}", f"vln_backend:={vln_backend}", f"model:={path(args.model)}",
-              f"endpoint:={args.endpoint or ''}", f"served_model:={args.served_model or ''}",
-              f"device:={args.device}", f"max_new_tokens:={args.max_new_tokens}",
-              f"vln_config:={path(args.vln_config)}", f"vln_episodes:={path(args.vln_episodes)}"]
+    vln = {"vln_backend": vln_backend, "model": path(args.model), "endpoint": args.endpoint or "",
+           "served_model": args.served_model or "", "device": args.device, "max_new_tokens": args.max_new_tokens,
+           "vln_config": path(args.vln_config), "vln_episodes": path(args.vln_episodes)}
     if args.image_size:
-        tokens.append(f"image_size:={args.image_size[0]},{args.image_size[1]}")
+        vln["image_size"] = f"{args.image_size[0]},{args.image_size[1]}"
     if args.history_offsets:
-        tokens.append(f"history_offsets:={','.join(str(k) for k in args.history_offsets)}")
-    if args.policy_budget_ms:
-        tokens.append(f"policy_budget_ms:={float(args.policy_budget_ms)}")
-    return tokens
+        vln["history_offsets"] = ",".join(str(k) for k in args.history_offsets)
+    return SimEvalConfig(scenes=",".join(str(Path(s).resolve()) for s in cfg.scenes), policy=cfg.policy,
+                         setting="vln", episodes=cfg.episodes, seed=cfg.seed, out=args.out,
+                         render_backend=cfg.render_backend, bootstrap=cfg.bootstrap,
+                         policy_budget_ms=float(args.policy_budget_ms), vln=vln)
 
 
 def _eval_vln_ros(args: argparse.Namespace, cfg, vln_backend: str) -> int:
     """The VLN evaluation through the ROS graph (sim, renderer, policy, evaluator processes)."""
-    from airplay.graph import SIM_EVAL_ARGUMENTS, GraphArgumentError, parse_launch_arguments, sim_eval_graph
+    from airplay.graph import GraphArgumentError, sim_eval_nodes
     from airplay.launcher import launch_graph
 
     try:
-        nodes = sim_eval_graph(parse_launch_arguments(ros_launch_arguments(args, cfg, vln_backend),
-                                                      SIM_EVAL_ARGUMENTS))
+        nodes = sim_eval_nodes(ros_graph_config(args, cfg, vln_backend))
     except GraphArgumentError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
