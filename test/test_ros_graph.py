@@ -365,6 +365,43 @@ def test_bad_parameter_exits_nonzero_naming_it(node, param, value, scene_dir, tm
     assert f"'{param}'" in text, text
 
 
+def test_a_running_node_checks_parameter_sets(scene_dir, tmp_path):
+    """SetParameters on the evaluator (what ``ros2 param set`` calls): a dynamic parameter is
+    changed, a wrong value and a read-only parameter are refused with reasons naming them."""
+    import rclpy
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    proc = start_node("evaluator", {**_graph_params(scene_dir, 2), "out": str(tmp_path / "out")}, tmp_path)
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("param_client", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    try:
+        client = node.create_client(SetParameters, "/evaluator/set_parameters")
+        assert client.wait_for_service(timeout_sec=60.0), _logs(tmp_path)
+
+        def set_one(name, value):
+            request = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
+            future = client.call_async(request)
+            executor.spin_until_future_complete(future, timeout_sec=20.0)
+            assert future.done(), "no answer from /evaluator/set_parameters"
+            return future.result().results[0]
+
+        assert set_one("startup_timeout_s", 600.0).successful
+        bad = set_one("startup_timeout_s", -1.0)
+        assert not bad.successful and "startup_timeout_s" in bad.reason
+        frozen = set_one("episodes", 5)
+        assert not frozen.successful and "episodes" in frozen.reason
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+        stop_all({"evaluator": proc})
+
+
 @pytest.mark.slow
 def test_evaluator_gives_up_when_the_graph_does_not_come_up(scene_dir, tmp_path):
     params = {**_graph_params(scene_dir, 2), "startup_timeout_s": 1.5, "out": str(tmp_path / "out")}
