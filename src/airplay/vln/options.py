@@ -24,19 +24,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-VLN_OPTIONS: dict[str, str] = {
-    "vln_backend": "transformers",
-    "model": "",
-    "endpoint": "",
-    "served_model": "",
-    "device": "cpu",
-    "max_new_tokens": "64",
-    "image_size": "",
-    "history_offsets": "",
-    "vln_config": "",
-    "vln_episodes": "",
-}
-"""The option names and their defaults (as strings)."""
+from airplay.node_params import launch_text
+from airplay.node_schemas import EPISODE, VLN_BACKEND
+
+VLN_OPTIONS: dict[str, str] = {p.name: launch_text(p.default)
+                               for p in (*VLN_BACKEND, EPISODE["vln_config"], EPISODE["vln_episodes"])}
+"""The option names and their defaults as strings (the node schemas' defaults)."""
 
 EPISODE_OPTIONS = ("vln_config", "vln_episodes")
 """The options that decide the episodes (every node of the graph needs them)."""
