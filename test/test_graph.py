@@ -15,7 +15,7 @@ def test_sim_eval_graph_nodes_and_parameters():
     assert [n.name for n in sim_eval_graph(values) if n.required] == ["evaluator"]
     assert nodes["sim"].parameters["lockstep"] is False
     assert nodes["sim"].parameters["episodes"] == 3 and isinstance(nodes["sim"].parameters["episodes"], int)
-    # No wall-clock limit ends an episode (issue 18): the sim and evaluator get none.
+    # No wall-clock limit ends an episode: the sim and evaluator get none.
     assert not {"command_timeout_s", "episode_timeout_s"} & (set(nodes["sim"].parameters)
                                                              | set(nodes["evaluator"].parameters))
     for name in ("policy", "evaluator"):  # the policy's CPU budget: off by default, a float

@@ -1,4 +1,4 @@
-"""``airplay train`` on a LeRobot v3 dataset written by the issue 5 writer, then
+"""``airplay train`` on a LeRobot v3 dataset written by airplay's LeRobot writer, then
 ``airplay eval --policy P --checkpoint DIR`` in-process, and the ``policy`` node with a
 ``checkpoint`` and ``execution_horizon`` giving the same episodes as in-process over real DDS.
 
@@ -9,7 +9,6 @@ is tested is the plumbing of learned policies, not their flying (see docs/polici
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 

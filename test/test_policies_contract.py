@@ -172,7 +172,7 @@ def test_checkpoint_errors_name_the_file(tmp_path):
 
 
 def test_make_policy_needs_a_checkpoint_of_the_right_type(tmp_path):
-    assert {"expert", "random", "act", "dp", "cnn_bc"} <= set(POLICY_NAMES)  # airvln_r1 joins in issue 8
+    assert {"expert", "random", "act", "dp", "cnn_bc"} <= set(POLICY_NAMES)
     with pytest.raises(ValueError, match="needs a checkpoint"):
         make_policy("act")
     (tmp_path / "config.json").write_text('{"type": "dp", "config": {}}')

@@ -1,4 +1,4 @@
-"""Learned policies reach goals in the closed loop (issue 19: offline errors looked tiny while
+"""Learned policies reach goals in the closed loop (offline errors can look tiny while
 every policy crashed). A small policy trained on a few tasks' demonstrations must fly those
 tasks to their goals through the simulator from its own camera images and the goal vector,
 and its checkpoint must fly one of them on the rehearsal vehicle through the ``fly`` graph.

@@ -1,4 +1,4 @@
-"""What the learned policies read (issue 19): the state features, their normalization, the
+"""What the learned policies read: the state features, their normalization, the
 training augmentation, and old checkpoints reading as they were trained."""
 
 from __future__ import annotations
