@@ -6,7 +6,11 @@ reading the same files: test_lerobot_compat.py.)
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -309,6 +313,30 @@ def test_export_bags_one_dataset_per_split(bags, tmp_path):
     assert list(only["datasets"]) == ["unseen"]
     with_failures = export_bags([root], tmp_path / "all", split="seen", include_failures=True, progress=False)
     assert with_failures["datasets"]["seen"]["episodes"] == 4
+
+
+def test_export_twice_gives_byte_identical_files(tmp_path):
+    """Two exports of the same bags, each in a fresh process, write the same bytes (videos included).
+
+    The processes run with different MALLOC_PERTURB_ (glibc fills new heap blocks with it), so
+    a byte the encoder reads before writing it differs between them, as leftover heap does
+    between real runs; 64x48 images are a size at which x264's macroblock-tree rate control
+    does read such memory.
+    """
+    root = tmp_path / "bags"
+    write_bags(root, BAG_PLAN[:3] + BAG_PLAN[4:])
+    files = []
+    for k, perturb in enumerate(("1", "170")):
+        out = tmp_path / f"export_{k}"
+        env = dict(os.environ, MALLOC_PERTURB_=perturb)
+        proc = subprocess.run([sys.executable, "-m", "airplay.cli", "dataset", "export", str(root), str(out),
+                               "--quiet"], env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        files.append({str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+                      for p in sorted(out.rglob("*")) if p.is_file() and p.name != "export.json"})
+    videos = [name for name in files[0] if name.endswith(".mp4")]
+    assert len(videos) == 3  # seen rgb, unseen rgb and goal image
+    assert files[0] == files[1]
 
 
 def test_export_refuses_mixed_image_sizes_atomically(tmp_path):
