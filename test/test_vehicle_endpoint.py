@@ -35,7 +35,7 @@ from pymavlink.dialects.v20 import common as mavlink
 
 from airplay import frames
 from airplay.bridge import frames as mav_frames
-from airplay.bridge.mavlink_link import do_set_mode_params, mode_name
+from airplay.bridge.modes import do_set_mode_params, mode_name
 from airplay.bridge.vehicle_endpoint import AUTOPILOT_PARAMS, HOME_AMSL_M, VehicleEndpoint, autopilot_param_values
 
 PREARM = mavlink.MAV_SYS_STATUS_PREARM_CHECK

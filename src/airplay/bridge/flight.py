@@ -68,121 +68,22 @@ vehicle are wall time, and command stamps must be on the supervisor's clock).
 
 from __future__ import annotations
 
-import enum
 import logging
 import math
 import threading
 import time
-from dataclasses import dataclass, field, fields, replace
 
-from airplay.bridge.autopilot_fence import FENCE_ACTIONS, AutopilotFenceError, InstalledFence
+from airplay.bridge.autopilot_fence import AutopilotFenceError, InstalledFence
 from airplay.bridge.autopilot_fence import install as install_autopilot_fence
 from airplay.bridge.autopilot_fence import request_from_supervisor
-from airplay.bridge.mavlink_link import MODE_NAMES, CommandError
-from airplay.bridge.supervisor import Intervention, InterventionKind, Mode, SafetySupervisor, SupervisorConfig
+from airplay.bridge.flight_config import (ARM_BACKOFF_S, EKF_POS_HORIZ_ABS, PREARM_FRESH_S, PX4_ARMING_MODES,
+                                          TERMINAL_PHASES, FlightConfig, FlightFailure, Phase)
+from airplay.bridge.mavlink_link import CommandError
+from airplay.bridge.modes import MODE_NAMES
+from airplay.bridge.supervisor import Intervention, InterventionKind, Mode, SafetySupervisor
 from airplay.frames import yaw_of_state
 
 log = logging.getLogger("airplay.bridge")
-
-
-class Phase(str, enum.Enum):
-    """Phases of the flight sequence (the module docstring); the value is what ``vehicle/phase`` says."""
-
-    CONNECTING = "connecting"
-    CHECKING = "checking"
-    READY = "ready"
-    ARMING = "arming"
-    TAKING_OFF = "taking_off"
-    WARMING_UP = "warming_up"
-    FLYING = "flying"
-    LINK_LOST = "link_lost"
-    LANDING = "landing"
-    LANDED = "landed"
-    HOLDING = "holding"
-    FAILED = "failed"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-PHASES = tuple(p.value for p in Phase)
-TERMINAL_PHASES = frozenset({Phase.LANDED, Phase.HOLDING, Phase.FAILED})
-LINK_RETURN_RULES = ("land", "resume")
-FAILURE_OUTCOMES = ("land", "hold")
-PX4_ARMING_MODES = ("POSCTL", "ALTCTL", "MANUAL", "STABILIZED", "AUTO.LOITER")
-"""PX4 modes the bridge arms in; from any other it switches to AUTO.LOITER first."""
-PREARM_FRESH_S = 3.0
-"""A SYS_STATUS pre-arm bit (or EKF_STATUS_REPORT) older than this (s) is not waited on: ArduPilot SITL under load was
-seen to stop streaming SYS_STATUS on the companion's link with the bit last unhealthy; the
-arming retries then get the autopilot's own answer."""
-EKF_POS_HORIZ_ABS = 16
-"""EKF_STATUS_REPORT flag (ArduPilot): the EKF has an absolute horizontal position (GPS in use)."""
-ARM_BACKOFF_S = (0.5, 4.0)
-"""First and largest wait between arming attempts, s (doubling)."""
-
-
-class FlightFailure(RuntimeError):
-    """A step of the flight sequence failed; the message says which and why."""
-
-
-@dataclass(frozen=True)
-class FlightConfig:
-    """The flight sequence; heights m, times s. ``flight_time_s`` 0: fly until told to land.
-    ``link_return``: "land" or "resume" (after a heartbeat loss); ``on_failure``: "land" or
-    "hold" (airborne failures)."""
-
-    takeoff_height_m: float = 1.5
-    altitude_tolerance_m: float = 0.15
-    setpoint_warmup_s: float = 0.5
-    heartbeat_wait_s: float = 30.0
-    ready_timeout_s: float = 90.0
-    ack_timeout_s: float = 1.0
-    takeoff_timeout_s: float = 30.0
-    flight_time_s: float = 0.0
-    telemetry_rate_hz: float = 50.0
-    link_lost_timeout_s: float = 30.0
-    landing_timeout_s: float = 60.0
-    shutdown_timeout_s: float = 20.0
-    link_return: str = "land"
-    on_failure: str = "land"
-    autopilot_fence: bool = False
-    autopilot_fence_action: str = "land"
-    autopilot_fence_margin_m: float = 1.0
-    supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "supervisor":
-                continue
-            if f.name == "autopilot_fence":
-                if not isinstance(value, bool):
-                    raise ValueError(f"FlightConfig.autopilot_fence must be true or false, got {value!r}")
-                continue
-            if f.name in ("link_return", "on_failure", "autopilot_fence_action"):
-                allowed = {"link_return": LINK_RETURN_RULES, "on_failure": FAILURE_OUTCOMES,
-                           "autopilot_fence_action": FENCE_ACTIONS}[f.name]
-                if value not in allowed:
-                    raise ValueError(f"FlightConfig.{f.name} must be one of {', '.join(allowed)}, got {value!r}")
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0 or (value == 0 and f.name not in ("flight_time_s", "autopilot_fence_margin_m")):
-                raise ValueError(f"FlightConfig.{f.name} must be a positive number, got {value!r}")
-
-
-def supervisor_config_from_vehicle(params=None, **overrides) -> SupervisorConfig:
-    """SupervisorConfig whose speed, acceleration and yaw-rate limits are those of
-    ``config/vehicle.yaml`` (or ``params``, a VehicleParams), then ``overrides``."""
-    if params is None:
-        from airplay.sim.dynamics import load_vehicle_params
-
-        params = load_vehicle_params()
-    names = ("max_speed_xy_m_s", "max_speed_up_m_s", "max_speed_down_m_s", "max_accel_xy_m_s2",
-             "max_accel_z_m_s2", "max_yaw_rate_rad_s")
-    values = {name: float(getattr(params, name)) for name in names}
-    values["control_period_s"] = float(params.control_dt_s)
-    values.update(overrides)
-    return SupervisorConfig(**values)
 
 
 class _TakeoffDone:
@@ -735,12 +636,3 @@ class FlightController:
             except TimeoutError:
                 log.warning("autopilot fence: no link to the autopilot, so the flight's fence stays installed")
         self.autopilot.close()
-
-
-def default_flight_config(**overrides) -> FlightConfig:
-    """FlightConfig with the supervisor limits of config/vehicle.yaml; ``overrides`` may name
-    FlightConfig fields or SupervisorConfig fields."""
-    flight_names = {f.name for f in fields(FlightConfig)} - {"supervisor"}
-    sup = {k: v for k, v in overrides.items() if k not in flight_names}
-    flight = {k: v for k, v in overrides.items() if k in flight_names}
-    return replace(FlightConfig(**flight), supervisor=supervisor_config_from_vehicle(**sup))

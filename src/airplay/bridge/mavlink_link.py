@@ -1,6 +1,7 @@
-"""MAVLink 2 over pymavlink: the transport (:class:`MavlinkLink`) and the conversation with an
-autopilot (:class:`Autopilot`: heartbeat, flavour detection, COMMAND_LONG with ACK and
-timeouts, mode changes, setpoints). No rclpy here (DESIGN.md section 1).
+"""The conversation with an autopilot over MAVLink 2 (:class:`Autopilot`: heartbeat, flavour
+detection, COMMAND_LONG with ACK and timeouts, mode changes, setpoints), on the transport of
+:mod:`airplay.bridge.mavlink_transport`; mode names in :mod:`airplay.bridge.modes`. No rclpy
+here (DESIGN.md section 1).
 
 Connection strings (``url``):
 
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import math
-import select
 import socket
 import threading
 import time
@@ -37,250 +37,14 @@ from pymavlink.dialects.v20 import common as mavlink
 
 from airplay import frames
 from airplay.bridge import frames as mav_frames
+from airplay.bridge.mavlink_transport import MavlinkLink, host_port
+from airplay.bridge.modes import MODE_NAMES, do_set_mode_params, flavour_of_autopilot, mode_name
 from airplay.bridge.telemetry import Telemetry
 
 log = logging.getLogger("airplay.mavlink")
 
-UDP_MAX_BYTES = 65535
-
-# PX4 custom modes: custom_mode = main << 16 | sub << 24 (px4_custom_mode.h).
-PX4_MAIN = {"MANUAL": 1, "ALTCTL": 2, "POSCTL": 3, "AUTO": 4, "ACRO": 5, "OFFBOARD": 6, "STABILIZED": 7}
-PX4_AUTO_SUB = {"READY": 1, "TAKEOFF": 2, "LOITER": 3, "MISSION": 4, "RTL": 5, "LAND": 6}
-# ArduCopter flight mode numbers (ArduCopter/mode.h).
-ARDUCOPTER_MODES = {"STABILIZE": 0, "ACRO": 1, "ALT_HOLD": 2, "AUTO": 3, "GUIDED": 4, "LOITER": 5, "RTL": 6,
-                    "CIRCLE": 7, "LAND": 9, "POSHOLD": 16, "BRAKE": 17}
-
-FLAVOURS = ("px4", "ardupilot")
-#: airplay's mode names -> the flavour's mode: what ``set_mode("offboard")`` etc. ask for.
-MODE_NAMES = {
-    "px4": {"offboard": "OFFBOARD", "hold": "AUTO.LOITER", "land": "AUTO.LAND", "position": "POSCTL"},
-    "ardupilot": {"offboard": "GUIDED", "hold": "BRAKE", "land": "LAND", "position": "LOITER"},
-}
-
 MAV_RESULT_NAMES = {0: "ACCEPTED", 1: "TEMPORARILY_REJECTED", 2: "DENIED", 3: "UNSUPPORTED", 4: "FAILED",
                     5: "IN_PROGRESS", 6: "CANCELLED"}
-
-
-def flavour_of_autopilot(autopilot: int) -> str | None:
-    """HEARTBEAT.autopilot -> "px4", "ardupilot", or None (not an autopilot we fly)."""
-    return {mavlink.MAV_AUTOPILOT_PX4: "px4", mavlink.MAV_AUTOPILOT_ARDUPILOTMEGA: "ardupilot"}.get(autopilot)
-
-
-def px4_custom_mode(name: str) -> int:
-    """PX4 mode name (``OFFBOARD``, ``POSCTL``, ``AUTO.LOITER``, ...) -> HEARTBEAT custom_mode."""
-    main, _, sub = name.partition(".")
-    if main not in PX4_MAIN or (sub and (main != "AUTO" or sub not in PX4_AUTO_SUB)):
-        raise ValueError(f"unknown PX4 mode {name!r}")
-    return (PX4_MAIN[main] << 16) | ((PX4_AUTO_SUB[sub] if sub else 0) << 24)
-
-
-def px4_mode_name(custom_mode: int) -> str:
-    """HEARTBEAT custom_mode of PX4 -> ``OFFBOARD``, ``AUTO.LOITER``, ... (``UNKNOWN(n)`` otherwise)."""
-    main, sub = (custom_mode >> 16) & 0xFF, (custom_mode >> 24) & 0xFF
-    main_name = next((k for k, v in PX4_MAIN.items() if v == main), None)
-    if main_name is None:
-        return f"UNKNOWN({custom_mode})"
-    if main_name == "AUTO":
-        sub_name = next((k for k, v in PX4_AUTO_SUB.items() if v == sub), f"UNKNOWN({sub})")
-        return f"AUTO.{sub_name}"
-    return main_name
-
-
-def mode_name(flavour: str, custom_mode: int) -> str:
-    """The flavour's name of a HEARTBEAT custom_mode."""
-    if flavour == "px4":
-        return px4_mode_name(custom_mode)
-    return next((k for k, v in ARDUCOPTER_MODES.items() if v == custom_mode), f"UNKNOWN({custom_mode})")
-
-
-def custom_mode_of(flavour: str, name: str) -> int:
-    """The flavour's HEARTBEAT custom_mode of a mode name."""
-    if flavour == "px4":
-        return px4_custom_mode(name)
-    if name not in ARDUCOPTER_MODES:
-        raise ValueError(f"unknown ArduCopter mode {name!r}")
-    return ARDUCOPTER_MODES[name]
-
-
-def do_set_mode_params(flavour: str, name: str) -> tuple[float, float, float]:
-    """(param1 base_mode, param2, param3) of MAV_CMD_DO_SET_MODE for mode ``name``: PX4 takes the
-    main and sub mode, ArduPilot the mode number."""
-    base = float(mavlink.MAV_MODE_FLAG_CUSTOM_MODE_ENABLED)
-    if flavour == "px4":
-        custom = px4_custom_mode(name)
-        return base, float((custom >> 16) & 0xFF), float((custom >> 24) & 0xFF)
-    return base, float(custom_mode_of(flavour, name)), 0.0
-
-
-def mode_from_do_set_mode(flavour: str, param2: float, param3: float) -> int:
-    """Inverse of :func:`do_set_mode_params`: the custom_mode asked for (vehicle side)."""
-    if flavour == "px4":
-        return (int(param2) << 16) | (int(param3) << 24)
-    return int(param2)
-
-
-# -- transport -------------------------------------------------------------------------------
-class _Writer:
-    """The ``file`` of the pymavlink encoder: hands packed frames to the link."""
-
-    def __init__(self, link: "MavlinkLink") -> None:
-        self.link = link
-
-    def write(self, buf: bytes) -> None:
-        self.link._write(bytes(buf))
-
-
-class MavlinkLink:
-    """Raw MAVLink 2 frames over UDP (own socket), TCP or serial (pymavlink's mavutil files).
-
-    ``mav`` is the pymavlink encoder (``link.mav.heartbeat_send(...)``), stamped with
-    ``source_system``/``source_component``. :meth:`receive` returns the good messages that
-    arrived (each with ``._link_address`` for UDP). Thread-safe: sending and receiving lock.
-    """
-
-    def __init__(self, url: str, source_system: int, source_component: int) -> None:
-        self.url = url
-        self._lock = threading.RLock()
-        self._sock = None
-        self._file = None
-        self.peer: tuple[str, int] | None = None
-        self.bad_frames = 0
-        kind, _, rest = url.partition(":")
-        self.listening = kind in ("udp", "udpin")  # UDP answering whoever sends: the peer is learnt
-        if kind in ("udp", "udpin", "udpout"):
-            host, port = _host_port(url, rest)
-            self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            if kind == "udpout":
-                self._sock.bind(("127.0.0.1" if host in ("127.0.0.1", "localhost") else "0.0.0.0", 0))
-                self.peer = (socket.gethostbyname(host), port)
-            else:
-                try:
-                    self._sock.bind((host, port))
-                except OSError as exc:
-                    self._sock.close()
-                    raise ValueError(f"connection {url!r}: cannot listen on {host}:{port}: {exc}") from None
-            self._sock.setblocking(False)
-            self.stream = False
-        elif kind in ("tcp", "serial") or url.startswith("/dev/") or url.upper().startswith("COM"):
-            import os
-
-            os.environ.setdefault("MAVLINK20", "1")
-            from pymavlink import mavutil
-
-            if kind == "tcp":
-                _host_port(url, rest)
-                device, baud = url, 115200
-            else:
-                device = rest if kind == "serial" else url
-                device, _, baud_text = device.partition(":")
-                baud = int(baud_text) if baud_text else 921600
-            try:
-                self._file = mavutil.mavlink_connection(device, baud=baud, autoreconnect=True)
-            except Exception as exc:  # serial.SerialException, OSError, ...
-                raise ValueError(f"connection {url!r}: {exc}") from None
-            self.stream = True
-        else:
-            raise ValueError(f"connection {url!r}: expected udpin:HOST:PORT, udpout:HOST:PORT, udp:HOST:PORT, "
-                             "tcp:HOST:PORT or serial:DEVICE[:BAUD]")
-        self.mav = mavlink.MAVLink(_Writer(self), srcSystem=source_system, srcComponent=source_component)
-        self._parser = self._new_parser()
-
-    @staticmethod
-    def _new_parser():
-        # ardupilotmega is a superset of common: ArduPilot's own messages (EKF_STATUS_REPORT) parse too
-        from pymavlink.dialects.v20 import ardupilotmega
-
-        parser = ardupilotmega.MAVLink(None)
-        parser.robust_parsing = True
-        return parser
-
-    @property
-    def local_port(self) -> int | None:
-        """The UDP port this link's socket is bound to (None for TCP/serial)."""
-        return None if self._sock is None else self._sock.getsockname()[1]
-
-    def fileno(self) -> int:
-        return self._sock.fileno() if self._sock is not None else self._file.fd
-
-    def _write(self, buf: bytes) -> None:
-        with self._lock:
-            if self._sock is not None:
-                if self.peer is None:
-                    return  # nobody to talk to yet (udpin before the first autopilot heartbeat)
-                try:
-                    self._sock.sendto(buf, self.peer)
-                except OSError as exc:
-                    log.debug("send to %s failed: %s", self.peer, exc)
-            else:
-                self._file.write(buf)
-
-    def receive(self, timeout_s: float = 0.0) -> list:
-        """Good messages that arrived within ``timeout_s`` (0: only those already there)."""
-        if self._sock is not None:
-            try:
-                ready, _, _ = select.select([self._sock], [], [], max(0.0, timeout_s))
-            except (OSError, ValueError):
-                return []
-            out = []
-            while ready:
-                try:
-                    data, address = self._sock.recvfrom(UDP_MAX_BYTES)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError:  # ICMP port unreachable from a peer that went away
-                    continue
-                for msg in self._parse(data, reset=True):
-                    msg._link_address = address
-                    out.append(msg)
-            return out
-        if timeout_s > 0:
-            try:
-                select.select([self._file.fd], [], [], timeout_s)
-            except (OSError, ValueError, TypeError):
-                time.sleep(min(timeout_s, 0.01))
-        data = self._file.recv(4096)
-        return self._parse(data if isinstance(data, (bytes, bytearray)) else bytes(data, "latin-1"), reset=False)
-
-    def _parse(self, data: bytes, reset: bool) -> list:
-        if not data:
-            return []
-        parser = self._parser
-        if reset:
-            parser.buf, parser.buf_index = bytearray(), 0
-            parser.expected_length, parser.have_prefix_error = mavlink.HEADER_LEN_V1 + 2, False
-        try:
-            msgs = parser.parse_buffer(data) or []
-        except Exception as exc:  # MAVError and struct errors from a corrupt frame
-            log.debug("unparseable MAVLink data: %s", exc)
-            self.bad_frames += 1
-            self._parser = self._new_parser()
-            return []
-        good = []
-        for msg in msgs:
-            if msg.get_type() in ("BAD_DATA", "UNKNOWN") or msg.get_type().startswith("UNKNOWN"):
-                self.bad_frames += 1
-            else:
-                good.append(msg)
-        return good
-
-    def close(self) -> None:
-        with self._lock:
-            if self._sock is not None:
-                self._sock.close()
-            if self._file is not None:
-                self._file.close()
-
-
-def _host_port(url: str, rest: str) -> tuple[str, int]:
-    host, _, port = rest.rpartition(":")
-    try:
-        port_number = int(port)
-    except ValueError:
-        port_number = -1
-    if not host or not 0 <= port_number <= 65535:
-        raise ValueError(f"connection {url!r}: expected HOST:PORT after the scheme")
-    return host, port_number
-
 
 # -- the conversation with an autopilot ------------------------------------------------------
 class CommandError(RuntimeError):
@@ -368,7 +132,7 @@ class Autopilot:
         self.link = MavlinkLink(url, system, component)
         self.pinned_peer: tuple[str, int] | None = None
         if peer:
-            host, port = _host_port(f"peer {peer}", peer)
+            host, port = host_port(f"peer {peer}", peer)
             self.pinned_peer = self.link.peer = (socket.gethostbyname(host), port)
         self.refused_peers: dict[tuple[str, int], int] = {}
         self.target_system = target_system

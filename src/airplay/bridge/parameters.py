@@ -124,7 +124,7 @@ def _optional(value: float):
 class FlightSettings:
     """Everything the bridge node needs, checked: the flight config and the link's settings."""
 
-    flight: object            # airplay.bridge.flight.FlightConfig
+    flight: object            # airplay.bridge.flight_config.FlightConfig
     connection: str
     peer: str | None
     system_id: int
@@ -137,7 +137,7 @@ class FlightSettings:
 def flight_settings(values: dict) -> FlightSettings:
     """Check the parameter ``values`` (name -> value; missing names take their defaults) and build
     the bridge's settings; BridgeParameterError naming the parameter when one is wrong."""
-    from airplay.bridge.flight import default_flight_config
+    from airplay.bridge.flight_config import default_flight_config
 
     try:
         p = BRIDGE_SCHEMA.check(values, parse=True)

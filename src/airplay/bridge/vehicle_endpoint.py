@@ -83,7 +83,8 @@ from pymavlink.dialects.v20 import common as mavlink
 
 from airplay import frames
 from airplay.bridge import frames as mav_frames
-from airplay.bridge.mavlink_link import ARDUCOPTER_MODES, FLAVOURS, MavlinkLink, custom_mode_of, mode_name
+from airplay.bridge.mavlink_transport import MavlinkLink
+from airplay.bridge.modes import ARDUCOPTER_MODES, FLAVOURS, custom_mode_of, mode_name
 
 log = logging.getLogger("airplay.vehicle")
 
@@ -202,7 +203,7 @@ class VehicleEndpoint:
     """One simulated multirotor behind a MAVLink link; call :meth:`run` (or :meth:`tick`).
 
     url: where to talk (``udp:HOST:PORT`` sends to HOST:PORT, like PX4 SITL to its offboard
-    port; see :class:`~airplay.bridge.mavlink_link.MavlinkLink`). params: the dynamics
+    port; see :class:`~airplay.bridge.mavlink_transport.MavlinkLink`). params: the dynamics
     (:func:`airplay.sim.dynamics.load_vehicle_params`). start: (x, y, z, yaw) in map ENU
     metres/rad, on the ground. autopilot_params: autopilot parameters by name
     (:data:`AUTOPILOT_PARAMS` of the flavour; the rest keep their defaults). offboard_loss_s:

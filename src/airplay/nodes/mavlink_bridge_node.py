@@ -29,7 +29,7 @@ while flying lands the vehicle. Services (std_srvs/Trigger): ``estop``, ``land``
 Publishes: ``odom`` nav_msgs/Odometry (map ENU -> base_link FLU, the conventions of
 :mod:`airplay.nodes.common`; map = the autopilot's local frame turned to ENU, shifted by
 ``origin_x/y/z``), ``vehicle/armed`` std_msgs/Bool, ``vehicle/mode`` std_msgs/String (the
-autopilot's mode name), ``vehicle/phase`` std_msgs/String (:class:`airplay.bridge.flight.Phase`),
+autopilot's mode name), ``vehicle/phase`` std_msgs/String (:class:`airplay.bridge.flight_config.Phase`),
 ``vehicle/statustext`` std_msgs/String (the autopilot's STATUSTEXTs, "SEVERITY: text"),
 ``vehicle/battery`` sensor_msgs/BatteryState, ``supervisor/interventions`` std_msgs/String (one
 JSON object per intervention), and, when ``scene_dir`` is set, ``episode/status``
