@@ -12,7 +12,8 @@ import yaml
 from airplay.data import messages as M
 from airplay.data.bag import iter_episode_bags, read_bag_messages, read_episode
 from airplay.data.bag_writer import QOS_SENSOR_DATA
-from airplay.data.episode_recorder import EpisodeRecorder, basic_metadata, cdr_stamp_ns, stamp_kind
+from airplay.data.episode_recorder import (PENDING_HOLD_S, EpisodeRecorder, basic_metadata, cdr_stamp_ns,
+                                           stamp_kind)
 from scene_factory import scene_yaml_dict, write_tiny_scene
 
 DT = M.CONTROL_DT_NS
@@ -47,7 +48,7 @@ def status(**fields) -> bytes:
 
 
 def make(tmp_path, clock, **kw) -> EpisodeRecorder:
-    topics = {t: M.TOPICS[t] for t in ("/camera/image_raw", "/odom", "/cmd_vel", "/episode/status")}
+    topics = {t: M.TOPICS[t] for t in ("/camera/image_raw", "/odom", "/cmd_vel", "/goal_pose", "/episode/status")}
     return EpisodeRecorder(tmp_path / "bags", topics, seed=4, clock=clock, log=lambda msg: None,
                            metadata_fn=lambda seg: basic_metadata(seg, "pointgoal", 4), **kw)
 
@@ -104,13 +105,88 @@ def test_episodes_cut_by_stamp_not_arrival(tmp_path, scene):
     assert rec.written["/odom"] == 9 and rec.unassigned == 0
 
 
+def _topic_stamps(bag, topic: str) -> list[int]:
+    return [M.stamp_ns(M.decode(mt, c)) for t, mt, _, c in read_bag_messages(bag).messages if t == topic]
+
+
+def test_next_episode_before_its_status_goes_to_its_bag(tmp_path, scene):
+    """Lockstep: the next episode's goal and first observation arrive before the running episode's
+    terminal status and the next episode's "started" status (DDS orders no two topics): they go
+    to their own episode's bag, not to the running episode's."""
+    clock = Clock()
+    rec = make(tmp_path, clock, grace_s=1.0)
+    starts, goals = [0, 7 * DT], [(1.0, 2.0, 3.0), (-4.0, 5.0, 1.5)]  # episode 1: two periods after step 5
+    rec.on_message("/episode/status", status(episode=0, status="started", stamp_ns=starts[0], scene_dir=str(scene),
+                                             index=0))
+    rec.on_message("/goal_pose", M.pose_cdr(goals[0], 0.5, starts[0]))
+    for k in range(6):  # observations 0..5; the terminal one (5) has a command too, as the graph's policy sends
+        for topic, cdr in observation(k, starts[0])[1]:
+            rec.on_message(topic, cdr)
+    # episode 1's goal and first image and odom, before any status about it
+    rec.on_message("/goal_pose", M.pose_cdr(goals[1], -0.25, starts[1]))
+    first = observation(0, starts[1])[1]
+    for topic, cdr in first[:2]:
+        rec.on_message(topic, cdr)
+    rec.on_message("/episode/status", status(episode=0, status="success", steps=5))
+    rec.on_message("/episode/status", status(episode=1, status="started", stamp_ns=starts[1], scene_dir=str(scene),
+                                             index=1))
+    rec.on_message(*first[2])
+    for k in range(1, 4):
+        for topic, cdr in observation(k, starts[1])[1]:
+            rec.on_message(topic, cdr)
+    rec.on_message("/episode/status", status(episode=1, status="success", steps=3))
+    clock.now += 1.1
+    rec.tick()
+    bags = iter_episode_bags(tmp_path / "bags")
+    assert [b.name for b in bags] == ["cube_r-pointgoal-4-0", "cube_r-pointgoal-4-1"]
+    assert rec.pending == [] and rec.unassigned == 0
+    for bag, start, goal in zip(bags, starts, goals):
+        assert _topic_stamps(bag, "/goal_pose") == [start]
+        e = read_episode(bag)
+        assert e.complete and np.allclose(e.goal_position, goal)
+        assert np.array_equal(e.stamps_ns, start + DT * np.arange(len(e)))
+    assert _topic_stamps(bags[0], "/odom") == [k * DT for k in range(6)]
+    assert _topic_stamps(bags[1], "/odom") == [starts[1] + k * DT for k in range(4)]
+
+
+def test_held_stamp_of_the_running_episode_is_written(tmp_path, scene):
+    """Lockstep: a message stamped ahead of the running episode's latest step is held, and written
+    once the episode's messages reach its stamp, or once the terminal status puts it inside the episode."""
+    clock = Clock()
+    rec = make(tmp_path, clock)
+    rec.on_message("/episode/status", status(episode=0, status="started", stamp_ns=0, scene_dir=str(scene), index=0))
+    for topic, cdr in observation(0, 0)[1]:
+        rec.on_message(topic, cdr)
+    rec.on_message("/odom", observation(2, 0)[1][1][1])  # two steps ahead
+    assert len(rec.pending) == 1
+    rec.on_message("/odom", observation(1, 0)[1][1][1])
+    assert rec.pending == [] and rec.written["/odom"] == 3
+    rec.on_message("/cmd_vel", observation(4, 0)[1][2][1])
+    assert len(rec.pending) == 1
+    rec.on_message("/episode/status", status(episode=0, status="success", steps=4))
+    assert rec.pending == [] and rec.written["/cmd_vel"] == 2
+    rec.close()
+    assert _topic_stamps(iter_episode_bags(tmp_path / "bags")[0], "/cmd_vel") == [0, 4 * DT]
+
+
+def test_without_lockstep_the_running_episode_takes_later_stamps(tmp_path, scene):
+    """Without lockstep (the sim on a wall-clock timer) steps may be lost on the way: a stamp from
+    the running episode's start on is written to it at once."""
+    clock = Clock()
+    rec = make(tmp_path, clock, lockstep=False)
+    rec.on_message("/episode/status", status(episode=0, status="started", stamp_ns=0, scene_dir=str(scene), index=0))
+    rec.on_message("/odom", observation(3, 0)[1][1][1])
+    assert rec.pending == [] and rec.written["/odom"] == 1
+    rec.close()
+
+
 def test_messages_of_no_episode_are_counted_and_dropped(tmp_path):
     clock = Clock()
     rec = make(tmp_path, clock)
     for topic, cdr in observation(0, 0)[1]:
         rec.on_message(topic, cdr)
     rec.on_message("/episode/status", status(episode=0, status="success", steps=1))  # no start: not recorded
-    clock.now += 3.0
+    clock.now += PENDING_HOLD_S + 0.1
     rec.tick()
     assert rec.unassigned == 4 and rec.pending == [] and rec.bags == []
     rec.close()

@@ -16,6 +16,18 @@ its "started" status. So episodes are cut by STAMP (sim time, ns), not by arriva
 * a stamped message (header first, or rosgraph_msgs/Clock) goes to the bag whose range holds
   its stamp; an unstamped one (std_msgs/String...) is logged at the latest stamp seen.
 
+While an episode runs its end is not known, and the next episode's first messages (its
+``/goal_pose`` and ``/goal_image``, stamped with its start, and its first observation) may
+arrive before this episode's terminal status and the next one's "started" status. With
+``lockstep`` (the sim steps only once the latest observation is commanded) each topic's
+stamps in an episode come one control period apart, in order, and the next episode starts
+:data:`airplay.world.lockstep.RESET_GAP_PERIODS` periods after the last observation: so a
+stamp more than one period past the latest one recorded in the running episode is held
+(pending) until the statuses tell where it goes: written when the episode's messages reach
+it, when the terminal status puts it inside the episode, or when its episode starts.
+Without lockstep a stamp from the running episode's start on goes to the running episode.
+Pending messages that find no episode within :data:`PENDING_HOLD_S` seconds are dropped.
+
 ``split="none"`` writes one bag ``OUT/recording-<UTC time>/`` for the whole run. Either way
 ``max_bytes`` splits files inside a bag. Counters: ``written`` per topic, ``unassigned``
 (messages with no episode to go to, dropped), ``bags`` (finalized bag folders).
@@ -35,6 +47,10 @@ from airplay.data.messages import CONTROL_DT_NS, typestore
 from airplay.episode_status import EpisodeStatus
 
 STATUS_TOPIC = "/episode/status"
+
+PENDING_HOLD_S = 5.0
+"""Wall seconds a message waits for its episode's status (longer when ``grace_s`` is): more than
+Fast DDS's default heartbeat period (3 s), after which a reliable writer resends a lost status."""
 
 
 def stamp_kind(msgtype: str) -> str:
@@ -69,7 +85,7 @@ class Segment:
     started: dict = field(default_factory=dict)
     terminal: dict | None = None
     close_at: float | None = None  # wall (monotonic) time to finalize
-    last_ns: int = 0
+    last_ns: int = 0  # the latest stamp written (ns)
 
 
 def _interrupted(seg: Segment) -> dict:
@@ -86,17 +102,21 @@ class EpisodeRecorder:
     it runs in ``finalize``'s caller, which may be a worker thread). ``finalize(fn)``: how a
     finished segment's closing is run (default: now); the node passes a thread pool's submit.
     ``on_start(segment)``: called when an episode's bag opens (the node preloads the scene's tasks).
+    ``lockstep``: the graph steps in lockstep (stamps one control period apart; see the module
+    docstring). ``dt_ns``: the control period (ns).
     """
 
     def __init__(self, out, topics: dict[str, str], *, setting: str = "pointgoal", seed: int = 0,
                  split: str = "episode", max_bytes: int | None = None, grace_s: float = 1.0,
                  flush_interval_s: float = 0.5, qos: dict[str, dict] | None = None, metadata_fn=None,
-                 finalize=None, on_start=None, log=print, clock=time.monotonic) -> None:
+                 finalize=None, on_start=None, lockstep: bool = True, dt_ns: int = CONTROL_DT_NS, log=print,
+                 clock=time.monotonic) -> None:
         if split not in ("episode", "none"):
             raise ValueError(f"split must be episode or none, got {split!r}")
         self.out = Path(out)
         self.setting, self.seed, self.split = setting, seed, split
         self.max_bytes, self.grace_s, self.flush_interval_s = max_bytes, grace_s, flush_interval_s
+        self.lockstep, self.dt_ns = bool(lockstep), int(dt_ns)
         self.topics: dict[str, str] = {}
         self.kinds: dict[str, str] = {}
         self.qos: dict[str, dict] = dict(qos or {})
@@ -105,7 +125,7 @@ class EpisodeRecorder:
         self.on_start = on_start
         self.log, self.clock = log, clock
         self.segments: list[Segment] = []
-        self.pending: list[tuple[float, str, int, bytes]] = []  # (arrival, topic, stamp, cdr) before a start
+        self.pending: list[tuple[float, str, int, bytes]] = []  # (arrival, topic, stamp, cdr) with no bag yet
         self.latest_ns = 0
         self.written: dict[str, int] = {}
         self.unassigned = 0
@@ -158,18 +178,34 @@ class EpisodeRecorder:
         else:
             stamp = self.latest_ns
         seg = self._segment_for(stamp, stamped=bool(kind))
-        if seg is not None:
-            self._write(seg, topic, stamp, cdr)
-        else:
+        if seg is None:
             self.pending.append((now, topic, stamp, cdr))
+            return
+        self._write(seg, topic, stamp, cdr)
+        if self.pending and seg.end_ns is None:
+            self._place_pending()  # the running episode's messages may have reached a held stamp
 
     def _segment_for(self, stamp: int, stamped: bool) -> Segment | None:
         for seg in reversed(self.segments):
             if stamp >= seg.start_ns and (seg.end_ns is None or stamp <= seg.end_ns):
+                if (seg.end_ns is None and stamped and self.lockstep and self.split == "episode"
+                        and stamp > max(seg.last_ns, seg.start_ns) + self.dt_ns):
+                    return None  # past the running episode's next step: maybe the next episode's
                 return seg
             if not stamped and seg.close_at is None:
                 return seg
         return None
+
+    def _place_pending(self) -> None:
+        """Write the pending messages whose bag is now known, in stamp order (arrival order within a stamp)."""
+        keep = []
+        for item in sorted(self.pending, key=lambda p: p[2]):
+            seg = self._segment_for(item[2], stamped=True)
+            if seg is None:
+                keep.append(item)
+            else:
+                self._write(seg, item[1], item[2], item[3])
+        self.pending = keep
 
     def _write(self, seg: Segment, topic: str, stamp: int, cdr: bytes) -> None:
         seg.writer.write(topic, stamp, cdr)
@@ -208,13 +244,7 @@ class EpisodeRecorder:
         seg = Segment(self._writer(path), start, started=dict(status, scene=name, task_id=task_id))
         self.segments.append(seg)
         self._write(seg, STATUS_TOPIC, start, cdr)
-        keep = []
-        for item in self.pending:
-            if item[2] >= start:
-                self._write(seg, item[1], item[2], item[3])
-            else:
-                keep.append(item)
-        self.pending = keep
+        self._place_pending()
         if self.on_start is not None:
             self.on_start(seg)
         self.log(f"episode {status.get('episode')}: recording {path}")
@@ -231,6 +261,7 @@ class EpisodeRecorder:
         seg.terminal = {k: v for k, v in status.items() if k != "trajectory"}
         seg.close_at = now + self.grace_s
         self._write(seg, STATUS_TOPIC, seg.end_ns, cdr)
+        self._place_pending()  # messages held past the running episode's latest step: its own, or the next one's
 
     # -- time ------------------------------------------------------------------------------
     def tick(self) -> None:
@@ -240,10 +271,11 @@ class EpisodeRecorder:
             self._finish(seg)
         for seg in self.segments:
             seg.writer.flush_if_due()
-        stale = [p for p in self.pending if now - p[0] > max(self.grace_s, 2.0)]
+        hold_s = max(self.grace_s, PENDING_HOLD_S)
+        stale = [p for p in self.pending if now - p[0] > hold_s]
         if stale:
             self.unassigned += len(stale)
-            self.pending = [p for p in self.pending if now - p[0] <= max(self.grace_s, 2.0)]
+            self.pending = [p for p in self.pending if now - p[0] <= hold_s]
 
     def _finish(self, seg: Segment) -> None:
         self.segments.remove(seg)

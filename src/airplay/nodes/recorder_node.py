@@ -8,7 +8,9 @@ to :class:`airplay.data.episode_recorder.EpisodeRecorder`, which cuts episodes b
 Parameters: ``out`` (bags), ``topics`` (comma-separated absolute names; default the bag
 topics of :data:`airplay.data.messages.TOPICS` that the graph publishes, depth only with
 ``record_depth:=true``), ``split`` (episode | none), ``max_bytes`` (0: no size split),
-``lockstep`` (the camera QoS to expect: reliable keep-last 10, else sensor data),
+``lockstep`` (the graph steps in lockstep: the camera QoS to expect, reliable keep-last 10,
+else sensor data; and how messages that come before their episode's status are told apart,
+see :mod:`airplay.data.episode_recorder`),
 ``flush_interval_s`` (0.5: a SIGKILL loses at most about this much), ``grace_s`` (1.0 wall
 seconds for late messages of an ended episode), plus scenes/episodes/seed/setting (task ids
 and the metadata's task, derived as the sim does).
@@ -79,7 +81,8 @@ class RecorderNode(Node):
         self.recorder = EpisodeRecorder(
             out, {}, setting=self.setting, seed=self.seed, split=split, max_bytes=max_bytes or None,
             grace_s=float(grace_s), flush_interval_s=float(flush_interval_s), metadata_fn=self.episode_metadata,
-            finalize=self.closer.submit, log=self.get_logger().info, on_start=self.on_episode_start)
+            finalize=self.closer.submit, log=self.get_logger().info, on_start=self.on_episode_start,
+            lockstep=self.lockstep)
         self.waiting = [t for t in wanted if t not in TOPICS]  # types come from the graph
         self.qos_known: set[str] = set()
         for t in wanted:
