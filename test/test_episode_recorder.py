@@ -169,6 +169,19 @@ def test_held_stamp_of_the_running_episode_is_written(tmp_path, scene):
     assert _topic_stamps(iter_episode_bags(tmp_path / "bags")[0], "/cmd_vel") == [0, 4 * DT]
 
 
+def test_recorder_joining_late_records_the_running_episode(tmp_path, scene):
+    """Lockstep: the first message after the "started" status is the running episode's, whatever
+    its stamp (a recorder matched late to the topics); the next ones follow it step by step."""
+    clock = Clock()
+    rec = make(tmp_path, clock)
+    rec.on_message("/episode/status", status(episode=0, status="started", stamp_ns=0, scene_dir=str(scene), index=0))
+    for k in range(20, 23):
+        for topic, cdr in observation(k, 0)[1]:
+            rec.on_message(topic, cdr)
+    assert rec.pending == [] and rec.written["/odom"] == 3
+    rec.close()
+
+
 def test_without_lockstep_the_running_episode_takes_later_stamps(tmp_path, scene):
     """Without lockstep (the sim on a wall-clock timer) steps may be lost on the way: a stamp from
     the running episode's start on is written to it at once."""

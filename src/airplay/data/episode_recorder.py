@@ -24,7 +24,9 @@ stamps in an episode come one control period apart, in order, and the next episo
 :data:`airplay.world.lockstep.RESET_GAP_PERIODS` periods after the last observation: so a
 stamp more than one period past the latest one recorded in the running episode is held
 (pending) until the statuses tell where it goes: written when the episode's messages reach
-it, when the terminal status puts it inside the episode, or when its episode starts.
+it, when the terminal status puts it inside the episode, or when its episode starts. (The
+first message after the "started" status is taken whatever its stamp: a recorder that joins
+the graph late records the running episode from there on.)
 Without lockstep a stamp from the running episode's start on goes to the running episode.
 Pending messages that find no episode within :data:`PENDING_HOLD_S` seconds are dropped.
 
@@ -86,6 +88,7 @@ class Segment:
     terminal: dict | None = None
     close_at: float | None = None  # wall (monotonic) time to finalize
     last_ns: int = 0  # the latest stamp written (ns)
+    messages: int = 0  # messages written besides /episode/status
 
 
 def _interrupted(seg: Segment) -> dict:
@@ -188,8 +191,8 @@ class EpisodeRecorder:
     def _segment_for(self, stamp: int, stamped: bool) -> Segment | None:
         for seg in reversed(self.segments):
             if stamp >= seg.start_ns and (seg.end_ns is None or stamp <= seg.end_ns):
-                if (seg.end_ns is None and stamped and self.lockstep and self.split == "episode"
-                        and stamp > max(seg.last_ns, seg.start_ns) + self.dt_ns):
+                if (seg.end_ns is None and stamped and self.lockstep and self.split == "episode" and seg.messages
+                        and stamp > seg.last_ns + self.dt_ns):
                     return None  # past the running episode's next step: maybe the next episode's
                 return seg
             if not stamped and seg.close_at is None:
@@ -210,6 +213,7 @@ class EpisodeRecorder:
     def _write(self, seg: Segment, topic: str, stamp: int, cdr: bytes) -> None:
         seg.writer.write(topic, stamp, cdr)
         seg.last_ns = max(seg.last_ns, stamp)
+        seg.messages += topic != STATUS_TOPIC
         self.written[topic] += 1
 
     def _on_status(self, cdr: bytes, now: float) -> None:
