@@ -1019,7 +1019,7 @@ class Run:
 
 # -- scenario functions ---------------------------------------------------------------------------
 
-FLYING_S = 2.0
+FLYING_S = 1.0
 """Seconds of flight under the policy before a scenario's action."""
 
 
@@ -1052,7 +1052,7 @@ def nominal(r: Run) -> None:
 
 
 def estop(r: Run) -> None:
-    """``estop`` topic 2 s into the flight: the bridge lands."""
+    """``estop`` topic 1 s into the flight: the bridge lands."""
     r.start_graph()
     r.wait_flying(then_s=FLYING_S)
     r.publish("estop")
@@ -1060,7 +1060,7 @@ def estop(r: Run) -> None:
 
 
 def land(r: Run) -> None:
-    """``land`` topic 2 s into the flight: the bridge lands."""
+    """``land`` topic 1 s into the flight: the bridge lands."""
     r.start_graph()
     r.wait_flying(then_s=FLYING_S)
     r.publish("land")
@@ -1068,7 +1068,7 @@ def land(r: Run) -> None:
 
 
 def sigkill_bridge(r: Run) -> None:
-    """SIGKILL of the bridge 2 s into the flight: the autopilot's offboard-loss failsafe lands."""
+    """SIGKILL of the bridge 1 s into the flight: the autopilot's offboard-loss failsafe lands."""
     r.start_graph()
     r.wait_flying(then_s=FLYING_S)
     r.mark("action", r.bridge_signal(signal.SIGKILL))
@@ -1100,7 +1100,7 @@ def sigstop_autopilot(r: Run) -> None:
 def _graph_and_boot(r: Run, lead_s: float) -> None:
     """A fresh autopilot and the graph: the graph ``lead_s`` before the boot starts (> 0), or
     right after run.sh says the SITL serves MAVLink (0); then the bridge must wait for the
-    autopilot's readiness, arm once it is ready, fly; ``land`` 2 s into the flight; exit 0."""
+    autopilot's readiness, arm once it is ready, fly; ``land`` 1 s into the flight; exit 0."""
     r.ap.stop()
     r.h.reset_truth()
     r.est0, r.truth0 = (0.0, 0.0, 0.0), None   # a fresh boot: the local origin is where it stands
@@ -1132,13 +1132,13 @@ def _graph_and_boot(r: Run, lead_s: float) -> None:
 
 def graph_first(r: Run) -> None:
     """The graph starts 7 s before the autopilot boots: the bridge waits, arms once the
-    autopilot is ready, flies, lands on ``land`` 2 s into the flight, exits 0."""
+    autopilot is ready, flies, lands on ``land`` 1 s into the flight, exits 0."""
     _graph_and_boot(r, 7.0)
 
 
 def graph_at_boot(r: Run) -> None:
     """The graph starts right after the SITL's boot, before the EKF uses GPS: the bridge waits
-    for readiness, arms once ready, flies, lands on ``land`` 2 s into the flight, exits 0."""
+    for readiness, arms once ready, flies, lands on ``land`` 1 s into the flight, exits 0."""
     _graph_and_boot(r, 0.0)
 
 
@@ -1245,7 +1245,7 @@ def fence_ceiling(r: Run) -> None:
 
 
 def sigint_launch(r: Run) -> None:
-    """SIGINT to the launch (an operator's Ctrl-C) 2 s into the flight: the bridge commands LAND
+    """SIGINT to the launch (an operator's Ctrl-C) 1 s into the flight: the bridge commands LAND
     before it exits; the vehicle lands and disarms."""
     r.start_graph()
     r.wait_flying(then_s=FLYING_S)
@@ -1255,7 +1255,7 @@ def sigint_launch(r: Run) -> None:
 
 
 def pilot_takeover(r: Run) -> None:
-    """The pilot (the harness's GCS link) switches PX4 to Hold (AUTO.LOITER) 2 s into the flight:
+    """The pilot (the harness's GCS link) switches PX4 to Hold (AUTO.LOITER) 1 s into the flight:
     the bridge yields (stops sending, phase ``holding``, exits 1) and PX4 keeps the vehicle armed in
     the air; 2 s after the launch's exit the GCS lands it (event ``gcs_land``)."""
     r.start_graph()
