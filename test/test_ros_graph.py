@@ -302,6 +302,68 @@ def test_a_failing_policy_fails_its_episodes_and_the_run_goes_on(scene_dir, tmp_
     assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
 
 
+SLOW_POLICY = '''
+"""The expert, stalling longer than the sim's republish_s (0.5 s) at the first observation of
+each episode and at every STALL_EVERY-th: the sim re-publishes the observation it waits on, the
+renderer and the policy answer the repeats, and late copies reach the policy after it moved on."""
+import time
+
+from airplay.policies.expert import ExpertNavigator
+
+STALL_S, STALL_EVERY = 1.2, 150
+
+
+class Stalling(ExpertNavigator):
+    def reset(self, task=None):
+        super().reset(task)
+        self.calls = 0
+
+    def select_action(self, obs):
+        self.calls += 1
+        if self.calls == 1 or self.calls % STALL_EVERY == 0:
+            time.sleep(STALL_S)
+        return super().select_action(obs)
+
+
+def make(world):
+    return Stalling(world)
+'''
+
+
+@pytest.mark.slow
+def test_a_stalling_policy_changes_the_duration_not_the_episodes(scene_dir, tmp_path, monkeypatch):
+    """A policy that stalls for more than the sim's republish_s, on purpose and at fixed steps:
+    the sim waits and re-publishes, the repeats are answered and late copies dropped, and the
+    episodes are byte-identical to the in-process runtime's. The slow step is made, not hoped
+    for from a loaded machine."""
+    from airplay.eval.runner import EvalConfig, evaluate_inprocess
+
+    episodes = 3
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "stalling_policy.py").write_text(SLOW_POLICY)
+    monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "plugins"), os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "out"
+    procs = {}
+    try:
+        procs.update(start_graph([f"scenes:={scene_dir}", f"episodes:={episodes}", "render_images:=false",
+                                  "policy:=stalling_policy:make", f"out:={out}"], tmp_path))
+        try:
+            code = procs["evaluator"].wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the evaluator did not finish in time\n" + _logs(tmp_path))
+    finally:
+        stop_all(procs)
+    assert code == 0, _logs(tmp_path)
+    policy_log = (tmp_path / "policy.log").read_text()
+    assert "re-publishes while it waits" in policy_log, _logs(tmp_path)  # the repeats came and were answered
+    assert "not for the latest observation" in (tmp_path / "sim.log").read_text(), _logs(tmp_path)
+    inproc = tmp_path / "inproc"
+    evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=episodes, policy="stalling_policy:make",
+                                  render_images=False), inproc, progress=False)
+    assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
+
+
 @pytest.mark.slow
 def test_dead_policy_ends_episodes_as_no_command(scene_dir, tmp_path):
     """The policy is killed once episode 1 has started: when DDS notices (the participant lease
