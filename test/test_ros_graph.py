@@ -406,6 +406,37 @@ def test_dead_policy_ends_episodes_as_no_command(scene_dir, tmp_path):
     assert "no command" in (tmp_path / "sim.log").read_text()
 
 
+@pytest.mark.slow
+def test_another_graph_in_the_domain_stops_the_run_loudly(scene_dir, tmp_path):
+    """A process of another graph publishing cmd_vel in this ROS domain (it would answer the
+    sim's observations with commands stamped like this graph's: every graph's sim time starts at
+    0): the evaluator stops the run with exit code 1 and says why, rather than write episodes
+    that the other graph flew in part."""
+    from geometry_msgs.msg import TwistStamped
+
+    from airplay.nodes.background import BackgroundNode
+    from airplay.nodes.common import RELIABLE
+
+    other = BackgroundNode("policy_of_another_graph")
+    other.node.create_publisher(TwistStamped, "cmd_vel", RELIABLE)
+    other.start()
+    procs = {}
+    try:
+        procs.update(start_graph([f"scenes:={scene_dir}", "episodes:=2", "render_images:=false",
+                                  f"out:={tmp_path / 'out'}"], tmp_path))
+        try:
+            code = procs["evaluator"].wait(timeout=240)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the evaluator did not stop\n" + _logs(tmp_path))
+    finally:
+        stop_all(procs)
+        other.close()
+    text = (tmp_path / "evaluator.log").read_text()
+    assert code == 1, _logs(tmp_path)
+    assert "2 processes publish cmd_vel" in text and "ROS_DOMAIN_ID of its own" in text, text
+    assert not (tmp_path / "out" / "episodes.jsonl").exists()
+
+
 @pytest.mark.parametrize("node,param,value", [
     ("sim", "episodes", -1),
     ("sim", "republish_s", 0.0),

@@ -17,7 +17,10 @@ A node that leaves the graph (its process ended: DDS removes it at once on a cle
 the Fast DDS participant lease for a killed process) is what ends things early: the sim, or
 the renderer, leaving stops the run with exit code 1 after writing the results of the finished
 episodes; the policy leaving ends its episodes as ``no_command`` (the sim decides that) and the
-run goes on.
+run goes on. Another graph in the same ROS domain (a second process publishing
+``episode/command``, ``episode/status`` or ``cmd_vel``, at start-up or during the run) stops the
+run the same way, saying so: lockstep matches a command to its observation by the stamp, every
+graph's sim time starts at 0, and the other graph's messages would change the episodes.
 
 The results (``episodes.jsonl``, ``summary.json``, ``<scene>_trajectories.png``, meta runtime
 "ros") are computed as :func:`airplay.eval.runner.evaluate_inprocess` computes them, with the
@@ -41,6 +44,7 @@ The start-up also waits for the policy's ``episode/policy`` publisher.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -158,9 +162,29 @@ class EvaluatorNode(Node):
             self.members[gid] = "sim" if prefix in sims else "policy" if prefix in policies else "node"
             self.member_names[gid] = name
 
+    def _other_graph(self) -> str | None:
+        """What shows that another graph shares this ROS domain (None: nothing does). Lockstep
+        ties a command to its observation by the stamp alone, and every graph's sim time starts
+        at 0, so another graph's evaluator, sim or policy would start, end or step this run's
+        episodes: a second process publishing episode/command, episode/status or cmd_vel."""
+        for topic, role in (("episode/command", "evaluators"), ("episode/status", "sims"), ("cmd_vel", "policies")):
+            endpoints = self._endpoints(topic, publishers=True)
+            processes = self._participants(endpoints)
+            if len(processes) > 1:
+                names = sorted(set(n for n in endpoints.values() if n)) or ["(names not known yet)"]
+                return (f"{len(processes)} processes publish {topic} ({', '.join(names)}): {role} of another graph "
+                        f"share ROS domain {os.environ.get('ROS_DOMAIN_ID', '0')}, and their messages would "
+                        "change this run's episodes; give each graph a ROS_DOMAIN_ID of its own")
+        return None
+
     def _check_members(self) -> bool:
         """False (and the run stopped) when the sim or another node the run needs has left the
-        graph; a policy that left is logged, and the sim ends its episodes as no_command."""
+        graph, or another graph shares the domain (:meth:`_other_graph`); a policy that left is
+        logged, and the sim ends its episodes as no_command."""
+        other = self._other_graph()
+        if other is not None:
+            self._abort(f"during episode {self.k}: {other}")
+            return False
         if self.status_sub.get_publisher_count() == 0:
             self._abort(f"the sim left the graph during episode {self.k} (episode/status has no publisher)")
             return False
@@ -195,6 +219,10 @@ class EvaluatorNode(Node):
         if not self.started:
             missing = self._missing()
             if not missing:
+                other = self._other_graph()
+                if other is not None:
+                    self._abort(other)
+                    return
                 self.started = True
                 self._record_members()
                 self.get_logger().info(f"graph ready after {now - self.t0:.1f} s; {len(self.plan)} episodes")
