@@ -126,6 +126,16 @@ def start_graph(arguments: list[str], log_dir: Path) -> dict[str, subprocess.Pop
     return procs
 
 
+def evaluator_exit(procs: dict, log_dir: Path, timeout_s: float,
+                   failure: str = "the evaluator did not finish in time\n") -> int:
+    """The evaluator's exit code; the test fails with ``failure`` and the logs after ``timeout_s``
+    (a hang guard, not a speed check)."""
+    try:
+        return procs["evaluator"].wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        pytest.fail(failure + _logs(log_dir))
+
+
 def _graph_params(scene_dir: Path, episodes: int) -> dict:
     return {"scenes": str(scene_dir), "episodes": episodes, "seed": 0, "setting": "pointgoal"}
 
@@ -152,11 +162,8 @@ def test_graph_equals_inprocess(scene_dir, tmp_path):
         procs.update(start_graph([f"scenes:={scene_dir}", f"episodes:={EPISODES}", "seed:=0", "policy:=expert",
                                   "setting:=pointgoal", "lockstep:=true",
                                   f"out:={out}", f"render_images:={str(RENDER_IMAGES).lower()}"], tmp_path))
-        try:
-            # A hang guard, not a speed check: ~25 s idle, several times that on a loaded 2-core machine.
-            code = procs["evaluator"].wait(timeout=600 if RENDER_IMAGES else 240)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the evaluator did not finish in time\n" + _logs(tmp_path))
+        # A hang guard, not a speed check: ~25 s idle, several times that on a loaded 2-core machine.
+        code = evaluator_exit(procs, tmp_path, 600 if RENDER_IMAGES else 240)
         assert code == 0, _logs(tmp_path)
         deadline = time.monotonic() + 30  # the last statuses may still be on their way to this listener
         while len(listener.terminal()) < EPISODES and time.monotonic() < deadline:
@@ -228,10 +235,7 @@ def test_graph_equals_inprocess_on_a_busy_machine_with_a_cold_numba_cache(busy_m
     try:
         procs.update(start_graph([f"scenes:={scene_dir}", f"episodes:={episodes}", "render_images:=false",
                                   f"out:={out}"], tmp_path))
-        try:
-            code = procs["evaluator"].wait(timeout=900)  # a hang guard: ~1 min idle with a warm cache
-        except subprocess.TimeoutExpired:
-            pytest.fail("the evaluator did not finish in time\n" + _logs(tmp_path))
+        code = evaluator_exit(procs, tmp_path, 900)  # a hang guard: ~1 min idle with a warm cache
     finally:
         stop_all(procs)
     assert code == 0, _logs(tmp_path)
@@ -284,10 +288,7 @@ def test_a_failing_policy_fails_its_episodes_and_the_run_goes_on(scene_dir, tmp_
     try:
         procs.update(start_graph([f"scenes:={scene_dir}", "episodes:=4", "render_images:=false",
                                   "policy:=failing_policy:make", f"out:={out}"], tmp_path))
-        try:
-            code = procs["evaluator"].wait(timeout=240)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the evaluator did not finish in time\n" + _logs(tmp_path))
+        code = evaluator_exit(procs, tmp_path, 240)
     finally:
         stop_all(procs)
     assert code == 0, _logs(tmp_path)
@@ -348,10 +349,7 @@ def test_a_stalling_policy_changes_the_duration_not_the_episodes(scene_dir, tmp_
     try:
         procs.update(start_graph([f"scenes:={scene_dir}", f"episodes:={episodes}", "render_images:=false",
                                   "policy:=stalling_policy:make", f"out:={out}"], tmp_path))
-        try:
-            code = procs["evaluator"].wait(timeout=300)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the evaluator did not finish in time\n" + _logs(tmp_path))
+        code = evaluator_exit(procs, tmp_path, 300)
     finally:
         stop_all(procs)
     assert code == 0, _logs(tmp_path)
@@ -387,10 +385,8 @@ def test_dead_policy_ends_episodes_as_no_command(scene_dir, tmp_path):
         assert 1 in listener.started(), "episode 1 never started\n" + _logs(tmp_path)
         procs["policy"].kill()  # dies mid-run
         procs["policy"].wait(timeout=5)
-        try:
-            code = procs["evaluator"].wait(timeout=120)  # the 10 s lease, then the episodes left
-        except subprocess.TimeoutExpired:
-            pytest.fail("the evaluator hung after the policy died\n" + _logs(tmp_path))
+        # the 10 s lease, then the episodes left
+        code = evaluator_exit(procs, tmp_path, 120, "the evaluator hung after the policy died\n")
         statuses = listener.terminal()
     finally:
         stop_all(procs)
@@ -424,10 +420,7 @@ def test_another_graph_in_the_domain_stops_the_run_loudly(scene_dir, tmp_path):
     try:
         procs.update(start_graph([f"scenes:={scene_dir}", "episodes:=2", "render_images:=false",
                                   f"out:={tmp_path / 'out'}"], tmp_path))
-        try:
-            code = procs["evaluator"].wait(timeout=240)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the evaluator did not stop\n" + _logs(tmp_path))
+        code = evaluator_exit(procs, tmp_path, 240, "the evaluator did not stop\n")
     finally:
         stop_all(procs)
         other.close()
@@ -530,10 +523,8 @@ def test_dead_sim_or_renderer_stops_the_run(victim, words, scene_dir, tmp_path):
         assert 1 in listener.started(), _logs(tmp_path)
         procs[victim].kill()
         ended = set(listener.terminal())  # episodes this listener saw end before the kill
-        try:
-            code = procs["evaluator"].wait(timeout=120)  # the 10 s lease, on a loaded machine
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the evaluator hung after the {victim} died\n" + _logs(tmp_path))
+        # the 10 s lease, on a loaded machine
+        code = evaluator_exit(procs, tmp_path, 120, f"the evaluator hung after the {victim} died\n")
     finally:
         stop_all(procs)
         listener.close()
