@@ -557,8 +557,8 @@ class FlightController:
                 return
             self._in_offboard = False
             self.streaming = False
-        reason = (f"the autopilot left {offboard} by itself (now {st.mode}{self.autopilot.recent_texts(now - 3.0)}): "
-                  "it is in control; the bridge stopped sending")
+        texts = self.autopilot.recent_texts(self.autopilot.clock() - 3.0)  # its reason, on its own clock
+        reason = f"the autopilot left {offboard} by itself (now {st.mode}{texts}): it is in control; the bridge stopped sending"
         self.error = self.error or reason
         log.error("%s", reason)
         self.on_intervention(Intervention(now, InterventionKind.AUTOPILOT_TOOK_OVER, reason,
