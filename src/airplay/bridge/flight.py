@@ -558,7 +558,8 @@ class FlightController:
             self._in_offboard = False
             self.streaming = False
         texts = self.autopilot.recent_texts(self.autopilot.clock() - 3.0)  # its reason, on its own clock
-        reason = f"the autopilot left {offboard} by itself (now {st.mode}{texts}): it is in control; the bridge stopped sending"
+        reason = (f"the autopilot left {offboard} by itself (now {st.mode}{texts}): it is in control; "
+                  "the bridge stopped sending")
         self.error = self.error or reason
         log.error("%s", reason)
         self.on_intervention(Intervention(now, InterventionKind.AUTOPILOT_TOOK_OVER, reason,
