@@ -1264,9 +1264,12 @@ def pilot_takeover(r: Run) -> None:
     r.extra["takeover_mode"] = r.ap.reset_mode()
     r.wait(r.launch.exited, 20.0, "the launch's exit after the takeover", fail=False)
     r.sleep(2.0)
-    est = r.est_map()
-    r.extra["after_bridge_exit"] = {"armed": r.series.armed, "mode": r.series.mode,
-                                    "height_est": None if est is None else round(est[2] - r.h.ground_z, 3)}
+    est, truth = r.est_map(), r.series.latest("truth")
+    landed = r.series.landed_state[-1][1] if r.series.landed_state else None
+    r.extra["after_bridge_exit"] = {
+        "armed": r.series.armed, "mode": r.series.mode, "landed_state": landed,
+        "height_est": None if est is None else round(est[2] - r.h.ground_z, 3),
+        "height_true": None if truth is None or r.truth0 is None else round(truth[3] - r.truth0[2], 3)}
     gcs = r.ap.listeners[0]
     m = gcs.mavutil.mavlink
     r.mark("gcs_land")

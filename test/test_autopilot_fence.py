@@ -64,3 +64,21 @@ def test_fence_request_checks_its_fields():
         af.FenceRequest(None, 3.0, 0.0, action="loiter")
     with pytest.raises(ValueError, match="autopilot_fence_margin_m"):
         af.FenceRequest(None, 3.0, 0.0, margin_m=-1.0)
+    with pytest.raises(ValueError, match="autopilot_ceiling_margin_m"):
+        af.FenceRequest(None, 3.0, 0.0, ceiling_margin_m=float("nan"))
+
+
+def test_the_ceiling_uses_its_own_margin_above_the_ground_the_vehicle_stands_on():
+    """The polygon's margin does not move the ceiling; the ceiling is measured from the ground now."""
+    request = af.FenceRequest(((0.0, 0.0), (4.0, 0.0), (4.0, 3.0)), 1.9, 0.25, margin_m=1.0, ceiling_margin_m=4.0)
+    assert af.ceiling_above_home_m(request) == pytest.approx(1.9 + 4.0 - 0.25)
+    assert af.ceiling_above_home_m(af.FenceRequest(((0.0, 0.0), (4.0, 0.0), (4.0, 3.0)), None, 0.25)) is None
+    with pytest.raises(af.AutopilotFenceError, match="autopilot_ceiling_margin_m"):
+        af.ceiling_above_home_m(af.FenceRequest(None, -3.0, 0.0, ceiling_margin_m=1.0))
+
+
+def test_the_bridge_parameters_carry_both_autopilot_margins_to_the_flight_config():
+    from airplay.bridge.parameters import BRIDGE_SCHEMA, flight_settings
+    assert BRIDGE_SCHEMA.defaults()["autopilot_ceiling_margin_m"] == 4.0
+    flight = flight_settings({"autopilot_fence_margin_m": 0.5, "autopilot_ceiling_margin_m": 2.5}).flight
+    assert (flight.autopilot_fence_margin_m, flight.autopilot_ceiling_margin_m) == (0.5, 2.5)

@@ -196,7 +196,8 @@ def test_px4_offboard_refused(px4):
 def test_px4_pilot_takeover(px4):
     """A GCS (the pilot) switches PX4 to Hold while the policy flies: the bridge yields (reports
     autopilot_took_over, ends in holding, exits 1) and does not land or re-take the vehicle: PX4
-    keeps it armed in AUTO.LOITER in the air after the launch's exit, until the GCS lands it."""
+    keeps it armed in AUTO.LOITER, in the air by its land detector, after the launch's exit, until
+    the GCS lands it."""
     v = px4.verdict("px4_pilot_takeover")
     c = Checks(v)
     c.ran()
@@ -207,8 +208,11 @@ def test_px4_pilot_takeover(px4):
            f"the bridge ended in holding without landing (phases {v['phase_sequence']})")
     c.that(v["launch_exit_code"] == 1, f"the launch exits 1 (code {v['launch_exit_code']})")
     after_exit = v.get("after_bridge_exit") or {}
+    # "in the air" by PX4's own land detector (MAV_LANDED_STATE_IN_AIR): SIH's EKF height is up to
+    # ~0.6 m off the true height, so a vehicle PX4 held 0.27 m up by its estimate once sat on the
+    # ground in truth; both heights are recorded in the verdict, neither is judged
     c.that(after_exit.get("armed") is True and after_exit.get("mode") == "AUTO.LOITER"
-           and (after_exit.get("height_est") or 0.0) > 0.4,
+           and after_exit.get("landed_state") == 2,
            f"PX4 held the vehicle armed in the air after the bridge's exit ({after_exit})")
     gcs_land = v["events"].get("gcs_land")
     c.that(gcs_land is not None and not any(m == "AUTO.LAND" and t < gcs_land for t, m, _ in v["mode_changes"]),

@@ -4,12 +4,16 @@ With ``autopilot_fence:=true`` the bridge, before it reports ``ready``, installs
 the autopilot: the horizontal polygon (``fence_box`` or ``fence_polygon``) as a MAVLink
 inclusion fence (MAV_MISSION_TYPE_FENCE, MAV_CMD_NAV_FENCE_POLYGON_VERTEX_INCLUSION vertices in
 latitude/longitude) and the ceiling (``fence_z_max``) as the autopilot's maximum altitude above
-home, both moved ``autopilot_fence_margin_m`` outwards; it reads them back and compares them,
-and sets the breach action. The bridge's own fence brakes ``fence_margin_m`` inside the
-boundary, so the autopilot's fence acts only when the vehicle is well past it (a failed brake, a
-stale estimate, a dead bridge). The outward margin allows for the autopilot judging its fence by
-its global position: PX4 SIH's altitude above home ran ~0.9 m above the local estimate the bridge
-flies by (test/test_px4_sitl.py, two loaded cores).
+home, moved ``autopilot_fence_margin_m`` and ``autopilot_ceiling_margin_m`` outwards; it reads
+them back and compares them, and sets the breach action. The bridge's own fence brakes
+``fence_margin_m`` inside the boundary, so the autopilot's fence acts only when the vehicle is
+well past it (a failed brake, a stale estimate, a dead bridge). The margins allow for the
+autopilot judging its fence by its global position and its home altitude, not by the local
+estimate the bridge flies by. The ceiling needs the larger one: PX4 (v1.17-dev SIH) moves its
+home altitude in flight, and its altitude above home differed from the true height above the
+take-off point by -2.4 to +3.1 m over ten flights (home_position and
+vehicle_global_position_groundtruth in the ULogs of ``pytest test/test_px4_sitl.py``); with a
+1 m ceiling margin PX4 declared a breach during a 0.9 m take-off under a 1.9 m ceiling.
 
 Per autopilot:
 
@@ -284,13 +288,29 @@ class FenceRequest:
     z_max_map_m: float | None
     ground_map_z_m: float
     action: str = "land"
-    margin_m: float = 0.0    # both moved this far outwards, m
+    margin_m: float = 0.0           # the polygon moved this far outwards, m
+    ceiling_margin_m: float = 0.0   # the ceiling moved this far up, m
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.margin_m) and self.margin_m >= 0):
             raise ValueError(f"autopilot_fence_margin_m must be >= 0, got {self.margin_m!r}")
+        if not (math.isfinite(self.ceiling_margin_m) and self.ceiling_margin_m >= 0):
+            raise ValueError(f"autopilot_ceiling_margin_m must be >= 0, got {self.ceiling_margin_m!r}")
         if self.action not in FENCE_ACTIONS:
             raise ValueError(f"autopilot_fence_action must be one of {', '.join(FENCE_ACTIONS)}, got {self.action!r}")
+
+
+def ceiling_above_home_m(request: FenceRequest) -> float | None:
+    """The autopilot's ceiling in metres above home (the vehicle on the ground now): the bridge's
+    ``fence_z_max`` raised by ``ceiling_margin_m`` (None: no ceiling). Raises
+    :class:`AutopilotFenceError` where that is not above the vehicle."""
+    if request.z_max_map_m is None:
+        return None
+    ceiling = request.z_max_map_m + request.ceiling_margin_m - request.ground_map_z_m
+    if ceiling <= 0:
+        raise AutopilotFenceError(f"the ceiling fence_z_max ({request.z_max_map_m:g}) + autopilot_ceiling_margin_m "
+                                  f"is not above the vehicle on the ground (map z {request.ground_map_z_m:.2f})")
+    return ceiling
 
 
 @dataclass
@@ -326,10 +346,7 @@ def install(autopilot, request: FenceRequest, origin_enu, timeout_s: float = 1.0
         vertices = fence_vertices_latlon(expand_polygon(request.polygon_map_xy, request.margin_m), origin_enu, origin)
         command = mavlink.MAV_CMD_NAV_FENCE_POLYGON_VERTEX_INCLUSION
         items = [(command, lat, lon, float(len(vertices))) for lat, lon in vertices]
-    ceiling = None if request.z_max_map_m is None else request.z_max_map_m + request.margin_m - request.ground_map_z_m
-    if ceiling is not None and ceiling <= 0:
-        raise AutopilotFenceError(f"the ceiling fence_z_max ({request.z_max_map_m:g}) + margin is not above "
-                                  f"the vehicle on the ground (map z {request.ground_map_z_m:.2f})")
+    ceiling = ceiling_above_home_m(request)
     if flavour == "px4":
         # GF_PREDICT 0: PX4 acts at the boundary, not ahead of it (the bridge's own fence does the
         # braking ahead; PX4's predictor tripped during a take-off 0.9 m under a ceiling 1.8 m up)
@@ -363,16 +380,18 @@ def install(autopilot, request: FenceRequest, origin_enu, timeout_s: float = 1.0
     parts = []
     if items:
         parts.append(f"{len(items)}-vertex inclusion polygon")
+    if items:
+        parts.append(f"{request.margin_m:g} m outside the bridge's polygon")
     if ceiling is not None:
-        parts.append(f"ceiling {ceiling:.2f} m above home")
-    parts.append(f"{request.margin_m:g} m outside the bridge's fence")
+        parts.append(f"ceiling {ceiling:.2f} m above home, {request.ceiling_margin_m:g} m above the bridge's")
     parts.append(", ".join(f"{name}={value:g}" for name, (value, _) in params.items()))
     installed.summary = "; ".join(parts)
     log.info("autopilot fence installed and read back: %s (on breach: %s)", installed.summary, request.action)
     return installed
 
 
-def request_from_supervisor(sup, ground_map_z_m: float, action: str, margin_m: float = 0.0) -> FenceRequest | None:
+def request_from_supervisor(sup, ground_map_z_m: float, action: str, margin_m: float = 0.0,
+                            ceiling_margin_m: float = 0.0) -> FenceRequest | None:
     """The fence of a SupervisorConfig as a FenceRequest (None where it has no polygon and no ceiling)."""
     polygon = sup.fence_polygon_xy_m
     if polygon is None and sup.fence_box_xy_m is not None:
@@ -381,4 +400,4 @@ def request_from_supervisor(sup, ground_map_z_m: float, action: str, margin_m: f
         return None
     if polygon is not None:
         polygon = tuple((float(x), float(y)) for x, y in np.asarray(polygon, np.float64))
-    return FenceRequest(polygon, sup.fence_z_max_m, ground_map_z_m, action, margin_m)
+    return FenceRequest(polygon, sup.fence_z_max_m, ground_map_z_m, action, margin_m, ceiling_margin_m)

@@ -298,7 +298,7 @@ class FlightController:
         cfg = self.config
         ground_z = self._current_z()
         request = request_from_supervisor(cfg.supervisor, ground_z, cfg.autopilot_fence_action,
-                                          cfg.autopilot_fence_margin_m)
+                                          cfg.autopilot_fence_margin_m, cfg.autopilot_ceiling_margin_m)
         if request is None:
             raise FlightFailure("autopilot_fence is true but no fence is set (fence_box, fence_polygon or fence_z_max)")
         try:

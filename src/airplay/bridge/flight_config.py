@@ -75,6 +75,7 @@ class FlightConfig:
     autopilot_fence: bool = False
     autopilot_fence_action: str = "land"
     autopilot_fence_margin_m: float = 1.0
+    autopilot_ceiling_margin_m: float = 4.0
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
 
     def __post_init__(self) -> None:
@@ -93,7 +94,8 @@ class FlightConfig:
                     raise ValueError(f"FlightConfig.{f.name} must be one of {', '.join(allowed)}, got {value!r}")
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0 or (value == 0 and f.name not in ("flight_time_s", "autopilot_fence_margin_m")):
+                    or value < 0 or (value == 0 and f.name not in ("flight_time_s", "autopilot_fence_margin_m",
+                                                                         "autopilot_ceiling_margin_m")):
                 raise ValueError(f"FlightConfig.{f.name} must be a positive number, got {value!r}")
 
 

@@ -59,8 +59,11 @@ BRIDGE_SCHEMA = NodeSchema("mavlink_bridge", (
                                  "limit before arming, read it back, restore the previous one after the flight"),
     _P("autopilot_fence_action", "land", "what the autopilot does when its own fence is breached: land, or hold "
                                          "(PX4 re-asserts its hold while breached: the bridge cannot land it)"),
-    _P("autopilot_fence_margin_m", 1.0, "the autopilot's fence lies this far outside the bridge's (it judges by its "
-                                        "global position, which can differ from the local estimate), m"),
+    _P("autopilot_fence_margin_m", 1.0, "the autopilot's polygon lies this far outside the bridge's (it judges by "
+                                        "its global position, which can differ from the local estimate), m"),
+    _P("autopilot_ceiling_margin_m", 4.0, "the autopilot's ceiling lies this far above the bridge's fence_z_max (it "
+                                          "measures altitude from its home, which PX4 SIH moved by up to 3.1 m in "
+                                          "flight), m"),
     _P("landing_speed_m_s", 0.5, "descent speed when landing by velocity setpoints, m/s"),
     _P("origin_x", 0.0, "map x of the autopilot's local origin (where it booted), m", unit="m",
        finite=True),
@@ -146,7 +149,7 @@ def flight_settings(values: dict) -> FlightSettings:
     flight_names = ("takeoff_height_m", "flight_time_s", "setpoint_warmup_s", "ack_timeout_s", "heartbeat_wait_s",
                     "ready_timeout_s", "takeoff_timeout_s", "landing_timeout_s", "shutdown_timeout_s",
                     "link_lost_timeout_s", "link_return", "on_failure", "autopilot_fence", "autopilot_fence_action",
-                    "autopilot_fence_margin_m")
+                    "autopilot_fence_margin_m", "autopilot_ceiling_margin_m")
     supervisor_names = ("command_timeout_s", "heartbeat_timeout_s", "fence_margin_m", "fence_brake_accel_m_s2",
                         "fence_response_s", "geofence_hold_s", "landing_speed_m_s")
     overrides = {name: p[name] for name in flight_names + supervisor_names}
