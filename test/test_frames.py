@@ -187,6 +187,31 @@ def test_heading_frame_rotation():
         fr.map_to_heading([1.0, 2.0], 0.0)
 
 
+def test_map_to_body_uses_the_full_attitude():
+    """The body (FLU) components of a map (ENU) vector, by the full attitude: against scipy's
+    inverse rotation, on known poses and on random tilted, yawed ones; body_to_map inverts it."""
+    yaw, pitch = math.radians(90.0), math.radians(30.0)  # facing north, nose 30 degrees down
+    q = Rotation.from_matrix(rz(yaw) @ ry(pitch)).as_quat()  # (x, y, z, w)
+    nose = rz(yaw) @ ry(pitch) @ [1.0, 0.0, 0.0]
+    assert_allclose(fr.map_to_body_xyzw(q, nose), [1.0, 0.0, 0.0], atol=1e-15)
+    assert_allclose(fr.map_to_body_xyzw(q, [0.0, 0.0, 1.0]), [-math.sin(pitch), 0.0, math.cos(pitch)], atol=1e-15)
+    assert_allclose(fr.map_to_body_xyzw(q, [1.0, 0.0, 0.0]), [0.0, -1.0, 0.0], atol=1e-15)  # east is right
+    rots = Rotation.random(40, random_state=7)
+    v = np.random.default_rng(8).normal(size=(40, 3)) * 5.0
+    body = fr.map_to_body_xyzw(rots.as_quat(), v)
+    assert_allclose(body, rots.inv().apply(v), atol=1e-13)
+    assert_allclose(fr.body_to_map_xyzw(rots.as_quat(), body), v, rtol=0, atol=1e-14 * 5 * 8)
+    assert_allclose(fr.body_to_map_xyzw(rots.as_quat(), v), rots.apply(v), atol=1e-13)
+    assert_allclose(fr.map_to_body_xyzw(fr.quat_xyzw_from_yaw(0.7), v), fr.map_to_heading(v, 0.7), atol=1e-14)
+    with pytest.raises(ValueError, match="3-vectors"):
+        fr.map_to_body_xyzw(q, [1.0, 2.0])
+
+
+def test_frame_names():
+    assert (fr.MAP, fr.BASE_LINK, fr.BASE_STABILIZED, fr.CAMERA_OPTICAL) == (
+        "map", "base_link", "base_stabilized", "camera_optical")
+
+
 def test_euler_zyx_round_trip():
     rng = np.random.default_rng(7)
     for _ in range(100):

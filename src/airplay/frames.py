@@ -8,7 +8,10 @@ Conventions (DESIGN.md section 3):
   which: ``_xyzw`` / ``_wxyz``.
 * Yaw is counter-clockwise from east (rad) in ENU; NED yaw is clockwise from north.
 * The heading frame of a yaw is base_link rotated by that yaw only (level: x forward along
-  the heading, y left, z up). The policy command ``[vx, vy, vz, yaw_rate]`` is in it.
+  the heading, y left, z up). The policy command ``[vx, vy, vz, yaw_rate]`` is in it; on ROS
+  messages it is named :data:`BASE_STABILIZED` (``cmd_vel``'s frame_id).
+* :func:`map_to_body_xyzw` / :func:`body_to_map_xyzw` rotate vectors between map and base_link
+  by the full attitude (what a REP-105 twist in base_link needs).
 
 Two angles come from an attitude, and they are different quantities:
 
@@ -44,6 +47,17 @@ import math
 import numpy as np
 
 TWO_PI = 2.0 * math.pi
+
+MAP = "map"
+"""The world frame (ENU, z up): frame_id of odom's pose, goals and /tf's parent."""
+BASE_LINK = "base_link"
+"""The body frame (FLU): odom's child_frame_id and the frame of its twist."""
+BASE_STABILIZED = "base_stabilized"
+"""The yaw-only heading frame (x forward along the heading, y left, z up; no roll or pitch):
+the frame_id of ``cmd_vel``, whose linear part is the heading-frame velocity (m/s) and angular.z
+the yaw rate (rad/s)."""
+CAMERA_OPTICAL = "camera_optical"
+"""The camera optical frame (z forward, x right, y down)."""
 
 _SQRT_HALF = math.sqrt(0.5)
 #: ENU->NED axis swap (rotation by pi about (1, 1, 0)/sqrt 2) as a quaternion (w, x, y, z).
@@ -262,6 +276,25 @@ def rotate_vector_wxyz(q_wxyz, v) -> np.ndarray:
     w, u = q[..., :1], q[..., 1:]
     t = 2.0 * np.cross(u, v)
     return v + w * t + np.cross(u, t)
+
+
+def map_to_body_xyzw(q_xyzw, v_map) -> np.ndarray:
+    """Map-frame (ENU) vectors (..., 3) expressed in base_link (FLU): ``R^T v`` with R the rotation
+    of the quaternions (x, y, z, w) of base_link in map (..., 4), i.e. rotated by the conjugate.
+
+    Float64; the full attitude (roll, pitch and yaw). Used for odom's twist (REP-105).
+    """
+    q = quat_xyzw_to_wxyz(q_xyzw)
+    return rotate_vector_wxyz(q * np.array([1.0, -1.0, -1.0, -1.0]), v_map)
+
+
+def body_to_map_xyzw(q_xyzw, v_body) -> np.ndarray:
+    """Inverse of :func:`map_to_body_xyzw`: base_link (FLU) vectors (..., 3) in map (ENU), ``R v``.
+
+    Float64; ``body_to_map_xyzw(q, map_to_body_xyzw(q, v))`` is ``v`` up to a few ulp of
+    ``|v|`` (not bit-exact).
+    """
+    return rotate_vector_wxyz(quat_xyzw_to_wxyz(q_xyzw), v_body)
 
 
 def quat_wxyz_from_euler_zyx(roll_rad: float, pitch_rad: float, yaw_rad: float) -> np.ndarray:
