@@ -410,3 +410,15 @@ def test_every_compression_reads_back(tmp_path, compression, level):
         assert {c.compression for c in summary.chunk_indexes} == {compression}
     got = [(t, s, c) for t, _, s, c in read_bag_messages(tmp_path / "b").messages]
     assert got == [(t, int(s), c) for t, s, c in records]
+
+
+def test_cmd_vel_is_stamped_in_the_heading_frame():
+    """cmd_vel's frame_id names the yaw-only heading frame its values are in, on the wire and in bags."""
+    from airplay.nodes import common as C
+
+    cmd = np.array([1.0, -0.5, 0.25, 0.3])
+    assert C.twist_from_command(cmd, 0).header.frame_id == "base_stabilized"
+    msg = M.decode("geometry_msgs/msg/TwistStamped", M.twist_cdr(cmd, 0))
+    assert msg.header.frame_id == "base_stabilized" and np.array_equal(M.command_of(msg), cmd)
+    old = M.decode("geometry_msgs/msg/TwistStamped", M.twist_cdr(cmd, 0, frame_id="base_link"))
+    assert np.array_equal(M.command_of(old), cmd)  # older bags: the same values

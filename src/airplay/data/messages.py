@@ -9,7 +9,8 @@ live graph hold the same bytes for the same data:
   ENU) + orientation quaternion (x, y, z, w); ``twist.linear`` = velocity in the MAP frame
   (m/s), ``twist.angular`` = body rates FLU (rad/s): the 13-vector state, float64 exact;
 * ``/cmd_vel`` geometry_msgs/TwistStamped: linear.x/y/z = heading-frame vx, vy, vz (m/s),
-  angular.z = yaw rate (rad/s), frame ``base_link``;
+  angular.z = yaw rate (rad/s), frame ``base_stabilized`` (the yaw-only heading frame of
+  :data:`airplay.frames.BASE_STABILIZED`; older bags say ``base_link``, with the same values);
 * images: ``rgb8`` (H, W, 3) uint8 and ``32FC1`` depth in metres (little endian), frame
   ``camera_optical`` (z forward, x right, y down);
 * ``/goal_pose`` geometry_msgs/PoseStamped in ``map``, orientation = rotation by the goal yaw
@@ -25,7 +26,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from airplay.frames import quat_xyzw_from_yaw, yaw_from_quat
+from airplay.frames import BASE_STABILIZED, quat_xyzw_from_yaw, yaw_from_quat
 
 TOPICS: dict[str, str] = {
     "/camera/image_raw": "sensor_msgs/msg/Image",
@@ -251,7 +252,7 @@ def camera_info_cdr(intrinsics, stamp_ns: int, frame_id: str = "camera_optical")
     return _STAMP.pack(_ENCAPSULATION, *_stamp(stamp_ns)) + tail
 
 
-def twist_cdr(cmd4, stamp_ns: int, frame_id: str = "base_link") -> bytes:
+def twist_cdr(cmd4, stamp_ns: int, frame_id: str = BASE_STABILIZED) -> bytes:
     """geometry_msgs/TwistStamped from a (4,) [vx, vy, vz (m/s, heading frame), yaw_rate (rad/s)] command:
     linear = (vx, vy, vz), angular = (0, 0, yaw_rate)."""
     vx, vy, vz, yaw_rate = np.asarray(cmd4, dtype=np.float64).reshape(4).tolist()

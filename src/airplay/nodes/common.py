@@ -12,8 +12,10 @@ Conventions on the wire (DESIGN.md sections 3 and 4):
   of :meth:`airplay.world.env.AirPlayEnv.state_vector`, so that the state round-trips
   bit-for-bit (REP-105 would put both in child_frame_id; we deviate on purpose, for the
   lockstep equality with the in-process runtime).
-* ``cmd_vel`` (geometry_msgs/TwistStamped): linear.x/y/z = heading-frame vx, vy, vz (m/s),
-  angular.z = yaw rate (rad/s); the (4,) command of AirPlayEnv.
+* ``cmd_vel`` (geometry_msgs/TwistStamped): frame_id ``base_stabilized`` (the yaw-only heading
+  frame: x forward along the heading, y left, z up, no roll or pitch); linear.x/y/z = vx, vy,
+  vz (m/s), angular.z = yaw rate (rad/s); the (4,) command of AirPlayEnv. Readers take the
+  values as heading-frame values whatever the frame_id.
 * Stamps are sim time: integer nanoseconds, ``steps * control_dt`` (see the sim node).
 """
 
@@ -29,6 +31,8 @@ from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityP
                        qos_profile_sensor_data)
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
+
+from airplay.frames import BASE_STABILIZED
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
                       durability=DurabilityPolicy.VOLATILE)
@@ -104,8 +108,9 @@ def state_from_odometry(msg: Odometry) -> np.ndarray:
 
 
 # -- commands --------------------------------------------------------------------------------
-def twist_from_command(cmd: np.ndarray, stamp_ns: int, frame_id: str = "base_link") -> TwistStamped:
-    """TwistStamped from a (4,) [vx, vy, vz, yaw_rate] heading-frame command."""
+def twist_from_command(cmd: np.ndarray, stamp_ns: int, frame_id: str = BASE_STABILIZED) -> TwistStamped:
+    """TwistStamped from a (4,) [vx, vy, vz (m/s), yaw_rate (rad/s)] heading-frame command, stamped
+    with the heading frame's name ``base_stabilized``."""
     c = np.asarray(cmd, dtype=np.float64).reshape(4)
     msg = TwistStamped()
     msg.header.stamp = stamp_from_ns(stamp_ns)
