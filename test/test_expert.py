@@ -13,7 +13,9 @@ from airplay.scene.synthetic import make_scene
 from airplay.sim.dynamics import QuadrotorBatch, load_vehicle_params
 from airplay.sim.sdf import SignedDistanceField
 from airplay.frames import wrap_angle
-from airplay.tasks.expert import ClearanceCheck, ExpertPolicy, ExpertSettings, shortcut
+from airplay.tasks.expert import ExpertPolicy
+from airplay.tasks.expert_settings import ExpertSettings
+from airplay.tasks.path_smoothing import ClearanceCheck, shortcut
 from airplay.tasks.navigable import NavigableGrid
 from airplay.tasks.protocol import load_protocol
 from airplay.tasks.sampler import sample_tasks

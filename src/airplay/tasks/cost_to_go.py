@@ -38,9 +38,9 @@ from airplay.tasks.astar import OFFSETS, STEP_COSTS
 from airplay.tasks.navigable import NavigableGrid
 
 PREFERRED_EXTRA_CLEARANCE_M = 0.45
-"""As :class:`airplay.tasks.expert.ExpertSettings`: the wall penalty falls to 0 this far beyond the clearance."""
+"""As :class:`airplay.tasks.expert_settings.ExpertSettings`: wall penalty 0 this far beyond the clearance."""
 WALL_PENALTY = 2.0
-"""As :class:`airplay.tasks.expert.ExpertSettings`: step-cost weight at the planning clearance."""
+"""As :class:`airplay.tasks.expert_settings.ExpertSettings`: step-cost weight at the planning clearance."""
 LOS_TOL_M = 0.02
 """Line-of-sight shortcuts may come this much closer to walls than the path they replace."""
 
