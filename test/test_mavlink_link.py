@@ -29,7 +29,7 @@ from airplay.bridge.flight import FlightController  # noqa: E402
 from airplay.bridge.flight_config import default_flight_config  # noqa: E402
 from airplay.bridge.mavlink_link import Autopilot, CommandError  # noqa: E402
 from airplay.bridge.modes import do_set_mode_params, mode_from_do_set_mode, mode_name, px4_custom_mode  # noqa: E402
-from airplay.bridge.supervisor import InterventionKind as K  # noqa: E402
+from airplay.bridge.interventions import InterventionKind as K  # noqa: E402
 from airplay.bridge.telemetry import Telemetry  # noqa: E402
 from airplay.frames import quat_wxyz_from_euler_zyx as quat_wxyz_from_euler_ned, yaw_of_state  # noqa: E402
 

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from airplay.bridge.supervisor import InterventionKind as K
-from airplay.bridge.supervisor import Mode, SafetySupervisor, SupervisorConfig
+from airplay.bridge.interventions import InterventionKind as K
+from airplay.bridge.interventions import Mode
+from airplay.bridge.supervisor import SafetySupervisor
+from airplay.bridge.supervisor_config import SupervisorConfig
 from airplay.sim.dynamics import QuadrotorBatch, load_vehicle_params
 
 DT = 0.02

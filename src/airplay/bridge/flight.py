@@ -80,7 +80,8 @@ from airplay.bridge.flight_config import (ARM_BACKOFF_S, EKF_POS_HORIZ_ABS, PREA
                                           TERMINAL_PHASES, FlightConfig, FlightFailure, Phase)
 from airplay.bridge.mavlink_link import CommandError
 from airplay.bridge.modes import MODE_NAMES
-from airplay.bridge.supervisor import Intervention, InterventionKind, Mode, SafetySupervisor
+from airplay.bridge.interventions import Intervention, InterventionKind, Mode
+from airplay.bridge.supervisor import SafetySupervisor
 from airplay.frames import yaw_of_state
 
 log = logging.getLogger("airplay.bridge")

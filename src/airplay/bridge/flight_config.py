@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 
 from airplay.bridge.autopilot_fence import FENCE_ACTIONS
-from airplay.bridge.supervisor import SupervisorConfig
+from airplay.bridge.supervisor_config import SupervisorConfig
 
 
 class Phase(str, enum.Enum):

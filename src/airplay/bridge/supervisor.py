@@ -62,198 +62,28 @@ modification report (CLAMPED_*, GEOFENCE_OUTWARD_REMOVED, GEOFENCE_BRAKE) never 
 ``command_in`` equal to ``command_out``; a mode report (holds, land) may (a policy that
 asked for zero velocity). Interventions go to the logger ``airplay.supervisor`` and are
 returned by ``output`` (refusals in ``on_command`` too).
+
+The parts: :mod:`airplay.bridge.supervisor_config` (the limits), :mod:`airplay.bridge.interventions`
+(modes, interventions, the output), :mod:`airplay.bridge.fence_guard` (rules 3, 5a and 5b on a
+command), :mod:`airplay.bridge.geofence` (the fence's geometry); this module holds the rules' order,
+the latches and the reporting.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from airplay import frames
-from airplay.bridge.geofence import Geofence, signed_area
+from airplay.bridge.fence_guard import FenceGuard
+from airplay.bridge.geofence import Geofence
+from airplay.bridge.interventions import (CHANGE_TOLERANCE, Intervention, InterventionKind, Mode, SupervisorOutput,
+                                          format_vector as _fmt)
+from airplay.bridge.supervisor_config import SupervisorConfig
 
 log = logging.getLogger("airplay.supervisor")
-
-CHANGE_TOLERANCE = 1e-6
-"""m/s (rad/s for yaw rate): a limit is enforced, and reported, only when exceeded by more than this."""
-
-
-class Mode(enum.Enum):
-    WAITING_FOR_HEARTBEAT = "waiting_for_heartbeat"
-    FLYING = "flying"
-    HOLD = "hold"
-    LANDING = "landing"
-    STOPPED_NO_HEARTBEAT = "stopped_no_heartbeat"
-
-
-class InterventionKind(enum.Enum):
-    CLAMPED_SPEED = "clamped_speed"
-    CLAMPED_ACCEL = "clamped_accel"
-    CLAMPED_YAW_RATE = "clamped_yaw_rate"
-    REFUSED_NON_FINITE = "refused_non_finite"
-    REFUSED_MALFORMED = "refused_malformed"
-    REFUSED_OUT_OF_ORDER = "refused_out_of_order"
-    STALE_COMMAND_HOLD = "stale_command_hold"
-    GEOFENCE_HOLD = "geofence_hold"
-    GEOFENCE_OUTWARD_REMOVED = "geofence_outward_removed"
-    GEOFENCE_BRAKE = "geofence_brake"
-    GEOFENCE_LAND = "geofence_land"
-    OPERATOR_STOP_LAND = "operator_stop_land"
-    HEARTBEAT_LOST = "heartbeat_lost"
-    AUTOPILOT_TOOK_OVER = "autopilot_took_over"
-
-
-@dataclass(frozen=True)
-class Intervention:
-    """One refusal or modification. ``command_in``/``command_out``: (4,) heading-frame commands
-    (m/s, rad/s) or None where there was none (e.g. a malformed input, or nothing sent)."""
-
-    time_s: float
-    kind: InterventionKind
-    reason: str
-    command_in: np.ndarray | None = None
-    command_out: np.ndarray | None = None
-
-    def to_dict(self) -> dict:
-        """JSON-ready form (for publishing on a std_msgs/String topic)."""
-        def as_list(c):
-            return None if c is None else [float(x) for x in c]
-
-        return {"time_s": self.time_s, "kind": self.kind.value, "reason": self.reason,
-                "command_in": as_list(self.command_in), "command_out": as_list(self.command_out)}
-
-    def __str__(self) -> str:
-        return f"[{self.time_s:.3f} s] {self.kind.name}: {self.reason}"
-
-
-@dataclass(frozen=True)
-class SupervisorOutput:
-    """What to send now: ``command`` (4,) heading-frame [vx, vy, vz m/s, yaw_rate rad/s] or None
-    (send nothing), the ``mode``, and the interventions reported since the last output.
-
-    In HOLD with a known vehicle position: ``hold_position_enu`` (3,) map ENU metres and
-    ``hold_yaw_rad`` (map ENU yaw, rad, counter-clockwise from east), the pose latched when
-    this HOLD began (see the module docstring), for a position setpoint; ``command`` is then
-    still the zero-velocity hover. Otherwise both None."""
-
-    command: np.ndarray | None
-    mode: Mode
-    interventions: tuple[Intervention, ...] = ()
-    hold_position_enu: np.ndarray | None = None
-    hold_yaw_rad: float | None = None
-
-
-def _positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"SupervisorConfig.{name} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
-@dataclass(frozen=True)
-class SupervisorConfig:
-    """Limits and behaviour of :class:`SafetySupervisor`; SI units, fence in map ENU metres.
-
-    Fence: at most one of ``fence_polygon_xy_m`` (vertices (x, y) of a simple polygon, either
-    orientation) and ``fence_box_xy_m`` ``(x_min, y_min, x_max, y_max)``, plus an optional
-    altitude band ``fence_z_min_m``/``fence_z_max_m`` (map z). None everywhere: no fence.
-    ``heartbeat_timeout_s=None`` disables heartbeat monitoring (simulation).
-
-    Fence braking (module docstring, rules 3 and 5): ``fence_margin_m`` (m) is the stand-off
-    kept from the fence (and the distance inside it at which a hold point is latched);
-    ``fence_brake_accel_m_s2`` (m/s^2, every fence part, horizontal and vertical) the
-    deceleration the braking envelope plans with, well below the autopilot's limits (PX4
-    MPC_ACC_HOR 3 m/s^2) so that a lagging vehicle can follow it; ``fence_response_s``
-    (s, >= 0) how long the vehicle keeps its approach speed before it brakes: the time
-    constant of the autopilot's velocity response plus odometry and command latency. The
-    default 0.7 s covers PX4's horizontal velocity loop (MPC_XY_VEL_P_ACC 1.8 /s: 0.56 s)
-    plus attitude response and link latency; ArduCopter, which stopped 0.8 m after a
-    zero-velocity command at 1.48 m/s in SITL, has about 0.55 s. A vehicle that lags by up
-    to about 0.3 s more still stops inside the fence (eating into the margin); raise it for
-    slower vehicles. A larger value costs stand-off only at speed (braking starts
-    ``v * fence_response_s`` earlier), not where the vehicle stops.
-    """
-
-    max_speed_xy_m_s: float = 5.0
-    max_speed_up_m_s: float = 3.0
-    max_speed_down_m_s: float = 1.5
-    max_accel_xy_m_s2: float = 3.0
-    max_accel_z_m_s2: float = 4.0
-    max_yaw_rate_rad_s: float = 1.5708
-    control_period_s: float = 0.02
-    command_timeout_s: float = 0.25
-    heartbeat_timeout_s: float | None = 1.5
-    fence_polygon_xy_m: tuple[tuple[float, float], ...] | None = None
-    fence_box_xy_m: tuple[float, float, float, float] | None = None
-    fence_z_min_m: float | None = None
-    fence_z_max_m: float | None = None
-    fence_margin_m: float = 0.5
-    fence_brake_accel_m_s2: float = 1.5
-    fence_response_s: float = 0.7
-    geofence_hold_s: float = 2.0
-    landing_speed_m_s: float = 0.5
-
-    def __post_init__(self) -> None:
-        for name in ("max_speed_xy_m_s", "max_speed_up_m_s", "max_speed_down_m_s", "max_accel_xy_m_s2",
-                     "max_accel_z_m_s2", "max_yaw_rate_rad_s", "control_period_s", "command_timeout_s",
-                     "fence_margin_m", "fence_brake_accel_m_s2", "geofence_hold_s", "landing_speed_m_s"):
-            _positive(name, getattr(self, name))
-        value = self.fence_response_s
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ValueError(f"SupervisorConfig.fence_response_s must be a finite number >= 0, got {value!r}")
-        if self.heartbeat_timeout_s is not None:
-            _positive("heartbeat_timeout_s", self.heartbeat_timeout_s)
-        for name in ("fence_z_min_m", "fence_z_max_m"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not math.isfinite(value)):
-                raise ValueError(f"SupervisorConfig.{name} must be a finite number or None, got {value!r}")
-        z_min, z_max = self.fence_z_min_m, self.fence_z_max_m
-        if z_min is not None and z_max is not None and z_min >= z_max:
-            raise ValueError(f"SupervisorConfig.fence_z_min_m ({self.fence_z_min_m}) must be below "
-                             f"fence_z_max_m ({self.fence_z_max_m})")
-        if self.fence_polygon_xy_m is not None and self.fence_box_xy_m is not None:
-            raise ValueError("SupervisorConfig.fence_polygon_xy_m and fence_box_xy_m: give at most one")
-        if self.fence_box_xy_m is not None:
-            try:
-                box = np.asarray(self.fence_box_xy_m, dtype=np.float64)
-            except (TypeError, ValueError):
-                box = np.array([np.nan])
-            if box.shape != (4,) or not np.all(np.isfinite(box)) or box[0] >= box[2] or box[1] >= box[3]:
-                raise ValueError("SupervisorConfig.fence_box_xy_m must be finite (x_min, y_min, x_max, y_max) "
-                                 f"with x_min < x_max and y_min < y_max, got {self.fence_box_xy_m!r}")
-        if self.fence_polygon_xy_m is not None:
-            try:
-                poly = np.asarray(self.fence_polygon_xy_m, dtype=np.float64)
-            except (TypeError, ValueError):
-                poly = np.array([np.nan])
-            if poly.ndim != 2 or poly.shape[1] != 2 or len(poly) < 3 or not np.all(np.isfinite(poly)):
-                raise ValueError("SupervisorConfig.fence_polygon_xy_m must be at least 3 finite (x, y) vertices, "
-                                 f"got {self.fence_polygon_xy_m!r}")
-            if abs(signed_area(poly)) < 1e-9:
-                raise ValueError("SupervisorConfig.fence_polygon_xy_m has zero area")
-
-    @property
-    def has_fence(self) -> bool:
-        return (self.fence_polygon_xy_m is not None or self.fence_box_xy_m is not None
-                or self.fence_z_min_m is not None or self.fence_z_max_m is not None)
-
-    def fence_vertices_ccw(self) -> np.ndarray | None:
-        """(K, 2) fence vertices in map x/y metres, counter-clockwise; None without a horizontal fence."""
-        if self.fence_box_xy_m is not None:
-            x0, y0, x1, y1 = (float(v) for v in self.fence_box_xy_m)
-            return np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]])
-        if self.fence_polygon_xy_m is not None:
-            poly = np.asarray(self.fence_polygon_xy_m, dtype=np.float64)
-            return poly if signed_area(poly) > 0 else poly[::-1].copy()
-        return None
-
-
-def _fmt(v) -> str:
-    return "[" + ", ".join(f"{float(x):.3g}" for x in v) + "]"
 
 
 class SafetySupervisor:
@@ -263,6 +93,7 @@ class SafetySupervisor:
         self.config = config if config is not None else SupervisorConfig()
         cfg = self.config
         self.fence = Geofence(cfg.fence_vertices_ccw(), cfg.fence_z_min_m, cfg.fence_z_max_m) if cfg.has_fence else None
+        self._fence_guard = FenceGuard(self.fence, cfg) if self.fence is not None else None
         self._last_heartbeat_s: float | None = None
         self._position_enu: np.ndarray | None = None
         self._velocity_enu: np.ndarray | None = None
@@ -422,7 +253,7 @@ class SafetySupervisor:
                            f"{cfg.geofence_hold_s:.2f} s", self._command, hold)
                 return hold, Mode.HOLD
             self._outside_since_s = None
-            crossing = self._predicted_crossing(p, v)
+            crossing = self._fence_guard.predicted_crossing(p, v)
             if crossing is not None:
                 self._fence_exit = True
                 self._flag(violated, K.GEOFENCE_HOLD, now_s,
@@ -442,24 +273,6 @@ class SafetySupervisor:
         if K.STALE_COMMAND_HOLD in self._active:
             log.info("fresh commands again at %.3f s", now_s)
         return self._limit(self._command, now_s, violated), Mode.FLYING
-
-    def _predicted_crossing(self, p: np.ndarray, v: np.ndarray) -> str | None:
-        """Why the vehicle at ``p`` (m) moving at ``v`` (m/s, map ENU) cannot stop before the
-        fence even at the autopilot's acceleration limit after ``fence_response_s`` (rule 3),
-        for the worst fence part; None when it can."""
-        cfg = self.config
-        worst, why = 0.0, None
-        for part in self.fence.parts(p):
-            speed = float(np.dot(v, part.direction))
-            if speed <= CHANGE_TOLERANCE:
-                continue
-            a = cfg.max_accel_z_m_s2 if part.vertical else cfg.max_accel_xy_m_s2
-            stop_m = speed * cfg.fence_response_s + speed * speed / (2.0 * a)
-            if stop_m - part.distance_m > worst:
-                worst = stop_m - part.distance_m
-                why = (f"{speed:.2f} m/s towards {part.name} {part.distance_m:.2f} m away, stopping distance "
-                       f"{stop_m:.2f} m ({cfg.fence_response_s:.2f} s response, {a:.2f} m/s^2)")
-        return why
 
     def _limit(self, cmd_in: np.ndarray, now_s: float, violated: set) -> np.ndarray:
         cfg = self.config
@@ -502,67 +315,16 @@ class SafetySupervisor:
                        f"acceleration limited over {dt_s:.3f} s: {_fmt(before[:3])} -> {_fmt(cmd[:3])} m/s "
                        f"(max {cfg.max_accel_xy_m_s2:.2f} m/s^2 xy, {cfg.max_accel_z_m_s2:.2f} m/s^2 z)", cmd_in, cmd)
         # fence (last: never point outwards): outward component near the boundary, then braking
-        if self.fence is not None:
-            normals, names = self.fence.near_normals(self._position_enu, cfg.fence_margin_m)
-            if normals:
-                v_enu = frames.heading_to_map(cmd[:3], self._yaw_rad)
-                removed = []
-                for _ in range(3):  # repeat for corners, where removing one component can add another
-                    for n, name in zip(normals, names):
-                        outward = float(np.dot(v_enu, n))
-                        if outward > CHANGE_TOLERANCE:
-                            v_enu = v_enu - outward * n
-                            removed.append(f"{outward:.2f} m/s towards {name}")
-                if removed:
-                    before = cmd.copy()
-                    cmd[:3] = frames.map_to_heading(v_enu, self._yaw_rad)
-                    cmd[np.abs(cmd) < 1e-12] = 0.0
-                    self._flag(violated, K.GEOFENCE_OUTWARD_REMOVED, now_s,
-                               "at the geofence, outward velocity removed: " + "; ".join(removed[:4])
-                               + f" ({_fmt(before)} -> {_fmt(cmd)})", cmd_in, cmd)
-            cmd = self._brake(cmd, cmd_in, now_s, violated)
-        return cmd
-
-    def _brake(self, cmd: np.ndarray, cmd_in: np.ndarray, now_s: float, violated: set) -> np.ndarray:
-        """Rule 5b: cap the commanded velocity towards every fence part by the braking envelope."""
-        cfg = self.config
-        p, v_meas = self._position_enu, self._velocity_enu
-        v_enu = frames.heading_to_map(cmd[:3], self._yaw_rad)
-        speed = float(np.linalg.norm(v_enu))
-        limits = []   # (part, cap m/s) for the parts whose cap can bind
-        for part in self.fence.parts(p):
-            approach = max(0.0, float(np.dot(v_meas, part.direction)))
-            room_m = part.distance_m - cfg.fence_margin_m - approach * cfg.fence_response_s
-            cap = math.sqrt(2.0 * cfg.fence_brake_accel_m_s2 * max(0.0, room_m))
-            if cap < speed:
-                limits.append((part, cap))
-        if not limits:
-            return cmd
-        v = v_enu.copy()
-        for _ in range(100):  # cyclic projection onto the half-spaces v . w <= cap (0 satisfies them all)
-            changed = False
-            for part, cap in limits:
-                excess = float(np.dot(v, part.direction)) - cap
-                if excess > CHANGE_TOLERANCE:
-                    v = v - excess * part.direction
-                    changed = True
-            if not changed:
-                break
-        towards = [(float(np.dot(v, part.direction)), cap) for part, cap in limits]
-        if any(t - cap > CHANGE_TOLERANCE for t, cap in towards):  # not converged: scale down (caps >= 0)
-            v = v * min(cap / t for t, cap in towards if t > cap)
-        if float(np.max(np.abs(v - v_enu))) <= CHANGE_TOLERANCE:
-            return cmd
-        before = cmd.copy()
-        cmd = cmd.copy()
-        cmd[:3] = frames.map_to_heading(v, self._yaw_rad)
-        binding = [f"{float(np.dot(v_enu, part.direction)):.2f} -> {cap:.2f} m/s towards {part.name} "
-                   f"{part.distance_m:.2f} m away" for part, cap in limits
-                   if float(np.dot(v_enu, part.direction)) > cap + CHANGE_TOLERANCE]
-        self._flag(violated, InterventionKind.GEOFENCE_BRAKE, now_s,
-                   "braking for the geofence: " + "; ".join(binding[:4])
-                   + f" ({_fmt(before)} -> {_fmt(cmd)}; {cfg.fence_brake_accel_m_s2:.2f} m/s^2, "
-                   f"{cfg.fence_response_s:.2f} s response, {cfg.fence_margin_m:.2f} m margin)", cmd_in, cmd)
+        if self._fence_guard is not None:
+            before = cmd.copy()
+            cmd, removed = self._fence_guard.remove_outward(cmd, self._position_enu, self._yaw_rad)
+            if removed:
+                self._flag(violated, K.GEOFENCE_OUTWARD_REMOVED, now_s,
+                           "at the geofence, outward velocity removed: " + "; ".join(removed[:4])
+                           + f" ({_fmt(before)} -> {_fmt(cmd)})", cmd_in, cmd)
+            cmd, why = self._fence_guard.brake(cmd, self._position_enu, self._velocity_enu, self._yaw_rad)
+            if why is not None:
+                self._flag(violated, K.GEOFENCE_BRAKE, now_s, why, cmd_in, cmd)
         return cmd
 
     def _baseline(self) -> np.ndarray:

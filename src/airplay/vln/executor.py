@@ -33,7 +33,8 @@ import math
 
 import numpy as np
 
-from airplay.bridge.supervisor import SafetySupervisor, SupervisorConfig
+from airplay.bridge.supervisor import SafetySupervisor
+from airplay.bridge.supervisor_config import SupervisorConfig
 from airplay.frames import heading_to_map, map_to_heading_xyz, wrap_angle, yaw_of_state
 from airplay.sim.dynamics import VehicleParams, load_vehicle_params
 from airplay.vln.actions import ActionSpace, ExecutorSettings
