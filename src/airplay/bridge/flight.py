@@ -64,6 +64,12 @@ stop and ``flight_time_s`` land without an error.
 
 Time: ``clock`` seconds (wall time, ``time.time`` by default: ROS message stamps on the
 vehicle are wall time, and command stamps must be on the supervisor's clock).
+
+The parts: this module holds the sequence up to ``flying`` and the control period;
+:mod:`airplay.bridge.flight_checks` the readiness, take-off and autopilot-fence checks;
+:mod:`airplay.bridge.flight_ending` failures, landing, shutdown and close;
+:mod:`airplay.bridge.flight_link` the link loss, its return and the autopilot taking over;
+:mod:`airplay.bridge.flight_config` the configuration and the phases.
 """
 
 from __future__ import annotations
@@ -73,45 +79,21 @@ import math
 import threading
 import time
 
-from airplay.bridge.autopilot_fence import AutopilotFenceError, InstalledFence
-from airplay.bridge.autopilot_fence import install as install_autopilot_fence
-from airplay.bridge.autopilot_fence import request_from_supervisor
-from airplay.bridge.flight_config import (ARM_BACKOFF_S, EKF_POS_HORIZ_ABS, PREARM_FRESH_S, PX4_ARMING_MODES,
-                                          TERMINAL_PHASES, FlightConfig, FlightFailure, Phase)
+from airplay.bridge.autopilot_fence import InstalledFence
+from airplay.bridge.flight_checks import TakeoffDone, install_flight_fence, prearm_missing
+from airplay.bridge.flight_config import (ARM_BACKOFF_S, PX4_ARMING_MODES, TERMINAL_PHASES, FlightConfig, FlightFailure,
+                                          Phase)
+from airplay.bridge.flight_ending import FlightEnding
+from airplay.bridge.flight_link import LinkWatch
+from airplay.bridge.interventions import Mode
 from airplay.bridge.mavlink_link import CommandError
-from airplay.bridge.modes import MODE_NAMES
-from airplay.bridge.interventions import Intervention, InterventionKind, Mode
 from airplay.bridge.supervisor import SafetySupervisor
 from airplay.frames import yaw_of_state
 
 log = logging.getLogger("airplay.bridge")
 
 
-class _TakeoffDone:
-    """The take-off is over when the vehicle is within ``tolerance_m`` of ``target_z_m`` (map z), or,
-    for PX4, when PX4 itself says so: its mode goes from AUTO.TAKEOFF to AUTO.LOITER (PX4 climbs to
-    its own home-relative height, which an estimate that drifted on the ground puts elsewhere)."""
-
-    def __init__(self, autopilot, target_z_m: float, tolerance_m: float) -> None:
-        self.autopilot, self.target_z_m, self.tolerance_m = autopilot, target_z_m, tolerance_m
-        self.seen_takeoff_mode = False
-
-    def __call__(self) -> bool:
-        st = self.autopilot.status
-        state = self.autopilot.telemetry.state()
-        if state is not None and abs(float(state[2]) - self.target_z_m) <= self.tolerance_m:
-            return True
-        if st.flavour == "px4":
-            if st.mode == "AUTO.TAKEOFF":
-                self.seen_takeoff_mode = True
-            elif self.seen_takeoff_mode and st.mode == "AUTO.LOITER" and st.armed:
-                log.info("take-off complete by PX4's report (AUTO.TAKEOFF -> AUTO.LOITER) at z=%.2f m",
-                         math.nan if state is None else float(state[2]))
-                return True
-        return False
-
-
-class FlightController:
+class FlightController(FlightEnding, LinkWatch):
     """See the module docstring. ``on_intervention(intervention)`` and ``on_phase(phase)`` are
     called from the thread that caused them."""
 
@@ -244,7 +226,7 @@ class FlightController:
             self._takeoff_commanded = True
             ap.takeoff(cfg.takeoff_height_m, cfg.ack_timeout_s)
             target = ground_z + cfg.takeoff_height_m
-            climbed = _TakeoffDone(ap, target, cfg.altitude_tolerance_m)
+            climbed = TakeoffDone(ap, target, cfg.altitude_tolerance_m)
             try:
                 ap.wait_for(lambda: climbed() or self._stop.is_set() or self._landing_requested
                             or self.phase == Phase.LINK_LOST, cfg.takeoff_timeout_s,
@@ -264,7 +246,7 @@ class FlightController:
         deadline = time.monotonic() + cfg.ready_timeout_s
         next_report = time.monotonic() + 5.0
         while True:
-            missing = self._not_ready()
+            missing = prearm_missing(self.autopilot)
             if not missing:
                 log.info("pre-arm checks pass: position estimate, %s", "pre-arm checks healthy"
                          if ap.status.prearm_ok else "no pre-arm bit reported")
@@ -279,49 +261,9 @@ class FlightController:
                 next_report = now + 5.0
             self._sleep(0.1)
 
-    def _not_ready(self) -> list[str]:
-        st, now = self.autopilot.status, self.autopilot.clock()
-
-        def fresh(stamp_s: float | None) -> bool:  # a stale reading (no longer streamed) decides nothing
-            return stamp_s is not None and now - stamp_s <= PREARM_FRESH_S
-
-        missing = []
-        if self.autopilot.telemetry.state() is None:
-            missing.append("no position estimate yet (no LOCAL_POSITION_NED with attitude)")
-        if st.prearm_ok is False and fresh(st.prearm_s):
-            missing.append("the autopilot's pre-arm checks fail (SYS_STATUS)")
-        if st.ekf_flags is not None and fresh(st.ekf_s) and not st.ekf_flags & EKF_POS_HORIZ_ABS:
-            missing.append("the EKF has no absolute horizontal position yet (EKF_STATUS_REPORT)")
-        return missing
-
     def _install_autopilot_fence(self) -> None:
         """``checking``: the bridge's fence as the autopilot's own hard limit (:mod:`.autopilot_fence`)."""
-        cfg = self.config
-        ground_z = self._current_z()
-        request = request_from_supervisor(cfg.supervisor, ground_z, cfg.autopilot_fence_action,
-                                          cfg.autopilot_fence_margin_m, cfg.autopilot_ceiling_margin_m)
-        if request is None:
-            raise FlightFailure("autopilot_fence is true but no fence is set (fence_box, fence_polygon or fence_z_max)")
-        try:
-            self.autopilot_fence = install_autopilot_fence(self.autopilot, request, self.autopilot.telemetry.origin_enu,
-                                                           cfg.ack_timeout_s)
-        except AutopilotFenceError as exc:
-            raise FlightFailure(f"autopilot_fence: {exc}") from None
-
-    def restore_autopilot_fence(self) -> None:
-        """Put back the autopilot's fence and parameters from before the flight, once it is on the
-        ground and disarmed (an armed vehicle keeps the flight's fence; logged)."""
-        installed = self.autopilot_fence
-        if installed is None:
-            return
-        if self.autopilot.status.armed:
-            log.warning("autopilot fence: the vehicle is still armed, so the flight's fence stays installed")
-            return
-        self.autopilot_fence = None
-        try:
-            installed.restore()
-        except AutopilotFenceError as exc:
-            log.error("autopilot fence: restoring the previous fence failed (the flight's fence stays): %s", exc)
+        self.autopilot_fence = install_flight_fence(self.autopilot, self.config, self._current_z())
 
     def _arm(self) -> None:
         """``arming``: (ArduPilot GUIDED,) ARM, retried with back-off while the refusal may pass."""
@@ -373,101 +315,9 @@ class FlightController:
             self._flying_since = self.clock()
         self._in_offboard = True
         self._set_phase(Phase.FLYING)
-
-    def _fail(self, reason: str) -> None:
-        """The one outcome of a failure: airborne -> land (or hold), on the ground -> disarm."""
-        if self.error is None:
-            self.error = reason
-        log.error("flight sequence failed: %s", reason)
-        if self.phase == Phase.LINK_LOST:
-            return  # the link-return rule decides (tick)
-        if self.airborne:
-            if self.config.on_failure == "hold":
-                with self._lock:
-                    self.streaming = False
-                try:
-                    name = self.autopilot.set_mode("hold", self.config.ack_timeout_s, verify_s=2.0)
-                    log.error("left the vehicle in %s (on_failure hold): the pilot takes over", name)
-                    self._set_phase(Phase.HOLDING)
-                    return
-                except CommandError as exc:
-                    log.error("hold refused (%s): landing instead", exc)
-            self._request_land(f"failure: {reason}", force=True)
-            return
-        self._disarm_on_ground()
-        with self._lock:
-            self.streaming = False
-        self._set_phase(Phase.FAILED)
-
-    def _disarm_on_ground(self) -> None:
-        if not self.autopilot.status.armed:
-            return
-        try:
-            self.autopilot.disarm(timeout_s=self.config.ack_timeout_s)
-            log.info("disarmed on the ground")
-        except CommandError as exc:
-            log.error("disarm on the ground refused: %s", exc)
-
     def _current_z(self) -> float:
         state = self.autopilot.telemetry.state()
         return math.nan if state is None else float(state[2])
-
-    def _request_land(self, reason: str, force: bool = False) -> None:
-        with self._lock:
-            if self.phase in TERMINAL_PHASES:
-                return
-            if self.phase == Phase.LINK_LOST:
-                self._land_after_loss = True
-                log.warning("landing requested (%s) while the autopilot's heartbeat is lost: landing when it "
-                            "returns", reason)
-                return
-            if self._landing_requested and not force:
-                return
-            self._landing_requested = True
-        self._arm_requested.clear()
-        if not self._takeoff_commanded:  # on the ground: never armed for flight, or armed and waiting
-            self._disarm_on_ground()
-            with self._lock:
-                self.streaming = False
-            self._set_phase(Phase.FAILED if self.error else Phase.LANDED)
-            return
-        self._set_phase(Phase.LANDING)
-        threading.Thread(target=self._land_worker, name="land", daemon=True).start()
-
-    def _land_worker(self) -> None:
-        cfg = self.config
-        deadline = time.monotonic() + cfg.landing_timeout_s
-        while True:
-            if self.phase == Phase.LINK_LOST or self.finished:
-                return  # the link-return rule lands again when heartbeats are back
-            try:
-                self.autopilot.land(cfg.ack_timeout_s)
-                break
-            except CommandError as exc:  # stream the supervisor's descent meanwhile
-                log.error("NAV_LAND not accepted (%s): descending by velocity setpoints, asking again", exc)
-                with self._lock:
-                    self.supervisor.operator_stop(self.clock(), "NAV_LAND not accepted")
-                if time.monotonic() >= deadline:
-                    self._end_landing(f"NAV_LAND never accepted in {cfg.landing_timeout_s:.0f} s")
-                    return
-                self._sleep(1.0)
-        with self._lock:
-            self.streaming = False
-        try:
-            self.autopilot.wait_for(lambda: not self.autopilot.status.armed or self.phase == Phase.LINK_LOST,
-                                    max(0.1, deadline - time.monotonic()), "touchdown (disarm)")
-        except TimeoutError as exc:
-            self._end_landing(f"{exc} (landing_timeout_s)")
-            return
-        if self.phase == Phase.LINK_LOST:
-            return
-        log.info("landed and disarmed")
-        self._set_phase(Phase.LANDED)
-
-    def _end_landing(self, reason: str) -> None:
-        self.error = self.error or reason
-        log.error("landing: %s", reason)
-        self._set_phase(Phase.FAILED)
 
     # -- the control period ---------------------------------------------------------------
     def tick(self):
@@ -504,137 +354,3 @@ class FlightController:
               and now - self._flying_since >= cfg.flight_time_s):
             self.land(f"flight_time_s {cfg.flight_time_s:.1f} s elapsed")
         return out
-
-    def _watch_link(self, now: float) -> None:
-        """Heartbeat loss while armed -> ``link_lost``; its return -> the ``link_return`` rule."""
-        cfg = self.config
-        timeout = cfg.supervisor.heartbeat_timeout_s
-        if timeout is None:
-            return
-        age = self.autopilot.link_age_s()
-        lost = age > timeout
-        phase = self.phase
-        stalled_s = 0.0 if self._last_tick_s is None else now - self._last_tick_s
-        self._last_tick_s = now
-        if stalled_s > timeout and phase in (Phase.TAKING_OFF, Phase.WARMING_UP, Phase.FLYING, Phase.LANDING):
-            # this process stalled (SIGSTOP, swap): nothing was sent, the autopilot's failsafe may have acted
-            log.error("the bridge itself stalled for %.2f s (> heartbeat_timeout_s %.2f s)", stalled_s, timeout)
-            lost, age = True, max(age, stalled_s)
-        if phase in (Phase.TAKING_OFF, Phase.WARMING_UP, Phase.FLYING, Phase.LANDING) and lost:
-            with self._lock:
-                self._link_lost_since = now - age
-                self._phase_before_loss = phase
-            reason = (f"no autopilot heartbeat for {age:.2f} s (> {timeout:.2f} s) in phase {phase}: stopped "
-                      "sending, the autopilot's failsafe is in charge")
-            log.error("%s", reason)
-            self._in_offboard = False
-            self._set_phase(Phase.LINK_LOST)
-            self.on_intervention(Intervention(now, InterventionKind.HEARTBEAT_LOST, reason,
-                                              None if self.last_output is None else self.last_output.command, None))
-        elif phase == Phase.LINK_LOST:
-            lost_s = now - self._link_lost_since
-            if not lost:
-                self._on_link_return(lost_s)
-            elif lost_s > cfg.link_lost_timeout_s:
-                self.error = self.error or (f"autopilot heartbeat lost for {lost_s:.1f} s (> link_lost_timeout_s "
-                                            f"{cfg.link_lost_timeout_s:.0f} s); its failsafe is in charge")
-                log.error("%s", self.error)
-                with self._lock:
-                    self.streaming = False
-                self._set_phase(Phase.FAILED)
-
-    def _watch_mode(self, now: float) -> None:
-        """The autopilot left offboard control by itself (its fence, a failsafe, the pilot's switch)
-        while ``flying``: the bridge yields. It stops sending, reports AUTOPILOT_TOOK_OVER and ends
-        in ``holding`` with an error; the autopilot (or the pilot) keeps control."""
-        if not self._in_offboard or self.phase != Phase.FLYING:
-            return
-        st = self.autopilot.status
-        offboard = MODE_NAMES.get(st.flavour, {}).get("offboard")
-        if offboard is None or st.mode == offboard or not st.mode:
-            return
-        with self._lock:
-            if not self._in_offboard or self.phase != Phase.FLYING:
-                return
-            self._in_offboard = False
-            self.streaming = False
-        texts = self.autopilot.recent_texts(self.autopilot.clock() - 3.0)  # its reason, on its own clock
-        reason = (f"the autopilot left {offboard} by itself (now {st.mode}{texts}): it is in control; "
-                  "the bridge stopped sending")
-        self.error = self.error or reason
-        log.error("%s", reason)
-        self.on_intervention(Intervention(now, InterventionKind.AUTOPILOT_TOOK_OVER, reason,
-                                          None if self.last_output is None else self.last_output.command, None))
-        self._set_phase(Phase.HOLDING)
-
-    def _on_link_return(self, lost_s: float) -> None:
-        st, cfg = self.autopilot.status, self.config
-        what = f"autopilot heartbeat lost for {lost_s:.1f} s"
-        log.warning("%s, back now: vehicle %s in %s", what, "armed" if st.armed else "disarmed", st.mode)
-        with self._lock:
-            self.phase = self._phase_before_loss  # leave link_lost (not via _set_phase: no report of a
-            self._landing_requested = False       # return to a phase already reported)
-        if not st.armed:
-            if self._phase_before_loss != Phase.LANDING:
-                self.error = self.error or f"{what}; the autopilot landed and disarmed (its failsafe)"
-            with self._lock:
-                self.streaming = False
-            self._set_phase(Phase.LANDED)
-            return
-        deadline_passed = (cfg.flight_time_s > 0 and self._flying_since is not None
-                           and self.clock() - self._flying_since >= cfg.flight_time_s)
-        if (cfg.link_return == "land" or self._land_after_loss or self._phase_before_loss == Phase.LANDING
-                or self.error is not None or deadline_passed):
-            if cfg.link_return == "land" and not self._land_after_loss and not deadline_passed:
-                self.error = self.error or f"{what}; link_return land"
-            self._request_land(f"{what}: landing", force=True)
-            return
-        log.warning("%s; link_return resume: back to offboard control", what)
-        threading.Thread(target=self._resume, name="resume", daemon=True).start()
-
-    def _resume(self) -> None:
-        try:
-            self._enter_offboard()
-        except (FlightFailure, CommandError, TimeoutError) as exc:
-            self._fail(f"resuming after the link loss: {exc}")
-
-    # -- the end ---------------------------------------------------------------------------
-    def shutdown(self, timeout_s: float | None = None) -> None:
-        """Ctrl-C, SIGTERM or the lifecycle's shutdown: airborne -> land and wait (at most
-        ``timeout_s``, default ``shutdown_timeout_s``) for the touchdown, ticking the control
-        period meanwhile; armed on the ground -> disarm. Returns at once where nothing flies."""
-        timeout_s = self.config.shutdown_timeout_s if timeout_s is None else timeout_s
-        self._arm_requested.clear()
-        self._last_tick_s = None  # the gap since the node's last tick is not a stall of the link
-        if self.finished or not self.autopilot.status.armed:
-            return
-        if not self._takeoff_commanded:
-            self._request_land("shutdown")
-            return
-        log.warning("shutdown while airborne (phase %s): landing, waiting up to %.0f s", self.phase, timeout_s)
-        self._request_land("shutdown", force=self.phase != Phase.LANDING)
-        deadline = time.monotonic() + timeout_s
-        period = self.config.supervisor.control_period_s
-        while time.monotonic() < deadline and not self.finished:
-            self.tick()
-            if self.phase == Phase.LINK_LOST:
-                try:  # the link may still carry commands one way
-                    self.autopilot.land(self.config.ack_timeout_s)
-                except CommandError:
-                    pass
-            time.sleep(period)
-        log.info("shutdown: phase %s, vehicle %s", self.phase, "armed" if self.autopilot.status.armed else "disarmed")
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._worker is not None:
-            self._worker.join(timeout=2)
-        if self.autopilot_fence is not None:
-            fresh_s = self.config.supervisor.heartbeat_timeout_s or 1.5
-            try:  # a message of the autopilot since (this thread may just have held the GIL for a while)
-                self.autopilot.wait_for(lambda: self.autopilot.link_age_s() <= fresh_s, 2.0 * fresh_s,
-                                        "a message of the autopilot")
-                self.restore_autopilot_fence()
-            except TimeoutError:
-                log.warning("autopilot fence: no link to the autopilot, so the flight's fence stays installed")
-        self.autopilot.close()
