@@ -36,7 +36,8 @@ from pymavlink.dialects.v20 import common as mavlink
 from airplay import frames
 from airplay.bridge import frames as mav_frames
 from airplay.bridge.modes import do_set_mode_params, mode_name
-from airplay.bridge.vehicle_endpoint import AUTOPILOT_PARAMS, HOME_AMSL_M, VehicleEndpoint, autopilot_param_values
+from airplay.bridge.vehicle_endpoint import VehicleEndpoint
+from airplay.bridge.vehicle_flavours import AUTOPILOT_PARAMS, HOME_AMSL_M, autopilot_param_values
 
 PREARM = mavlink.MAV_SYS_STATUS_PREARM_CHECK
 TEMPORARILY_REJECTED, FAILED, ACCEPTED = (mavlink.MAV_RESULT_TEMPORARILY_REJECTED, mavlink.MAV_RESULT_FAILED,
