@@ -62,13 +62,14 @@ setup(
         "console_scripts": [
             "airplay = airplay.cli:main",
             # The node executables of airplay.graph (NodeSpec.executable), installed to
-            # lib/airplay (setup.cfg) where `ros2 run` / `ros2 launch` look for them.
-            "sim_node = airplay.nodes.sim_node:main",
-            "renderer_node = airplay.nodes.renderer_node:main",
-            "policy_node = airplay.nodes.policy_node:main",
-            "evaluator_node = airplay.nodes.evaluator_node:main",
-            "mavlink_bridge_node = airplay.nodes.mavlink_bridge_node:main",
-            "recorder_node = airplay.nodes.recorder_node:main",
+            # lib/airplay (setup.cfg) where `ros2 run` / `ros2 launch` look for them; airplay.nodes.start
+            # imports each node module with stop signals handled (no traceback when stopped early).
+            "sim_node = airplay.nodes.start:sim_node",
+            "renderer_node = airplay.nodes.start:renderer_node",
+            "policy_node = airplay.nodes.start:policy_node",
+            "evaluator_node = airplay.nodes.start:evaluator_node",
+            "mavlink_bridge_node = airplay.nodes.start:mavlink_bridge_node",
+            "recorder_node = airplay.nodes.start:recorder_node",
         ],
     },
 )

@@ -5,6 +5,7 @@ recorder, writing to bags/ by default, from the one description in airplay.graph
 from __future__ import annotations
 
 import ast
+import inspect
 import py_compile
 import shlex
 from pathlib import Path
@@ -37,7 +38,7 @@ def test_cli_launch_collect_print(capsys):
     assert main(["launch", "collect", "--print", "episodes:=3", "out:=/tmp/b", "split:=none", "max_bytes:=1000000",
                  "record_depth:=true", "topics:=/odom,/cmd_vel"]) == 0
     lines = [shlex.split(line) for line in capsys.readouterr().out.strip().splitlines()]
-    assert [cmd[2] for cmd in lines] == [f"airplay.nodes.{n}_node" for n in ("sim", "renderer", "policy", "evaluator",
+    assert [cmd[3] for cmd in lines] == [f"airplay.nodes.{n}_node" for n in ("sim", "renderer", "policy", "evaluator",
                                                                           "recorder")]
     recorder = lines[-1]
     for param in ("out:=/tmp/b", "split:=none", "max_bytes:=1000000", "record_depth:=true", "episodes:=3",
@@ -66,8 +67,11 @@ def test_collect_launch_file_reads_the_shared_graph(tmp_path):
     assert {("launch_ros.actions", "Node"), ("launch.event_handlers", "OnProcessExit")} <= {
         (n.module, a.name) for n in ast.walk(helper) if isinstance(n, ast.ImportFrom) for a in n.names}
     text = (REPO / "setup.py").read_text()
+    from airplay.nodes import start
+
     for spec in collect_graph():
-        assert f'"{spec.executable} = {spec.module}:main"' in text, spec.executable
+        assert f'"{spec.executable} = airplay.nodes.start:{spec.executable}"' in text, spec.executable
+        assert f'run("{spec.module}")' in inspect.getsource(getattr(start, spec.executable)), spec.executable
 
 
 def test_collect_launch_file_under_launch_ros():

@@ -67,13 +67,17 @@ import json, sys
 import rclpy
 from rclpy.node import Node
 
-rclpy.init(args=sys.argv)
-node = Node("param_echo", automatically_declare_parameters_from_overrides=True)
-values = {name: [type(p.value).__name__, p.value if p.value == p.value else "nan"]
-          for name, p in node.get_parameters_by_prefix("").items()}
-print(json.dumps({"node": node.get_name(), "parameters": values}), flush=True)
-node.destroy_node()
-rclpy.shutdown()
+
+
+def main(args=None):
+    rclpy.init(args=sys.argv)
+    node = Node("param_echo", automatically_declare_parameters_from_overrides=True)
+    values = {name: [type(p.value).__name__, p.value if p.value == p.value else "nan"]
+              for name, p in node.get_parameters_by_prefix("").items()}
+    print(json.dumps({"node": node.get_name(), "parameters": values}), flush=True)
+    node.destroy_node()
+    rclpy.shutdown()
+    return 0
 '''
 
 
@@ -302,7 +306,7 @@ def test_cli_launch_print(capsys):
     commands = [shlex.split(line) for line in lines]
     names = ["sim", "renderer", "policy", "evaluator"]
     for cmd, name in zip(commands, names):
-        assert cmd[1:4] == ["-m", f"airplay.nodes.{name}_node", "--ros-args"]
+        assert cmd[1:5] == ["-m", "airplay.nodes.start", f"airplay.nodes.{name}_node", "--ros-args"]
         assert f"__node:={name}" in cmd
         assert "episodes:=3" in cmd or name == "renderer"
         assert "use_sim_time:=true" in cmd
@@ -398,7 +402,7 @@ def test_launch_file_under_launch_ros():
 def test_setup_installs_node_executables_and_launch_files():
     text = (REPO / "setup.py").read_text()
     for spec in sim_eval_graph():
-        assert f'"{spec.executable} = {spec.module}:main"' in text, spec.executable
+        assert f'"{spec.executable} = airplay.nodes.start:{spec.executable}"' in text, spec.executable
     assert '(f"share/{PACKAGE}/launch", glob("launch/*.py"))' in text
     assert "install_scripts=$base/lib/airplay" in (REPO / "setup.cfg").read_text()
     assert LAUNCH_FILE.is_file()

@@ -77,8 +77,9 @@ def _is_number(text: str) -> bool:
 
 
 def node_command(spec: NodeSpec, python: str = sys.executable) -> list[str]:
-    """The command line that runs one node: ``python -m module --ros-args ...``."""
-    cmd = [python, "-m", spec.module, "--ros-args", "-r", f"__node:={spec.name}"]
+    """The command line that runs one node: ``python -m airplay.nodes.start module --ros-args ...``
+    (:mod:`airplay.nodes.start`: a stop signal during the node's imports ends it quietly)."""
+    cmd = [python, "-m", "airplay.nodes.start", spec.module, "--ros-args", "-r", f"__node:={spec.name}"]
     for key, value in spec.parameters.items():
         cmd += ["-p", f"{key}:={format_parameter(value)}"]
     for source, target in spec.remappings:
