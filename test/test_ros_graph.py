@@ -208,6 +208,31 @@ def test_graph_equals_inprocess(scene_dir, tmp_path):
         assert np.abs(got_traj[-1] - trajectory[-1]).max() <= 1e-6, f"episode {k}: final position"
 
 
+@pytest.mark.slow
+def test_graph_equals_inprocess_with_wind(scene_dir, tmp_path):
+    """wind:= (a sim parameter) gives the in-process episodes of --wind: the same gusts, seeded by
+    the seed and each task, and the same impulse."""
+    from airplay.eval.runner import EvalConfig, evaluate_inprocess
+
+    wind, episodes = "wind=0.8:-0.4,gust=0.5,gust_tau=1,impulse=0.5:0.5@30", 3
+    out, procs = tmp_path / "out", {}
+    try:
+        procs.update(start_graph([f"scenes:={scene_dir}", f"episodes:={episodes}", "seed:=2", "policy:=expert",
+                                  f"wind:={wind}", f"out:={out}", "render_images:=false"], tmp_path))
+        assert evaluator_exit(procs, tmp_path, 240) == 0, _logs(tmp_path)
+    finally:
+        stop_all(procs)
+    inproc, calm = tmp_path / "inproc", tmp_path / "calm"
+    evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=episodes, seed=2, render_images=False, wind=wind),
+                       inproc, progress=False)
+    assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
+    assert json.loads((out / "summary.json").read_text())["meta"]["wind"] == \
+        json.loads((inproc / "summary.json").read_text())["meta"]["wind"]
+    evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=episodes, seed=2, render_images=False), calm,
+                       progress=False)
+    assert (calm / "episodes.jsonl").read_text() != (inproc / "episodes.jsonl").read_text()
+
+
 @pytest.fixture
 def busy_machine():
     """Twice as many busy processes as cores for the length of a test (a loaded machine)."""

@@ -20,7 +20,8 @@ VLN_BACKENDS = ("transformers", "openai")
 COMMAND_MODULES: tuple[str, ...] = ("airplay.bridge.commands", "airplay.policies.train_command",
                                     "airplay.policies.dagger_command",
                                     "airplay.data.dataset_command", "airplay.data.collect_command",
-                                    "airplay.eval.offline_command", "airplay.vln.commands",
+                                    "airplay.eval.offline_command", "airplay.eval.protocol_command",
+                                    "airplay.vln.commands",
                                     "airplay.nodes.bridge_control")
 """Modules that add sub-commands: each has ``register(sub)`` taking the sub-parsers object
 and setting ``func`` on its parsers. Their heavy imports stay inside the handlers."""
@@ -135,7 +136,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                      episodes=args.episodes, seed=args.seed, render_backend=render_backend,
                      render_images=not args.no_images, bootstrap=args.bootstrap,
                      checkpoint=args.checkpoint or "", execution_horizon=args.execution_horizon,
-                     policy_budget_ms=args.policy_budget_ms)
+                     policy_budget_ms=args.policy_budget_ms, wind=args.wind)
     if not cfg.policy_budget_ms >= 0:
         print(f"error: --policy-budget-ms must be >= 0 (0: none), got {args.policy_budget_ms}", file=sys.stderr)
         return 2
@@ -153,7 +154,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                               execution_horizon=cfg.execution_horizon, setting=cfg.setting, episodes=cfg.episodes,
                               seed=cfg.seed, out=args.out, policy_budget_ms=float(cfg.policy_budget_ms),
                               render_backend=cfg.render_backend, render_images=cfg.render_images,
-                              bootstrap=cfg.bootstrap)
+                              bootstrap=cfg.bootstrap, wind=cfg.wind)
         return launch_graph(sim_eval_nodes(graph))
     evaluate_inprocess(cfg, Path(args.out), progress=not args.no_progress)
     return 0
@@ -274,6 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--policy-budget-ms", type=float, default=0.0, metavar="MS",
                     help="per-step compute budget of the policy in its own CPU time: a step over it ends the "
                          "episode as over_budget (default 0: none; wall time never ends an episode)")
+    cli_flags.add_wind(ev)
     ev.add_argument("--setting", default=None, choices=("pointgoal", "imagegoal", "goalfree", "vln"),
                     help="task setting (default: vln for --policy airvln_r1, else pointgoal)")
     cli_flags.add_episodes(ev)

@@ -43,3 +43,22 @@ def add_episodes(parser, default: int = 10, help: str = "episodes per scene") ->
 def add_no_progress(parser) -> None:
     """``--no-progress``: no progress bar."""
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def wind(text: str) -> str:
+    """A ``--wind`` text (:mod:`airplay.sim.disturbance`), checked; an argparse error naming the item."""
+    from airplay.sim.disturbance import Disturbance, DisturbanceError
+
+    try:
+        Disturbance.parse(text)
+    except DisturbanceError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def add_wind(parser) -> None:
+    """``--wind SPEC``: wind, gusts or a velocity impulse acting on the vehicle (default: none)."""
+    parser.add_argument("--wind", type=wind, default="", metavar="SPEC",
+                        help="external velocity disturbance: wind=VX:VY[:VZ],gust=STD,gust_tau=S,drag_tau=S,"
+                             "impulse=VX:VY[:VZ]@STEP (map ENU m/s; a bare VX:VY is the mean wind; seeded by "
+                             "--seed and each task; default: none; docs/simulation.md)")

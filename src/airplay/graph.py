@@ -79,6 +79,7 @@ SIM_EVAL_ARGUMENTS: dict[str, LaunchArgument] = {
     "lockstep": _from_schema(schemas.LOCKSTEP),
     "policy_budget_ms": _from_schema(schemas.POLICY_BUDGET_MS),
     "clock_rate_hz": _from_schema(schemas.SIM["clock_rate_hz"]),
+    "wind": _from_schema(schemas.WIND),
     "render_backend": _from_schema(schemas.RENDERER["render_backend"]),
     "render_images": _from_schema(schemas.RENDER_IMAGES),
     "bootstrap": _from_schema(schemas.EVALUATOR["bootstrap"]),
@@ -134,6 +135,16 @@ def _budget_ms(values: dict[str, str], key: str) -> float:
     return budget
 
 
+def _wind(values: dict[str, str], key: str) -> str:
+    from airplay.sim.disturbance import Disturbance, DisturbanceError
+
+    try:
+        Disturbance.parse(values[key])
+    except DisturbanceError as exc:
+        raise GraphArgumentError(f"launch argument {key}:={values[key]}: {exc}") from None
+    return values[key]
+
+
 def _choice(values: dict[str, str], key: str, choices: tuple[str, ...]) -> str:
     if values[key] not in choices:
         raise GraphArgumentError(f"launch argument {key}:={values[key]} must be one of {', '.join(choices)}")
@@ -162,6 +173,7 @@ class SimEvalConfig:
     lockstep: bool = _default(schemas.LOCKSTEP)
     policy_budget_ms: float = _default(schemas.POLICY_BUDGET_MS)
     clock_rate_hz: float = _default(schemas.SIM["clock_rate_hz"])
+    wind: str = _default(schemas.WIND)
     render_backend: str = _default(schemas.RENDERER["render_backend"])
     render_images: bool = _default(schemas.RENDER_IMAGES)
     bootstrap: int = _default(schemas.EVALUATOR["bootstrap"])
@@ -179,6 +191,7 @@ def sim_eval_config(arguments: dict[str, str] | None = None) -> SimEvalConfig:
         setting=_choice(v, "setting", schemas.SETTINGS), episodes=_number(v, "episodes", int),
         seed=_number(v, "seed", int), out=v["out"], lockstep=_flag(v, "lockstep"),
         policy_budget_ms=_budget_ms(v, "policy_budget_ms"), clock_rate_hz=_number(v, "clock_rate_hz"),
+        wind=_wind(v, "wind"),
         render_backend=_choice(v, "render_backend", schemas.RENDER_BACKENDS),
         render_images=_flag(v, "render_images"), bootstrap=_number(v, "bootstrap", int),
         vln={k: v[k] for k in _VLN_ARGUMENTS})
@@ -198,9 +211,11 @@ def sim_eval_nodes(cfg: SimEvalConfig) -> list[NodeSpec]:
     vln_values = {p.name: p.default for p in schemas.VLN_BACKEND}
     vln_values.update({"vln_config": "", "vln_episodes": "", **cfg.vln, "policy": cfg.policy})
     vln = _vln_arguments(vln_values, episode, render_images)
+    wind = {"wind": cfg.wind} if cfg.wind else {}  # absent when off: the nodes' default, no disturbance
     return [
         NodeSpec("sim", "airplay.nodes.sim_node", "sim_node",
-                 {**common, **episode, "lockstep": lockstep, "clock_rate_hz": float(cfg.clock_rate_hz)}),
+                 {**common, **episode, "lockstep": lockstep, "clock_rate_hz": float(cfg.clock_rate_hz),
+                  **wind}),
         NodeSpec("renderer", "airplay.nodes.renderer_node", "renderer_node",
                  {**common, **episode, "lockstep": lockstep, "render_backend": cfg.render_backend,
                   "render_images": render_images}),
@@ -210,7 +225,7 @@ def sim_eval_nodes(cfg: SimEvalConfig) -> list[NodeSpec]:
         NodeSpec("evaluator", "airplay.nodes.evaluator_node", "evaluator_node",
                  {**common, **episode, "policy": cfg.policy, **learned, "out": cfg.out,
                   "render_images": render_images, "bootstrap": cfg.bootstrap,
-                  "policy_budget_ms": budget_ms},
+                  "policy_budget_ms": budget_ms, **wind},
                  required=True),
     ]
 

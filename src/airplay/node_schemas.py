@@ -45,10 +45,14 @@ EXECUTION_HORIZON = Param("execution_horizon", 0, "controls executed per predict
 POLICY_BUDGET_MS = Param("policy_budget_ms", 0.0, "per-step compute budget of the policy in its own CPU time, ms; a "
                                                   "step over it ends the episode as over_budget (0: none)",
                          unit="ms", min=0.0, finite=True)
+WIND = Param("wind", "", "external velocity disturbance acting on the vehicle: wind=VX:VY[:VZ],gust=STD,"
+                        "gust_tau=S,drag_tau=S,impulse=VX:VY[:VZ]@STEP (map ENU m/s; airplay.sim.disturbance; "
+                        "empty: none)")
 
 SIM = EPISODE.with_params(
     "sim",
     LOCKSTEP,
+    WIND,
     Param("republish_s", 0.5, "lockstep: the latest observation is published again after this long without a "
                               "command, s of wall time", unit="s", above=0.0, finite=True, dynamic=True),
     Param("clock_rate_hz", 10.0, "/clock messages per second of sim time (0: one every 20 ms step); odom carries "
@@ -88,7 +92,7 @@ POLICY_NODE = EPISODE.with_params(
 
 EVALUATOR = EPISODE.with_params(
     "evaluator",
-    POLICY, CHECKPOINT, EXECUTION_HORIZON, POLICY_BUDGET_MS,
+    POLICY, CHECKPOINT, EXECUTION_HORIZON, POLICY_BUDGET_MS, WIND,
     Param("out", "out/sim-eval-ros", "results folder (episodes.jsonl, summary.json, plots), relative to the "
                                      "evaluator's working folder", nonempty=True),
     Param("startup_timeout_s", 0.0, "give up (exit 1) when the graph has not come up after this long, s of wall "

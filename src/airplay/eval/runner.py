@@ -19,6 +19,7 @@ from airplay.eval.metrics import EpisodeResult, episode_result
 from airplay.eval.plots import plot_trajectories
 from airplay.eval.results import format_table, write_results
 from airplay.policies import guard, make_policy
+from airplay.sim.disturbance import Disturbance
 from airplay.world.env import AirPlayEnv
 from airplay.world import World
 from airplay.tasks.sampler import sample_tasks
@@ -43,6 +44,9 @@ class EvalConfig:
     policy_budget_ms: float = 0.0
     """Per-step compute budget of the policy (ms of its CPU time); 0: none
     (:mod:`airplay.policies.guard`)."""
+    wind: str = ""
+    """Wind, gusts or a velocity impulse acting on the vehicle, as text
+    (:mod:`airplay.sim.disturbance`); "": none."""
 
 
 def task_result(world: World, task, cfg: EvalConfig, trajectory: np.ndarray, status: str,
@@ -79,6 +83,7 @@ def results_meta(cfg: EvalConfig, world: World, runtime: str, control_steps: int
         **({"checkpoint": str(cfg.checkpoint)} if cfg.checkpoint else {}),
         **({"execution_horizon": cfg.execution_horizon} if cfg.execution_horizon else {}),
         **({"policy_budget_ms": cfg.policy_budget_ms} if cfg.policy_budget_ms else {}),
+        **({"wind": Disturbance.parse(cfg.wind).to_text()} if cfg.wind else {}),
     }
 
 
@@ -113,6 +118,7 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True) ->
     from tqdm import tqdm
 
     out_dir = Path(out_dir)
+    disturbance = Disturbance.parse(cfg.wind)
     results: list[EpisodeResult] = []
     t_start = time.perf_counter()
     total_steps = 0
@@ -123,7 +129,7 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True) ->
         world = World.load(scene_dir)
         tasks = sample_tasks(world.scene, world.grid, cfg.episodes, cfg.seed, cfg.setting, world.protocol)
         env = AirPlayEnv(world, cfg.setting, tasks=tasks, render_backend=cfg.render_backend,
-                         render_images=cfg.render_images)
+                         render_images=cfg.render_images, disturbance=disturbance, disturbance_seed=cfg.seed)
         policy = make_policy(cfg.policy, world, checkpoint=cfg.checkpoint or None,
                              execution_horizon=cfg.execution_horizon or None)
         bar.set_description(world.name)
@@ -156,14 +162,22 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True) ->
 
 def plot_scene(path: Path, world: World, tasks, trajectories, statuses, cfg: EvalConfig) -> None:
     """Trajectories over the obstacles at mid-band height (SDF <= 0)."""
+    occupied, corner, resolution_m, z_mid = occupancy_slice(world)
+    plot_trajectories(path, occupied, corner, resolution_m, trajectories,
+                      [t.start_position for t in tasks], [t.goal_position for t in tasks], statuses,
+                      title=f"{world.name}: {cfg.policy}, {cfg.setting}, {len(tasks)} episodes (obstacles at "
+                            f"z = {z_mid:.1f} m)",
+                      success_radius_m=world.protocol.success_radius_m)
+
+
+def occupancy_slice(world: World) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """The obstacles at mid-band flight height: (occupied (H, W) bool, rows = y and columns = x
+    (SDF <= 0), map (x, y) of cell [0, 0]'s outer corner (m), cell size (m), the slice's z (m));
+    the grid convention of :mod:`airplay.eval.plots`."""
     nav = world.scene.spec.navigable
     sdf = world.sdf
     z_mid = 0.5 * (nav.z_min + nav.z_max)
     k = int(np.clip(np.rint((z_mid - sdf.origin_m[2]) / sdf.resolution_m), 0, sdf.shape[2] - 1))
     occupied = (sdf.values[:, :, k] <= 0.0).T  # rows = y, columns = x
     corner = sdf.origin_m[:2] - 0.5 * sdf.resolution_m
-    plot_trajectories(path, occupied, corner, sdf.resolution_m, trajectories,
-                      [t.start_position for t in tasks], [t.goal_position for t in tasks], statuses,
-                      title=f"{world.name}: {cfg.policy}, {cfg.setting}, {len(tasks)} episodes (obstacles at "
-                            f"z = {z_mid:.1f} m)",
-                      success_radius_m=world.protocol.success_radius_m)
+    return occupied, corner, float(sdf.resolution_m), float(z_mid)

@@ -193,6 +193,17 @@ class ParameterError(ValueError):
     """A ROS parameter with a value the node cannot use; the message names the parameter."""
 
 
+def parse_wind(text: str):
+    """The ``wind`` parameter as a :class:`airplay.sim.disturbance.Disturbance` (None: empty);
+    ParameterError naming the parameter."""
+    from airplay.sim.disturbance import Disturbance, DisturbanceError
+
+    try:
+        return Disturbance.parse(text)
+    except DisturbanceError as exc:
+        raise ParameterError(f"parameter 'wind': {exc}") from None
+
+
 def episode_parameters(values: dict) -> dict:
     """The episode parameters of a node's declared values (scenes, episodes, seed, setting, and
     vln_config, vln_episodes: what decides the episodes; airplay.node_schemas.EPISODE), with the

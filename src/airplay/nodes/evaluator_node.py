@@ -55,7 +55,7 @@ from std_msgs.msg import String
 
 from airplay.node_schemas import EVALUATOR
 from airplay.nodes.common import (EPISODE_STATUS, RELIABLE, EpisodeTasks, ParameterError, episode_parameters,
-                                  json_message, json_payload, run_node, scene_dirs)
+                                  json_message, json_payload, parse_wind, run_node, scene_dirs)
 from airplay.nodes.params import declare_schema
 
 WAITING_LOG_S = 10.0
@@ -83,6 +83,8 @@ class EvaluatorNode(Node):
         self.startup_timeout_s = values["startup_timeout_s"]
         self.render_images = values["render_images"]
         self.bootstrap = values["bootstrap"]
+        self.wind = values["wind"]  # recorded in summary.json's meta (the sim applies it)
+        parse_wind(self.wind)
         if not is_policy_name(self.policy_name):
             raise ParameterError(f"parameter 'policy' must be one of {', '.join(POLICY_NAMES)} or module:factory, "
                                  f"got {self.policy_name!r}")
@@ -322,7 +324,8 @@ class EvaluatorNode(Node):
         cfg = EvalConfig(scenes=[Path(s) for s in self.scenes], policy=self.policy_name, setting=p["setting"],
                          episodes=p["episodes"], seed=p["seed"], render_images=bool(self.render_images),
                          bootstrap=self.bootstrap, checkpoint=self.checkpoint,
-                         execution_horizon=self.execution_horizon, policy_budget_ms=float(self.policy_budget_ms))
+                         execution_horizon=self.execution_horizon, policy_budget_ms=float(self.policy_budget_ms),
+                         wind=self.wind)
         elapsed = time.monotonic() - self.t_start
         if self.vln:
             return self.write_vln(cfg, elapsed)

@@ -7,6 +7,9 @@ on the command's task and publishes ``episode/status`` {"status": "started", "st
 command's fields} (reliable, transient-local: :data:`airplay.nodes.common.EPISODE_STATUS`), then
 ``odom``, ``/clock`` and ``goal_pose`` (the task's goal, not for VLN) stamped with sim time.
 
+Parameter ``wind`` (empty by default: none): wind, gusts or a velocity impulse acting on the vehicle
+(:mod:`airplay.sim.disturbance`), its gusts seeded by ``seed`` and each task's id, as in-process.
+
 Before it subscribes to ``episode/command`` (the evaluator's sign that it is ready) it flies a
 short warm-up task of the first scene (:mod:`airplay.world.warmup`), so that no kernel compiles
 inside an episode.
@@ -60,8 +63,8 @@ from std_msgs.msg import String
 from airplay.node_schemas import SIM
 from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, RELIABLE, WorldCache,
                                   command_from_twist, episode_parameters, first_scene, json_message,
-                                  json_payload, ns_from_stamp, odometry_from_state, run_node, stamp_from_ns,
-                                  transform_from_odometry)
+                                  json_payload, ns_from_stamp, odometry_from_state, parse_wind, run_node,
+                                  stamp_from_ns, transform_from_odometry)
 from airplay.nodes.params import declare_schema
 from airplay.policies import guard
 
@@ -77,6 +80,8 @@ class SimNode(Node):
         self.setting = p["setting"]
         self.lockstep = values["lockstep"]
         self.republish_s = values["republish_s"]
+        self.seed = p["seed"]
+        self.disturbance = parse_wind(values["wind"])
         clock_rate_hz = values["clock_rate_hz"]
         self.clock_period_ns = int(round(1e9 / clock_rate_hz)) if clock_rate_hz > 0 else 0
         self.clock_ns = None  # the stamp /clock last carried
@@ -141,7 +146,8 @@ class SimNode(Node):
                 world = replace(world, protocol=replace(world.protocol, success_radius_m=float(success_radius_m)))
             setting = "goalfree" if self.setting == "vln" else self.setting
             self.envs = {k: v for k, v in self.envs.items() if k[0] == scene_dir}  # one scene at a time
-            self.envs[key] = AirPlayEnv(world, setting, render_images=False)
+            self.envs[key] = AirPlayEnv(world, setting, render_images=False, disturbance=self.disturbance,
+                                        disturbance_seed=self.seed)
         return self.envs[key]
 
     # -- episodes --------------------------------------------------------------------------

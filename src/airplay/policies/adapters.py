@@ -134,7 +134,10 @@ ADAPTERS = ("prefix", "hold", "ensemble", "tracker")
 
 
 def make_adapter(kind: str, horizon: int, chunk_size: int):
-    """The adapter ``kind`` executing ``horizon`` controls of ``chunk_size``-long chunks."""
+    """The adapter ``kind`` executing ``horizon`` controls of ``chunk_size``-long chunks (``hold``
+    takes any horizon >= 1: it holds the chunk's first control that long)."""
+    if kind == "hold" and horizon >= 1:
+        return HoldAdapter(horizon)
     if not 1 <= horizon <= chunk_size:
         raise ValueError(f"execution horizon must be in 1..{chunk_size} (the chunk size), got {horizon}")
     if kind == "prefix":

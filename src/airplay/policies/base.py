@@ -41,7 +41,8 @@ class PolicyConfig:
     """Fields every policy has.
 
     chunk_size: controls predicted per call of ``predict_action_chunk`` (K).
-    execution_horizon: controls executed from each chunk before predicting again (H, 1..K).
+    execution_horizon: controls executed from each chunk before predicting again (H, 1..K; any
+        H >= 1 with the ``hold`` adapter, which holds the first control H periods).
     adapter: how a chunk becomes 50 Hz commands: "prefix", "hold", "ensemble" (temporal
         ensembling, ACT) or "tracker" (waypoints; see :mod:`airplay.policies.adapters`).
     """
@@ -59,9 +60,12 @@ class PolicyConfig:
 
         check(isinstance(self.chunk_size, int) and self.chunk_size >= 1, "chunk_size",
               f"must be an integer >= 1, got {self.chunk_size!r}")
-        check(isinstance(self.execution_horizon, int) and 1 <= self.execution_horizon <= self.chunk_size,
+        longest = None if self.adapter == "hold" else self.chunk_size  # hold: any H (holds the first control)
+        check(isinstance(self.execution_horizon, int) and not isinstance(self.execution_horizon, bool)
+              and 1 <= self.execution_horizon <= (longest or self.execution_horizon),
               "execution_horizon", f"must be an integer in 1..chunk_size ({self.chunk_size}), "
-                                   f"got {self.execution_horizon!r}")
+                                   f"got {self.execution_horizon!r}" if longest else
+                                   f"must be an integer >= 1, got {self.execution_horizon!r}")
         check(self.adapter in ADAPTERS, "adapter", f"must be one of {', '.join(ADAPTERS)}, got {self.adapter!r}")
 
     def to_dict(self) -> dict:

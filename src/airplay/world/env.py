@@ -37,6 +37,7 @@ import numpy as np
 from airplay.episode_status import EpisodeStatus
 from airplay.frames import map_to_heading_xyz
 from airplay.render.api import Backend
+from airplay.sim.disturbance import Disturbance
 from airplay.sim.flight import CODE_STATUS, FlightSim
 from airplay.tasks.sampler import SETTINGS, Task, sample_tasks
 from airplay.world import World
@@ -67,13 +68,17 @@ class AirPlayEnv(gym.Env):
         render_backend: renderer backend ("auto", "cpu", "gsplat").
         render_images: False skips RGB and depth (zeros) for state-only uses such as
             collecting the expert's commands fast.
+        disturbance: wind, gusts or a velocity impulse acting on the vehicle
+            (:mod:`airplay.sim.disturbance`; None: none); ``reset(options={"disturbance": ...})``
+            replaces it for one episode. Its gusts are seeded by ``disturbance_seed`` and the task's id.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
 
     def __init__(self, world: World | str | Path, setting: str = "pointgoal", tasks: list[Task] | None = None,
                  num_tasks: int = 16, render_backend: Backend = "auto", render_images: bool = True,
-                 render_mode: str | None = None) -> None:
+                 render_mode: str | None = None, disturbance: Disturbance | None = None,
+                 disturbance_seed: int = 0) -> None:
         super().__init__()
         if setting not in SETTINGS:
             raise ValueError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
@@ -123,6 +128,9 @@ class AirPlayEnv(gym.Env):
         self.trajectory: list[np.ndarray] = []
         self._dt = self.world.vehicle.control_dt_s
         self._success_radius_m = self.world.protocol.success_radius_m
+        self.disturbance = disturbance
+        self.disturbance_seed = int(disturbance_seed)
+        self._disturb = None  # this episode's DisturbanceRun, or None
 
     # -- episode ---------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -142,6 +150,8 @@ class AirPlayEnv(gym.Env):
             task = self._tasks[self._next_task % len(self._tasks)]
             self._next_task += 1
         self.task = task
+        spec = options.get("disturbance", self.disturbance)
+        self._disturb = spec.start(self.disturbance_seed, task.task_id, self._dt) if spec is not None else None
         self.flight.reset(task.start_position[None, :], np.array([task.start_yaw]))
         self.status = EpisodeStatus.RUNNING
         self.steps = 0
@@ -169,6 +179,10 @@ class AirPlayEnv(gym.Env):
             cmd = np.ascontiguousarray(action, dtype=np.float64).reshape(4)
         # One compiled call steps the vehicle, checks it and computes what follows
         # (distances, the float32 state); the arithmetic is the same as the numpy it replaces.
+        if self._disturb is not None:
+            dv = self._disturb.velocity_change(self.steps)
+            if dv is not None:  # an external velocity change before the flight model's step
+                self.vehicle.state[0, 3:6] += dv
         state = np.empty(13, np.float32)
         try:
             code, moved, distance, gx, gy, gz, yaw = self.flight.step_observe(cmd, self._goal64, state)
