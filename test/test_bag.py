@@ -1,5 +1,7 @@
 """Episode bags (rosbag2, MCAP storage): written by BagWriter / write_episode_bag, read back by
-the mcap library's readers, by rosbags' Reader and by read_episode, bit-exact; size splits;
+the mcap library's readers, by rosbags' Reader and by read_episode, bit-exact (but the velocity,
+which REP-105 /odom carries in base_link: to a few ulp); bag format 2 in the metadata and in each
+file, bags of format 1 (map-frame twist, no bag_format) read to the same state; size splits;
 atomic publication; a writer killed with SIGKILL loses at most the last second.
 """
 
@@ -29,13 +31,40 @@ class Intrinsics:
     width, height = W, H
 
 
-def synthetic_episode(T: int, seed: int = 0, start_ns: int = 7 * DT, depth: bool = True, imagegoal: bool = True):
-    """Arrays of an episode with T commanded observations (+ the terminal one) and its records."""
+def unit_quaternions(state: np.ndarray) -> np.ndarray:
+    """``state`` with its quaternions (columns 3:7) normalized, as a vehicle's are."""
+    state[..., 3:7] /= np.linalg.norm(state[..., 3:7], axis=-1, keepdims=True)
+    return state
+
+
+def assert_same_state(got: np.ndarray, want: np.ndarray) -> None:
+    """Position, quaternion and body rates bit for bit; the velocity (REP-105 /odom carries it in
+    base_link, read back into map) to 1e-14 of the speed (a few ulp: at most 16 ulp of |v| over
+    200,000 random attitudes and velocities)."""
+    got, want = np.atleast_2d(got), np.atleast_2d(want)
+    assert got.dtype == np.float64 and got.shape == want.shape
+    assert np.array_equal(got[:, :7], want[:, :7]) and np.array_equal(got[:, 10:], want[:, 10:])
+    speed = np.linalg.norm(want[:, 7:10], axis=1, keepdims=True)
+    assert np.all(np.abs(got[:, 7:10] - want[:, 7:10]) <= 1e-14 * speed)
+
+
+def format1_odometry_cdr(state, stamp_ns: int) -> bytes:
+    """/odom as airplay wrote it before bag format 2: the twist's linear part the MAP velocity."""
+    odom = M.decode("nav_msgs/msg/Odometry", M.odometry_cdr(state, stamp_ns))
+    v = odom.twist.twist.linear
+    v.x, v.y, v.z = (float(c) for c in state[7:10])
+    return bytes(M.typestore().serialize_cdr(odom, "nav_msgs/msg/Odometry"))
+
+
+def synthetic_episode(T: int, seed: int = 0, start_ns: int = 7 * DT, depth: bool = True, imagegoal: bool = True,
+                      odometry=M.odometry_cdr):
+    """Arrays of an episode with T commanded observations (+ the terminal one) and its records
+    (``odometry``: the /odom builder)."""
     rng = np.random.default_rng(seed)
     ep = {
         "rgb": rng.integers(0, 256, (T + 1, H, W, 3), dtype=np.uint8),
         "depth": rng.uniform(0.1, 40.0, (T + 1, H, W)).astype(np.float32),
-        "state": rng.standard_normal((T + 1, 13)) * np.pi,  # full float64 mantissas
+        "state": unit_quaternions(rng.standard_normal((T + 1, 13)) * np.pi),  # full float64 mantissas
         "action": rng.standard_normal((T, 4)).astype(np.float32),
         "stamps": start_ns + DT * np.arange(T + 1, dtype=np.int64),
         "goal": rng.standard_normal(3), "goal_yaw": 1.234, "goal_image": rng.integers(0, 256, (H, W, 3), np.uint8),
@@ -49,7 +78,7 @@ def synthetic_episode(T: int, seed: int = 0, start_ns: int = 7 * DT, depth: bool
         if depth:
             records.append(("/camera/depth/image_raw", s, M.image_depth_cdr(ep["depth"][k], s)))
         records.append(("/camera/camera_info", s, M.camera_info_cdr(Intrinsics, s)))
-        records.append(("/odom", s, M.odometry_cdr(ep["state"][k], s)))
+        records.append(("/odom", s, odometry(ep["state"][k], s)))
         if k < T:
             records.append(("/cmd_vel", s, M.twist_cdr(ep["action"][k], s)))
     records.append(("/episode/status", ep["stamps"][-1],
@@ -69,7 +98,7 @@ def written(tmp_path_factory):
     return out, path, ep, records
 
 
-def test_round_trip_bit_exact(written):
+def test_round_trip(written):
     out, path, ep, _ = written
     assert path == out / "sc" / "sc-imagegoal-0-3"
     assert sorted(p.name for p in path.iterdir()) == ["metadata.yaml", "sc-imagegoal-0-3_0.mcap"]
@@ -78,12 +107,54 @@ def test_round_trip_bit_exact(written):
     np.testing.assert_array_equal(e.stamps_ns, ep["stamps"][:30])
     assert e.rgb.dtype == np.uint8 and np.array_equal(e.rgb, ep["rgb"][:30])
     assert e.depth.dtype == np.float32 and np.array_equal(e.depth, ep["depth"][:30])
-    assert e.state.dtype == np.float64 and np.array_equal(e.state, ep["state"][:30])  # float64 bit-exact
+    assert_same_state(e.state, ep["state"][:30])
+    assert e.bag_format == M.BAG_FORMAT == 2
     assert e.action.dtype == np.float32 and np.array_equal(e.action, ep["action"])
     assert np.array_equal(e.goal_position, ep["goal"]) and e.goal_yaw == pytest.approx(1.234, abs=1e-12)
     assert np.array_equal(e.goal_image, ep["goal_image"])
     assert np.array_equal(e.camera_k, Intrinsics.K)
-    assert e.metadata == META
+    assert e.metadata == {**META, "bag_format": 2}
+
+
+def test_format_1_bag_reads_to_the_same_state(tmp_path):
+    """A bag as airplay wrote it before bag format 2 (/odom's twist in map, no bag_format anywhere)
+    reads to the state that was written, bit for bit, and exports as a format 2 bag of the same
+    flight does (to a few ulp)."""
+    ep, records = synthetic_episode(20, odometry=format1_odometry_cdr)
+    writer = BagWriter(tmp_path / "old", bag_format=None)
+    for topic, stamp, cdr in records:
+        writer.write(topic, stamp, cdr)
+    writer.set_metadata(META)
+    writer.close()
+    old = read_episode(tmp_path / "old")
+    assert old.bag_format == 1 and "bag_format" not in old.metadata
+    assert np.array_equal(old.state, ep["state"][:20])  # format 1: the map velocity as written
+    new = read_episode(write_episode_bag(tmp_path, "sc", "new", synthetic_episode(20)[1], metadata=META))
+    assert new.bag_format == 2
+    assert_same_state(new.state, old.state)
+
+
+def test_bag_format_of_a_killed_writer_and_a_bad_one(tmp_path):
+    """A bag whose writer died before its episode metadata still reads as format 2 (the ``airplay``
+    record at the start of its file); an unknown bag_format is refused, naming the bag."""
+    ep, records = synthetic_episode(5)
+    writer = BagWriter(tmp_path / "killed")
+    for topic, stamp, cdr in records:
+        writer.write(topic, stamp, cdr)
+    writer.flush()  # no close: no metadata.yaml, no /episode/metadata, no MCAP summary
+    e = read_episode(tmp_path / "killed")
+    assert not e.complete and "bag_format" not in e.metadata and e.bag_format == 2
+    assert_same_state(e.state, ep["state"][:5])
+    writer.abort()
+    bad = BagWriter(tmp_path / "bad", bag_format=None)
+    for topic, stamp, cdr in records:
+        bad.write(topic, stamp, cdr)
+    bad.set_metadata({**META, "bag_format": 3})
+    bad.close()
+    with pytest.raises(BagError, match=r"bad: episode metadata: bag_format 3 is not one this airplay reads \(1, 2\)"):
+        read_episode(tmp_path / "bad")
+    with pytest.raises(ValueError, match="bag_format 0"):
+        BagWriter(tmp_path / "zero", bag_format=0)
 
 
 def test_messages_match_rclpy():
@@ -98,13 +169,19 @@ def test_messages_match_rclpy():
 
     rng = np.random.default_rng(1)
     state, cmd, rgb = rng.standard_normal(13), rng.standard_normal(4), rng.integers(0, 256, (5, 7, 3), np.uint8)
+    state = unit_quaternions(state)
     depth = rng.uniform(0, 9, (5, 7)).astype(np.float32)
     s = 123 * 1_000_000_000 + 456
     ser, de = serialization.serialize_message, serialization.deserialize_message
     odom = M.decode("nav_msgs/msg/Odometry", ser(C.odometry_from_state(state, s)))
-    assert np.array_equal(M.state_of(odom), state) and M.stamp_ns(odom) == s
+    ours = M.decode("nav_msgs/msg/Odometry", M.odometry_cdr(state, s))
+    assert odom.twist.twist == ours.twist.twist  # the same REP-105 body-frame values, bit for bit
+    assert_same_state(M.state_of(odom), state)
+    assert M.stamp_ns(odom) == s
     assert odom.header.frame_id == "map" and odom.child_frame_id == "base_link"
-    assert np.array_equal(C.state_from_odometry(de(M.odometry_cdr(state, s), Odometry)), state)
+    assert np.array_equal(C.state_from_odometry(de(M.odometry_cdr(state, s), Odometry)), M.state_of(ours))
+    sim_state = de(ser(C.sim_state_from_state(state, s)), Odometry)  # the sim's exact state: bit for bit
+    assert np.array_equal(C.state_from_sim_state(sim_state), state)
     assert np.array_equal(C.command_from_twist(de(M.twist_cdr(cmd, s), TwistStamped)), cmd)
     assert np.array_equal(M.command_of(M.decode("geometry_msgs/msg/TwistStamped", ser(C.twist_from_command(cmd, s)))),
                           cmd)
@@ -160,13 +237,13 @@ def test_rosbags_reader_and_metadata_yaml(written):
     assert info["message_count"] == len(records) + 1
     assert info["starting_time"]["nanoseconds_since_epoch"] == ep["stamps"][0]
     assert info["duration"]["nanoseconds"] == ep["stamps"][-1] - ep["stamps"][0]
-    assert json.loads(info["custom_data"]["airplay.episode"]) == META
+    assert json.loads(info["custom_data"]["airplay.episode"]) == {**META, "bag_format": 2}
     with Reader(path) as reader:
         assert {c.topic: c.msgtype for c in reader.connections} == M.TOPICS
         assert reader.message_count == len(records) + 1
         odom = [c for c in reader.connections if c.topic == "/odom"]
         states = [M.state_of(M.decode(c.msgtype, raw)) for c, _, raw in reader.messages(connections=odom)]
-        assert np.array_equal(np.stack(states), ep["state"])
+        assert_same_state(np.stack(states), ep["state"])
 
 
 def test_size_split(tmp_path):
@@ -179,7 +256,8 @@ def test_size_split(tmp_path):
     assert sorted(p.name for p in path.glob("*.mcap")) == sorted(names)
     assert sum(f["message_count"] for f in info["files"]) == info["message_count"] == len(records) + 1
     e = read_episode(path)
-    assert np.array_equal(e.rgb, ep["rgb"][:40]) and np.array_equal(e.state, ep["state"][:40])
+    assert np.array_equal(e.rgb, ep["rgb"][:40])
+    assert_same_state(e.state, ep["state"][:40])
     from rosbags.rosbag2 import Reader
 
     with Reader(path) as reader:
@@ -207,7 +285,7 @@ def test_atomic_publish(tmp_path):
     assert [p.name for p in (tmp_path / "sc").iterdir()] == ["t0"] and iter_episode_bags(tmp_path) == [path]
     with pytest.raises(FileExistsError, match="t0"):
         write_episode_bag(tmp_path, "sc", "t0", records)
-    assert read_episode(path).metadata == META
+    assert read_episode(path).metadata == {**META, "bag_format": 2}
 
 
 def test_bad_input_named(tmp_path):
@@ -328,10 +406,12 @@ def test_same_layout_as_rosbags_own_mcap_writer(written, tmp_path):
         assert mine[2]["topic_type_hash"] == M.typestore().hash_rihs01(msgtype)
         assert yaml.safe_load(mine[2]["offered_qos_profiles"])[0]["reliability"] == "reliable"
         assert set(meta) <= set(mine[2])
-    # rosbag2's MCAP plugin: ROS_DISTRO on opening, the serialized bag metadata on closing the file
-    assert [name for name, _ in ours[3]] == ["rosbag2", "rosbag2"] and ours[3][0][1] == {"ROS_DISTRO": "jazzy"}
+    # rosbag2's MCAP plugin: ROS_DISTRO on opening, the serialized bag metadata on closing the file;
+    # between them airplay's bag format
+    assert [name for name, _ in ours[3]] == ["rosbag2", "airplay", "rosbag2"]
+    assert ours[3][0][1] == {"ROS_DISTRO": "jazzy"} and ours[3][1][1] == {"bag_format": "2"}
     assert [name for name, meta in theirs[3] if "serialized_metadata" in meta] == ["rosbag2"]
-    embedded = yaml.safe_load(ours[3][1][1]["serialized_metadata"])
+    embedded = yaml.safe_load(ours[3][2][1]["serialized_metadata"])
     info = yaml.safe_load((path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
     assert embedded["message_count"] == info["message_count"]
     assert embedded["relative_file_paths"] == info["relative_file_paths"]

@@ -224,8 +224,9 @@ class Intrinsics:
     width, height = W, H
 
 
-def episode_records(t: int, seed: int, setting: str, start_ns: int = 10 * M.CONTROL_DT_NS):
-    """An episode's bag records (t commanded observations + the terminal one) and its arrays."""
+def episode_records(t: int, seed: int, setting: str, start_ns: int = 10 * M.CONTROL_DT_NS, odometry=M.odometry_cdr):
+    """An episode's bag records (t commanded observations + the terminal one) and its arrays
+    (``odometry``: the /odom builder)."""
     rng = np.random.default_rng(seed)
     src = {"rgb": smooth_frames(t + 1, seed), "state": flight_states(t + 1, rng),
            "action": rng.normal(size=(t, 4)).astype(np.float32), "goal": rng.uniform(-5, 5, 3),
@@ -238,7 +239,7 @@ def episode_records(t: int, seed: int, setting: str, start_ns: int = 10 * M.CONT
     for k, s in enumerate(stamps):
         recs += [("/camera/image_raw", s, M.image_rgb_cdr(src["rgb"][k], s)),
                  ("/camera/camera_info", s, M.camera_info_cdr(Intrinsics, s)),
-                 ("/odom", s, M.odometry_cdr(src["state"][k], s))]
+                 ("/odom", s, odometry(src["state"][k], s))]
         if k < t:
             recs.append(("/cmd_vel", s, M.twist_cdr(src["action"][k], s)))
     recs.append(("/episode/status", stamps[-1], M.json_cdr({"episode": 0, "status": "success", "steps": t})))
@@ -313,6 +314,38 @@ def test_export_bags_one_dataset_per_split(bags, tmp_path):
     assert list(only["datasets"]) == ["unseen"]
     with_failures = export_bags([root], tmp_path / "all", split="seen", include_failures=True, progress=False)
     assert with_failures["datasets"]["seen"]["episodes"] == 4
+
+
+def test_format_1_and_2_bags_export_the_same_state(tmp_path):
+    """observation.state holds the map-frame velocity from both bag formats: a format 1 bag (older
+    airplay: /odom's twist in map, no bag_format) and a format 2 bag (REP-105: twist in base_link)
+    of the same flight export to the same float32 states (the source's, velocity to float32
+    rounding of a value a few float64 ulp away)."""
+    from airplay.data.bag import BagWriter
+
+    def format1_odometry_cdr(state, stamp_ns):
+        odom = M.decode("nav_msgs/msg/Odometry", M.odometry_cdr(state, stamp_ns))
+        v = odom.twist.twist.linear
+        v.x, v.y, v.z = (float(c) for c in state[7:10])  # the map velocity, as airplay wrote it before
+        return bytes(M.typestore().serialize_cdr(odom, "nav_msgs/msg/Odometry"))
+
+    meta = {"scene": "indoor_1", "scene_dir": "/scenes/indoor_1", "split": "seen", "setting": "pointgoal", "seed": 0,
+            "index": 0, "task_id": "t", "task": {"task_id": "t"}, "status": "success", "success": True, "steps": 40,
+            "fps": 50, "source": "airplay collect", "airplay_version": "test"}
+    states = {}
+    for fmt, odometry in ((1, format1_odometry_cdr), (2, M.odometry_cdr)):
+        recs, src = episode_records(40, seed=5, setting="pointgoal", odometry=odometry)
+        writer = BagWriter(tmp_path / f"bags{fmt}" / "indoor_1" / "t", bag_format=None if fmt == 1 else fmt)
+        for topic, stamp, cdr in recs:
+            writer.write(topic, stamp, cdr)
+        writer.set_metadata(meta)
+        writer.close()
+        export_bags([tmp_path / f"bags{fmt}"], tmp_path / f"out{fmt}", progress=False)
+        states[fmt] = LeRobotDataset(tmp_path / f"out{fmt}" / "seen").episode(0)[STATE_KEY]
+    want = src["state"][:40].astype(np.float32)
+    assert np.array_equal(states[1], want)  # format 1: the map velocity as written
+    assert np.array_equal(states[2][:, :7], want[:, :7]) and np.array_equal(states[2][:, 10:], want[:, 10:])
+    np.testing.assert_array_max_ulp(states[2][:, 7:10], want[:, 7:10], maxulp=1)
 
 
 def test_export_twice_gives_byte_identical_files(tmp_path):

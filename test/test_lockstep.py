@@ -136,7 +136,8 @@ def scene_dir(tmp_path_factory) -> Path:
 
 class FakeSimAndCamera:
     """This process plays the sim and the renderer for a real policy node: it publishes
-    episode/status, odom and (blank) images in whatever order a test wants, and collects the
+    episode/status, sim/state (the exact state the node observes in the sim) and (blank) images
+    in whatever order a test wants, and collects the
     node's cmd_vel and episode/policy messages (own rclpy context, spun in a thread)."""
 
     def __init__(self) -> None:
@@ -146,7 +147,7 @@ class FakeSimAndCamera:
         from std_msgs.msg import String
 
         from airplay.nodes.background import BackgroundNode
-        from airplay.nodes.common import EPISODE_STATUS, LOCKSTEP_IMAGES, RELIABLE
+        from airplay.nodes.common import EPISODE_STATUS, LOCKSTEP_IMAGES, RELIABLE, SIM_STATE_TOPIC
 
         self.background = BackgroundNode("fake_sim_and_camera")
         node = self.background.node
@@ -154,7 +155,7 @@ class FakeSimAndCamera:
         self.commands: list[tuple[int, np.ndarray]] = []
         self.reports: list[dict] = []
         self.status = node.create_publisher(String, "episode/status", EPISODE_STATUS)
-        self.odom = node.create_publisher(Odometry, "odom", RELIABLE)
+        self.state = node.create_publisher(Odometry, SIM_STATE_TOPIC, RELIABLE)
         self.rgb = node.create_publisher(Image, "camera/image_raw", LOCKSTEP_IMAGES)
         self.depth = node.create_publisher(Image, "camera/depth/image_raw", LOCKSTEP_IMAGES)
         self.command_pub = node.create_publisher(String, "episode/command", RELIABLE)
@@ -174,7 +175,7 @@ class FakeSimAndCamera:
 
     def ready(self) -> bool:
         """The policy node has subscribed to episode/command and matched what we publish."""
-        return (self.command_pub.get_subscription_count() >= 1 and self.odom.get_subscription_count() >= 1
+        return (self.command_pub.get_subscription_count() >= 1 and self.state.get_subscription_count() >= 1
                 and self.rgb.get_subscription_count() >= 1 and self.depth.get_subscription_count() >= 1
                 and self.status.get_subscription_count() >= 1)
 
@@ -188,13 +189,13 @@ class FakeSimAndCamera:
 
         self.status.publish(json_message({"episode": episode, "status": status, "steps": steps, "trajectory": []}))
 
-    def frame(self, state: np.ndarray, stamp_ns: int, parts=("odom", "rgb", "depth"), camera=(8, 6)) -> None:
-        from airplay.nodes.common import image_from_depth, image_from_rgb, odometry_from_state
+    def frame(self, state: np.ndarray, stamp_ns: int, parts=("state", "rgb", "depth"), camera=(8, 6)) -> None:
+        from airplay.nodes.common import image_from_depth, image_from_rgb, sim_state_from_state
 
         w, h = camera
         for part in parts:
-            if part == "odom":
-                self.odom.publish(odometry_from_state(state, stamp_ns))
+            if part == "state":
+                self.state.publish(sim_state_from_state(state, stamp_ns))
             elif part == "rgb":
                 self.rgb.publish(image_from_rgb(np.zeros((h, w, 3), np.uint8), stamp_ns))
             else:
@@ -227,9 +228,9 @@ def _state64(env) -> np.ndarray:
 @pytest.mark.slow
 def test_policy_node_survives_frames_out_of_order_and_flies_as_in_process(scene_dir, tmp_path):
     """Two episodes through the real policy node (the expert), driven by this process as sim and
-    camera, with every ordering DDS may produce: the next episode's first frames (odom and
+    camera, with every ordering DDS may produce: the next episode's first frames (state and
     images, images first) before its start and before the previous episode's end, a repeated
-    odom, frames of the ended episode after the next one started, a frame far in the future.
+    state, frames of the ended episode after the next one started, a frame far in the future.
     The node never acts with the wrong task, answers a repeat with the same command, drops the
     rest, stays up, and its commands fly both episodes exactly as the in-process runtime does."""
     from airplay.eval.runner import run_episode
@@ -255,7 +256,7 @@ def test_policy_node_survives_frames_out_of_order_and_flies_as_in_process(scene_
             assert node.poll() is None and time.monotonic() < deadline, (tmp_path / "policy.log").read_text()
             time.sleep(0.05)
         env = AirPlayEnv(world, "pointgoal", render_images=False)
-        frame = lambda stamp, parts=("odom", "rgb", "depth"): fake.frame(_state64(env), stamp, parts,  # noqa: E731
+        frame = lambda stamp, parts=("state", "rgb", "depth"): fake.frame(_state64(env), stamp, parts,  # noqa: E731
                                                                           (cam.width, cam.height))
         flown, last = [], None
         far = 10**6 * DT
@@ -264,7 +265,7 @@ def test_policy_node_survives_frames_out_of_order_and_flies_as_in_process(scene_
             _, info = env.reset(options={"task": task})
             start = stamp = next_start_ns(last, DT)
             if k == 1:  # the first frames of episode 1 come before episode 0's end and episode 1's start
-                frame(stamp, ("rgb", "depth", "odom"))
+                frame(stamp, ("rgb", "depth", "state"))
                 time.sleep(0.3)
                 assert not fake.commands_at(stamp), "acted on a frame of an episode that had not started"
                 fake.ended(0, expected[0].status, expected[0].steps)
@@ -277,8 +278,8 @@ def test_policy_node_survives_frames_out_of_order_and_flies_as_in_process(scene_
                 frame(stamp)
             while True:
                 command = fake.command_for(stamp)
-                if k == 0 and stamp == start + 5 * DT:  # the sim repeats an odom: the same answer again
-                    frame(stamp, ("odom",))
+                if k == 0 and stamp == start + 5 * DT:  # the sim repeats a state: the same answer again
+                    frame(stamp, ("state",))
                     deadline = time.monotonic() + 30
                     while len(fake.commands_at(stamp)) < 2 and time.monotonic() < deadline:
                         time.sleep(0.005)

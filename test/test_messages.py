@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from airplay import frames
 from airplay.data import messages as M
 
 
@@ -32,10 +33,12 @@ def _vec(x, y, z):
 
 
 def ref_odometry(s, stamp):
+    """REP-105: the twist in base_link, its linear part the map velocity rotated by the attitude."""
     pose = _t("geometry_msgs/msg/Pose")(
         position=_t("geometry_msgs/msg/Point")(x=float(s[0]), y=float(s[1]), z=float(s[2])),
         orientation=_t("geometry_msgs/msg/Quaternion")(x=float(s[3]), y=float(s[4]), z=float(s[5]), w=float(s[6])))
-    twist = _t("geometry_msgs/msg/Twist")(linear=_vec(*s[7:10]), angular=_vec(*s[10:13]))
+    twist = _t("geometry_msgs/msg/Twist")(linear=_vec(*frames.map_to_body_xyzw(s[3:7], s[7:10])),
+                                          angular=_vec(*s[10:13]))
     return _ref(_t("nav_msgs/msg/Odometry")(
         header=_header(stamp, "map"), child_frame_id="base_link",
         pose=_t("geometry_msgs/msg/PoseWithCovariance")(pose=pose, covariance=np.zeros(36)),
@@ -104,6 +107,9 @@ def test_builders_byte_identical_to_rosbags():
             np.ascontiguousarray(depth, "<f4").view(np.uint8), h, w, w * 4, "32FC1", stamp, frame)
         assert M.image_depth_cdr(depth[:, :, None], stamp, frame) == M.image_depth_cdr(depth, stamp, frame)
         state = rng.standard_normal(13) * 10.0 ** rng.integers(-300, 300, 13)
+        state[3:7] = rng.standard_normal(4)
+        state[3:7] /= np.linalg.norm(state[3:7])  # a unit quaternion, the velocity within rotation's range:
+        state[7:10] = rng.standard_normal(3) * 10.0 ** rng.integers(-300, 150, 3)  # REP-105 rotates it
         assert M.odometry_cdr(state, stamp) == ref_odometry(state, stamp)
         assert M.odometry_cdr(list(state), stamp) == ref_odometry(state, stamp)
         cmd = rng.standard_normal(4).astype(np.float32 if trial % 2 else np.float64)
@@ -123,8 +129,12 @@ def test_builders_decode_with_rosbags():
     """What the builders write decodes to the inputs (a round trip through rosbags' deserializer)."""
     rng = np.random.default_rng(3)
     state, stamp = rng.standard_normal(13), 1_234 * 1_000_000_000 + 5
+    state[3:7] /= np.linalg.norm(state[3:7])
     odom = M.decode("nav_msgs/msg/Odometry", M.odometry_cdr(state, stamp))
-    assert np.array_equal(M.state_of(odom), state) and M.stamp_ns(odom) == stamp
+    back = M.state_of(odom)
+    # Pose and body rates bit for bit; the velocity went to base_link and back: a few ulp.
+    assert np.array_equal(np.r_[back[:7], back[10:]], np.r_[state[:7], state[10:]]) and M.stamp_ns(odom) == stamp
+    np.testing.assert_allclose(back[7:10], state[7:10], rtol=0, atol=1e-14 * np.linalg.norm(state[7:10]))
     assert (odom.header.frame_id, odom.child_frame_id) == ("map", "base_link")
     assert not odom.pose.covariance.any() and not odom.twist.covariance.any()
     rgb = rng.integers(0, 256, (5, 7, 3), np.uint8)
@@ -133,6 +143,30 @@ def test_builders_decode_with_rosbags():
     info = M.decode("sensor_msgs/msg/CameraInfo", M.camera_info_cdr(Cam(np.eye(3) * 2, 7, 5), stamp + 1))
     assert M.stamp_ns(info) == stamp + 1 and (info.width, info.height) == (7, 5) and info.k[0] == 2.0
     assert M.decode("std_msgs/msg/String", M.string_cdr("héllo")).data == "héllo"
+
+
+def test_odometry_twist_is_rep105_and_old_bags_read_as_map_frame():
+    """/odom's twist is in base_link: yawed 90 degrees (x forward = north) and flying north at 2 m/s
+    the body frame sees 2 m/s forward; pitched nose down by 30 degrees and flying level east, the
+    body velocity has an upward component. A bag_format 1 message (older bags: map-frame twist)
+    reads back unchanged."""
+    c, s_ = np.cos(np.pi / 4), np.sin(np.pi / 4)
+    yawed = np.r_[1.0, 2.0, 3.0, 0.0, 0.0, s_, c, 0.0, 2.0, -0.5, 0.1, 0.2, 0.3]
+    odom = M.decode("nav_msgs/msg/Odometry", M.odometry_cdr(yawed, 0))
+    v = odom.twist.twist.linear
+    np.testing.assert_allclose([v.x, v.y, v.z], [2.0, 0.0, -0.5], atol=1e-15)
+    w = odom.twist.twist.angular
+    assert [w.x, w.y, w.z] == [0.1, 0.2, 0.3]  # body rates already: not rotated
+    np.testing.assert_allclose(M.state_of(odom), yawed, rtol=0, atol=1e-15)
+    half = np.radians(30.0) / 2  # pitch +30 deg about y (FLU): nose down
+    pitched = np.r_[np.zeros(3), 0.0, np.sin(half), 0.0, np.cos(half), 1.0, 0.0, 0.0, np.zeros(3)]
+    v = M.decode("nav_msgs/msg/Odometry", M.odometry_cdr(pitched, 0)).twist.twist.linear
+    np.testing.assert_allclose([v.x, v.y, v.z], [np.cos(2 * half), 0.0, np.sin(2 * half)], atol=1e-15)
+    old = M.decode("nav_msgs/msg/Odometry", M.odometry_cdr(yawed, 0))
+    old.twist.twist.linear = _vec(*yawed[7:10])  # what airplay wrote before bag_format 2
+    assert np.array_equal(M.state_of(old, bag_format=1), yawed)
+    with pytest.raises(ValueError, match="bag_format 3 is not one this airplay reads"):
+        M.state_of(old, bag_format=3)
 
 
 def test_builders_reject_bad_input():

@@ -6,8 +6,8 @@ ATTITUDE (roll, pitch, yaw: aerospace ZYX Euler in NED) where an autopilot sends
 
 Output: ``[position (3) map ENU m, quaternion (4) base_link FLU in map (x, y, z, w),
 velocity (3) map ENU m/s, angular velocity (3) base_link FLU rad/s]`` - the state vector of
-:meth:`airplay.world.env.AirPlayEnv.state_vector` and the ``odom`` convention of
-:mod:`airplay.nodes.common` (twist linear in map, angular in base_link).
+:meth:`airplay.world.env.AirPlayEnv.state_vector`, which the bridge node publishes as a REP-105
+``odom`` (:func:`airplay.nodes.common.odometry_from_state`: the twist in base_link).
 
 The map frame is the autopilot's local frame turned to ENU, shifted by ``origin_enu`` (the
 position of the local origin in map, m) - zero when the map is the autopilot's local frame.

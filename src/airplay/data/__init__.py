@@ -17,8 +17,9 @@ topic                      type                            content
 /camera/image_raw          sensor_msgs/msg/Image           rgb8, one per observation
 /camera/depth/image_raw    sensor_msgs/msg/Image           32FC1 metres (only when depth is recorded)
 /camera/camera_info        sensor_msgs/msg/CameraInfo      one per observation
-/odom                      nav_msgs/msg/Odometry           13-vector state: position map ENU, quat
-                                                           xyzw, velocity MAP, body rates FLU
+/odom                      nav_msgs/msg/Odometry           REP-105: position map ENU, quat xyzw;
+                                                           twist in base_link (body velocity, body
+                                                           rates); bag_format 1: velocity MAP
 /cmd_vel                   geometry_msgs/msg/TwistStamped  the command for the observation with the
                                                            same stamp (heading-frame vx vy vz m/s,
                                                            angular.z yaw rate rad/s); none for the

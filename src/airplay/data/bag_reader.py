@@ -4,6 +4,12 @@ The MCAP files are read as streams (the ``mcap`` library's StreamReader), in spl
 so a file without summary or footer - its writer was killed - yields every message of its
 complete chunks; a truncated record at the tail ends the file quietly (counted in
 :attr:`BagMessages.truncated_files`). ``metadata.yaml`` is not needed to read a bag.
+
+The airplay bag format (:data:`airplay.data.messages.BAG_FORMAT`) says how ``/odom`` reads
+back into the state: :func:`bag_format_of` takes the episode metadata's ``bag_format``, else the
+``airplay`` metadata record of the first MCAP file (a bag whose writer was killed), else 1 (an
+airplay bag from before the field, whose ``/odom`` twist is in map; also any bag that another
+tool, e.g. ``ros2 bag record``, wrote without that record).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import numpy as np
 import yaml
 
 from airplay.data import messages as m
-from airplay.data.bag_writer import CUSTOM_DATA_KEY, EPISODE_METADATA_TOPIC
+from airplay.data.bag_writer import AIRPLAY_RECORD, CUSTOM_DATA_KEY, EPISODE_METADATA_TOPIC
 
 
 class BagError(ValueError):
@@ -122,14 +128,16 @@ class Episode:
 
     T = the observations that have a command (the terminal observation has none):
     ``rgb (T, H, W, 3) uint8``; ``depth (T, H, W) float32`` metres or None; ``state (T, 13)
-    float64`` [x y z qx qy qz qw vx vy vz wx wy wz] (map ENU; quat xyzw; velocity map;
-    body rates FLU); ``action (T, 4) float32`` [vx vy vz (heading frame, m/s) yaw_rate
-    (rad/s)]; ``stamps_ns (T,) int64``. Goal: ``goal_position (3,)`` m map and ``goal_yaw``
+    float64`` [x y z qx qy qz qw vx vy vz wx wy wz] (map ENU; quat xyzw; velocity map, whatever
+    the bag format: a REP-105 ``/odom`` twist is rotated back into map; body rates FLU);
+    ``action (T, 4) float32`` [vx vy vz (heading frame, m/s) yaw_rate (rad/s)]; ``stamps_ns
+    (T,) int64``. Goal: ``goal_position (3,)`` m map and ``goal_yaw``
     rad (None when no /goal_pose), ``goal_image (H, W, 3)`` or None. ``camera_k (3, 3)`` the
     intrinsics (pixels) or None. ``metadata``: /episode/metadata (or custom_data, or what the
     /episode/status messages tell when the bag was never finalized). ``complete``: the bag
     was finalized (metadata.yaml present). ``dropped``: commanded stamps left out because
-    their image or state was missing.
+    their image or state was missing. ``bag_format``: the airplay bag format it was read as
+    (:func:`bag_format_of`).
     """
 
     path: Path
@@ -145,6 +153,7 @@ class Episode:
     metadata: dict
     complete: bool
     dropped: int = 0
+    bag_format: int = m.BAG_FORMAT
 
     def __len__(self) -> int:
         return len(self.stamps_ns)
@@ -193,18 +202,57 @@ def read_episode(bag_dir) -> Episode:
         goal_image = m.rgb_of(m.decode(T["/goal_image"], per_topic["/goal_image"][0][1]))
     if infos:
         camera_k = np.asarray(m.decode(T["/camera/camera_info"], infos[0][1]).k, np.float64).reshape(3, 3)
+    metadata = _episode_metadata(per_topic, meta_yaml)
+    fmt = bag_format_of(bag_dir, metadata)
     return Episode(
         path=bag_dir,
         rgb=np.stack([m.rgb_of(images[s]) for s in stamps]),
         depth=np.stack([m.depth_of(depths[s]) for s in stamps]) if depths else None,
-        state=np.stack([m.state_of(odom[s]) for s in stamps]),
+        state=np.stack([m.state_of(odom[s], fmt) for s in stamps]),
         action=np.stack([m.command_of(cmds[s]) for s in stamps]).astype(np.float32),
         stamps_ns=np.asarray(stamps, np.int64),
         goal_position=goal_position, goal_yaw=goal_yaw, goal_image=goal_image, camera_k=camera_k,
-        metadata=_episode_metadata(per_topic, meta_yaml),
+        metadata=metadata,
         complete=meta_yaml is not None,
         dropped=len(commanded) - len(stamps),
+        bag_format=fmt,
     )
+
+
+def bag_format_of(bag_dir, metadata: dict | None = None) -> int:
+    """The airplay bag format of a bag (module docstring): ``metadata["bag_format"]`` (the episode
+    metadata), else the first MCAP file's ``airplay`` record, else 1. BagError, naming the bag and
+    where the value came from, for a format this airplay does not read."""
+    bag_dir = Path(bag_dir)
+    where, value = f"{bag_dir}: episode metadata", (metadata or {}).get("bag_format")
+    if value is None:
+        files = mcap_files(bag_dir)
+        if files:
+            where, value = f"{files[0]}: MCAP metadata record {AIRPLAY_RECORD!r}", _file_bag_format(files[0])
+    if value is None:
+        return 1
+    try:
+        return m.check_bag_format(value, where)
+    except ValueError as exc:
+        raise BagError(str(exc)) from None
+
+
+def _file_bag_format(path: Path) -> str | None:
+    """``bag_format`` of the ``airplay`` metadata record before the file's first chunk, or None."""
+    from mcap.exceptions import McapError
+    from mcap.records import Channel, Message, Metadata, Schema
+    from mcap.stream_reader import StreamReader
+
+    with open(path, "rb") as f:
+        try:
+            for record in StreamReader(f, validate_crcs=True).records:
+                if isinstance(record, Metadata) and record.name == AIRPLAY_RECORD:
+                    return record.metadata.get("bag_format")
+                if isinstance(record, (Schema, Channel, Message)):
+                    return None  # the writer puts the record before its first chunk
+        except (McapError, struct.error, EOFError, ValueError, *_codec_errors()):
+            return None
+    return None
 
 
 def _terminal_stamp(statuses: list) -> int | None:

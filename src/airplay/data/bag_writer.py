@@ -21,6 +21,11 @@ leaves an MCAP file without summary or footer whose complete chunks
 lost. Each file is fsync'ed when finished; ``metadata.yaml`` is written last (atomically, by
 rename) on :meth:`BagWriter.close`: its presence means the bag was finalized.
 
+The airplay bag format (:data:`airplay.data.messages.BAG_FORMAT`: what the messages mean, e.g.
+``/odom``'s twist in base_link) is written twice: as ``bag_format`` in the episode metadata and
+as an ``airplay`` metadata record {"bag_format": "2"} at the start of each MCAP file, so that a
+bag whose writer was killed before its episode metadata still says how to read it.
+
 Chunks are zstd-compressed by default at level :data:`ZSTD_LEVEL` through one reused zstd
 context, 1 MiB (uncompressed) per chunk. Compression alone, on one core, for a recorded
 64x64 flight (1000 steps of image + camera_info + odom + cmd_vel, 13.6 MB of CDR): zstd
@@ -43,7 +48,7 @@ from pathlib import Path
 import yaml
 
 from airplay.data.mcap_writer import McapWriter
-from airplay.data.messages import TOPICS, typestore
+from airplay.data.messages import BAG_FORMAT, TOPICS, check_bag_format, typestore
 
 BAG_VERSION = 9
 """rosbag2 metadata version written (Jazzy's)."""
@@ -53,6 +58,8 @@ ROS_DISTRO = "jazzy"
 EPISODE_METADATA_TOPIC = "/episode/metadata"
 CUSTOM_DATA_KEY = "airplay.episode"
 """metadata.yaml custom_data key holding the episode metadata JSON."""
+AIRPLAY_RECORD = "airplay"
+"""Name of the MCAP metadata record, at the start of each file, holding {"bag_format": "<n>"}."""
 
 ZSTD_LEVEL = 2
 """zstd level of the chunks: 2, not zstd's default 3, as it costs a third less CPU time (about
@@ -113,7 +120,9 @@ class BagWriter:
     (serialized, before compression) went into the current one. ``compression``: "zstd",
     "lz4" or "" per chunk; ``zstd_level`` (None: :data:`ZSTD_LEVEL`); ``chunk_size``:
     uncompressed bytes per chunk (1 MiB). ``flush_interval_s``: the longest wall time (s)
-    between two flushes while writing (see the module docstring).
+    between two flushes while writing (see the module docstring). ``bag_format``: the airplay bag
+    format the messages follow, recorded in each file and the episode metadata (module
+    docstring); None records none (what airplay wrote before format 2: read as format 1).
 
     Log time of every MCAP message = the ``stamp_ns`` given to :meth:`write` (sim time, ns).
     """
@@ -121,8 +130,9 @@ class BagWriter:
     def __init__(self, path, *, name: str | None = None, max_bytes: int | None = None,
                  topics: dict[str, str] | None = None, qos: dict[str, dict] | None = None,
                  flush_interval_s: float = 1.0, compression: str = "zstd", chunk_size: int = 1 << 20,
-                 zstd_level: int | None = None) -> None:
+                 zstd_level: int | None = None, bag_format: int | None = BAG_FORMAT) -> None:
         self.path = Path(path)
+        self.bag_format = None if bag_format is None else check_bag_format(bag_format, "BagWriter")
         self.name = name or self.path.name
         if max_bytes is not None and max_bytes <= 0:
             raise ValueError(f"max_bytes must be > 0, got {max_bytes}")
@@ -197,6 +207,8 @@ class BagWriter:
                                 zstd_level=self.zstd_level)
         self._mcap.start(profile="ros2", library="airplay")
         self._mcap.add_metadata("rosbag2", {"ROS_DISTRO": ROS_DISTRO})  # as rosbag2's MCAP plugin on open
+        if self.bag_format is not None:
+            self._mcap.add_metadata(AIRPLAY_RECORD, {"bag_format": str(self.bag_format)})
         self._channels, self._schemas = {}, {}
         self._file = {"path": path.name}
         self._count = self._bytes = self._end = 0
@@ -271,9 +283,12 @@ class BagWriter:
 
     def set_metadata(self, metadata: dict) -> None:
         """The episode metadata: written on :meth:`close` as one ``/episode/metadata`` JSON message at
-        the last stamp, and into metadata.yaml custom_data["airplay.episode"]."""
+        the last stamp, and into metadata.yaml custom_data["airplay.episode"], with ``bag_format``
+        set to the writer's (unless that is None)."""
         json.dumps(metadata)  # fail now, naming nothing half-written, if it is not JSON
         self.metadata = dict(metadata)
+        if self.bag_format is not None:
+            self.metadata["bag_format"] = self.bag_format
 
     def set_custom_data(self, key: str, value: str) -> None:
         if not isinstance(value, str):

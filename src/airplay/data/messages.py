@@ -5,9 +5,13 @@ The conventions are those of the ROS graph (:mod:`airplay.nodes.common`, DESIGN.
 live graph hold the same bytes for the same data:
 
 * stamps are sim time, integer nanoseconds (``header.stamp`` = sec + nanosec);
-* ``/odom`` nav_msgs/Odometry: frame ``map`` -> child ``base_link``; pose = position (m, map
-  ENU) + orientation quaternion (x, y, z, w); ``twist.linear`` = velocity in the MAP frame
-  (m/s), ``twist.angular`` = body rates FLU (rad/s): the 13-vector state, float64 exact;
+* ``/odom`` nav_msgs/Odometry (REP-105): frame ``map`` -> child ``base_link``; pose = position
+  (m, map ENU) + orientation quaternion (x, y, z, w) of base_link in map; twist in
+  ``base_link`` (FLU): ``twist.linear`` = velocity (m/s) rotated into the body frame by the
+  full attitude, ``twist.angular`` = body rates (rad/s). Reading it back rotates the velocity
+  into map (:func:`airplay.frames.body_to_map_xyzw`), which is exact to a few ulp, not bit for
+  bit. Bags of :data:`BAG_FORMAT` 1 (older airplay bags) hold the map-frame velocity in
+  ``twist.linear`` instead; :func:`state_of` reads both;
 * ``/cmd_vel`` geometry_msgs/TwistStamped: linear.x/y/z = heading-frame vx, vy, vz (m/s),
   angular.z = yaw rate (rad/s), frame ``base_stabilized`` (the yaw-only heading frame of
   :data:`airplay.frames.BASE_STABILIZED`; older bags say ``base_link``, with the same values);
@@ -26,7 +30,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from airplay.frames import BASE_STABILIZED, quat_xyzw_from_yaw, yaw_from_quat
+from airplay.frames import (BASE_LINK, BASE_STABILIZED, MAP, body_to_map_xyzw, map_to_body_xyzw, quat_xyzw_from_yaw,
+                            yaw_from_quat)
 
 TOPICS: dict[str, str] = {
     "/camera/image_raw": "sensor_msgs/msg/Image",
@@ -43,6 +48,23 @@ TOPICS: dict[str, str] = {
 
 CONTROL_DT_NS = 20_000_000
 """One control period (50 Hz) in nanoseconds: step k of an episode is stamped start + k * 20 ms."""
+
+BAG_FORMAT = 2
+"""The airplay bag format written now (``bag_format`` in the episode metadata and in each MCAP
+file's ``airplay`` metadata record, :mod:`airplay.data.bag_writer`): the meaning of the recorded
+messages. 2: ``/odom``'s twist in ``base_link`` (REP-105). 1 (a bag that names no format, as
+airplay wrote before the field existed): ``/odom``'s ``twist.linear`` is the velocity in ``map``.
+Everything else is the same in both."""
+BAG_FORMATS = (1, 2)
+"""The bag formats :func:`state_of` (and so :func:`airplay.data.bag_reader.read_episode`) reads."""
+
+
+def check_bag_format(value, where: str) -> int:
+    """``value`` as one of :data:`BAG_FORMATS`; ValueError naming ``where`` (a file or field) otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or str(value).strip() not in map(str, BAG_FORMATS):
+        raise ValueError(f"{where}: bag_format {value!r} is not one this airplay reads "
+                         f"({', '.join(map(str, BAG_FORMATS))}); a newer airplay wrote it?")
+    return int(value)
 
 
 @lru_cache(maxsize=1)
@@ -179,17 +201,21 @@ def _odometry_struct(frame_id: str, child_frame_id: str) -> tuple[struct.Struct,
 
 
 def odometry_cdr(state13, stamp_ns: int) -> bytes:
-    """nav_msgs/Odometry from the (13,) state [x y z qx qy qz qw vx vy vz wx wy wz] (float64 exact).
+    """REP-105 nav_msgs/Odometry from the (13,) state [x y z qx qy qz qw vx vy vz wx wy wz]
+    (position m and velocity m/s in map ENU, quaternion (x, y, z, w) of base_link in map, body
+    rates rad/s FLU), as :func:`airplay.nodes.common.odometry_from_state` builds it.
 
-    Position (m) and velocity (m/s) in map ENU, quaternion (x, y, z, w) of base_link in map,
-    angular rates (rad/s) in base_link FLU; as :func:`airplay.nodes.common.odometry_from_state`.
-    Frames ``map`` -> ``base_link``; covariances zero (unknown).
+    Frames ``map`` -> ``base_link``. Pose: position and quaternion, float64 exact. Twist in
+    ``base_link``: linear = the velocity rotated into the body frame by the full attitude
+    (:func:`airplay.frames.map_to_body_xyzw`, m/s), angular = the body rates (rad/s, as they
+    are). Covariances zero (unknown). The bag format this writes is :data:`BAG_FORMAT`.
     """
     s = np.asarray(state13, dtype=np.float64).reshape(13)
     values = s.tolist()
     if not all(map(math.isfinite, values)):
         raise ValueError(f"odometry state is not finite: {s}")
-    st, frames = _odometry_struct("map", "base_link")
+    values[7:10] = map_to_body_xyzw(s[3:7], s[7:10]).tolist()
+    st, frames = _odometry_struct(MAP, BASE_LINK)
     return st.pack(_ENCAPSULATION, *_stamp(stamp_ns), *frames, *values)
 
 
@@ -294,11 +320,21 @@ def stamp_ns(msg) -> int:
     return int(s.sec) * 1_000_000_000 + int(s.nanosec)
 
 
-def state_of(odom) -> np.ndarray:
-    """(13,) float64 state from a decoded nav_msgs/Odometry (inverse of :func:`odometry_cdr`)."""
+def state_of(odom, bag_format: int = BAG_FORMAT) -> np.ndarray:
+    """(13,) float64 state [position m map, quaternion xyzw, velocity m/s MAP, body rates rad/s]
+    from a decoded nav_msgs/Odometry: the inverse of :func:`odometry_cdr`.
+
+    ``bag_format`` 2 (REP-105, twist in base_link): the linear twist is rotated into map with
+    :func:`airplay.frames.body_to_map_xyzw` (exact to a few ulp of the speed, not bit for bit);
+    1 (older airplay bags): it is the map velocity already. Pose and rates are taken as they are.
+    """
+    fmt = check_bag_format(bag_format, "state_of")
     p, q = odom.pose.pose.position, odom.pose.pose.orientation
     v, w = odom.twist.twist.linear, odom.twist.twist.angular
-    return np.array([p.x, p.y, p.z, q.x, q.y, q.z, q.w, v.x, v.y, v.z, w.x, w.y, w.z], np.float64)
+    s = np.array([p.x, p.y, p.z, q.x, q.y, q.z, q.w, v.x, v.y, v.z, w.x, w.y, w.z], np.float64)
+    if fmt >= 2:
+        s[7:10] = body_to_map_xyzw(s[3:7], s[7:10])
+    return s
 
 
 def command_of(twist) -> np.ndarray:

@@ -5,13 +5,18 @@ holds no logic a test of the core would need).
 
 Conventions on the wire (DESIGN.md sections 3 and 4):
 
-* ``odom`` (nav_msgs/Odometry): header.frame_id ``map``, child_frame_id ``base_link``;
-  ``pose.pose`` = position (m, map) + orientation of base_link in map (x, y, z, w).
-  NOTE: ``twist.twist.linear`` carries the linear velocity in the MAP frame (m/s) and
-  ``twist.twist.angular`` the angular velocity in BASE_LINK (rad/s) - exactly the 13-vector
-  of :meth:`airplay.world.env.AirPlayEnv.state_vector`, so that the state round-trips
-  bit-for-bit (REP-105 would put both in child_frame_id; we deviate on purpose, for the
-  lockstep equality with the in-process runtime).
+* ``odom`` (nav_msgs/Odometry, REP-105): header.frame_id ``map``, child_frame_id ``base_link``;
+  ``pose.pose`` = position (m, map) + orientation of base_link in map (x, y, z, w); the twist
+  is in ``base_link`` (FLU): ``twist.twist.linear`` = velocity (m/s) rotated into the body
+  frame by the full attitude, ``twist.twist.angular`` = body rates (rad/s). Reading it back
+  into the 13-vector state (map velocity) rotates the velocity with
+  :func:`airplay.frames.body_to_map_xyzw`: exact to a few ulp, not bit for bit.
+* ``sim/state`` (nav_msgs/Odometry layout, published by the sim only): the simulator's exact
+  13-vector state of :meth:`airplay.world.env.AirPlayEnv.state_vector` in float64, with the
+  stamp of the odom it accompanies: pose as in ``odom``, ``twist.twist.linear`` = velocity in
+  MAP (m/s; not REP-105), ``twist.twist.angular`` = body rates (rad/s). The policy node
+  observes it in the sim so that its observation is the in-process one bit for bit (lockstep
+  equality of the two runtimes); every other reader uses ``odom``.
 * ``cmd_vel`` (geometry_msgs/TwistStamped): frame_id ``base_stabilized`` (the yaw-only heading
   frame: x forward along the heading, y left, z up, no roll or pitch); linear.x/y/z = vx, vy,
   vz (m/s), angular.z = yaw rate (rad/s); the (4,) command of AirPlayEnv. Readers take the
@@ -32,7 +37,7 @@ from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityP
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 
-from airplay.frames import BASE_STABILIZED
+from airplay.frames import BASE_LINK, BASE_STABILIZED, MAP, body_to_map_xyzw, map_to_body_xyzw
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
                       durability=DurabilityPolicy.VOLATILE)
@@ -68,23 +73,58 @@ def ns_from_stamp(stamp: Time) -> int:
 
 
 # -- odometry --------------------------------------------------------------------------------
-def odometry_from_state(state: np.ndarray, stamp_ns: int) -> Odometry:
-    """Odometry from a 13-vector (position map, quat xyzw, velocity MAP, angular rate BODY).
+SIM_STATE_TOPIC = "sim/state"
+"""The sim's exact state (module docstring): what the policy node observes in the sim."""
 
-    Give it the float64 state (the vehicle's arrays) so that nothing is rounded on the way.
-    """
-    s = np.asarray(state, dtype=np.float64).reshape(13)
+
+def _odometry(s: np.ndarray, linear, stamp_ns: int) -> Odometry:
     msg = Odometry()
     msg.header.stamp = stamp_from_ns(stamp_ns)
-    msg.header.frame_id = "map"
-    msg.child_frame_id = "base_link"
+    msg.header.frame_id = MAP
+    msg.child_frame_id = BASE_LINK
     p, q = msg.pose.pose.position, msg.pose.pose.orientation
     p.x, p.y, p.z = float(s[0]), float(s[1]), float(s[2])
     q.x, q.y, q.z, q.w = float(s[3]), float(s[4]), float(s[5]), float(s[6])
     v, w = msg.twist.twist.linear, msg.twist.twist.angular
-    v.x, v.y, v.z = float(s[7]), float(s[8]), float(s[9])
+    v.x, v.y, v.z = (float(c) for c in linear)
     w.x, w.y, w.z = float(s[10]), float(s[11]), float(s[12])
     return msg
+
+
+def _values(msg: Odometry) -> np.ndarray:
+    p, q = msg.pose.pose.position, msg.pose.pose.orientation
+    v, w = msg.twist.twist.linear, msg.twist.twist.angular
+    return np.array([p.x, p.y, p.z, q.x, q.y, q.z, q.w, v.x, v.y, v.z, w.x, w.y, w.z], np.float64)
+
+
+def odometry_from_state(state: np.ndarray, stamp_ns: int) -> Odometry:
+    """REP-105 ``odom`` from a 13-vector (position m map, quaternion xyzw of base_link in map,
+    velocity m/s MAP, body rates rad/s): the twist in ``base_link``, its linear part the velocity
+    rotated by :func:`airplay.frames.map_to_body_xyzw`; the same values as
+    :func:`airplay.data.messages.odometry_cdr`."""
+    s = np.asarray(state, dtype=np.float64).reshape(13)
+    return _odometry(s, map_to_body_xyzw(s[3:7], s[7:10]), stamp_ns)
+
+
+def state_from_odometry(msg: Odometry) -> np.ndarray:
+    """(13,) float64 state (velocity in MAP) from a REP-105 ``odom`` (:func:`odometry_from_state`):
+    the twist's linear part rotated into map by :func:`airplay.frames.body_to_map_xyzw` (a few
+    ulp from the velocity that was sent); pose and body rates as they are."""
+    s = _values(msg)
+    s[7:10] = body_to_map_xyzw(s[3:7], s[7:10])
+    return s
+
+
+def sim_state_from_state(state: np.ndarray, stamp_ns: int) -> Odometry:
+    """The ``sim/state`` message of a 13-vector (module docstring): every value float64 exact,
+    velocity in MAP. Give it the float64 state (the vehicle's arrays)."""
+    s = np.asarray(state, dtype=np.float64).reshape(13)
+    return _odometry(s, s[7:10], stamp_ns)
+
+
+def state_from_sim_state(msg: Odometry) -> np.ndarray:
+    """(13,) float64 state from a ``sim/state`` message, bit for bit (velocity in MAP)."""
+    return _values(msg)
 
 
 def transform_from_odometry(msg: Odometry):
@@ -98,13 +138,6 @@ def transform_from_odometry(msg: Odometry):
     t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = p.x, p.y, p.z
     t.transform.rotation = msg.pose.pose.orientation
     return t
-
-
-def state_from_odometry(msg: Odometry) -> np.ndarray:
-    """(13,) float64 state back from :func:`odometry_from_state` (twist: map linear, body angular)."""
-    p, q = msg.pose.pose.position, msg.pose.pose.orientation
-    v, w = msg.twist.twist.linear, msg.twist.twist.angular
-    return np.array([p.x, p.y, p.z, q.x, q.y, q.z, q.w, v.x, v.y, v.z, w.x, w.y, w.z], np.float64)
 
 
 # -- commands --------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ while flying lands the vehicle. Services (std_srvs/Trigger): ``estop``, ``land``
 ``~/arm`` (``/mavlink_bridge/arm``). ``airplay bridge state|arm|land|estop`` calls them
 (:mod:`airplay.nodes.bridge_control`) where there is no ``ros2`` CLI.
 
-Publishes: ``odom`` nav_msgs/Odometry (map ENU -> base_link FLU, the conventions of
+Publishes: ``odom`` nav_msgs/Odometry (REP-105: map ENU -> base_link FLU, twist in base_link;
 :mod:`airplay.nodes.common`; map = the autopilot's local frame turned to ENU, shifted by
 ``origin_x/y/z``), ``vehicle/armed`` std_msgs/Bool, ``vehicle/mode`` std_msgs/String (the
 autopilot's mode name), ``vehicle/phase`` std_msgs/String (:class:`airplay.bridge.flight_config.Phase`),

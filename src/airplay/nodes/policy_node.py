@@ -1,4 +1,4 @@
-"""``policy``: observation (odom + camera [+ goal]) -> ``cmd_vel``, stamped with the observation's stamp.
+"""``policy``: observation (state + camera [+ goal]) -> ``cmd_vel``, stamped with the observation's stamp.
 
 The policy is chosen by the ``policy`` parameter (:func:`airplay.policies.make_policy`); learned
 ones (act, dp, cnn_bc) are loaded from the ``checkpoint`` folder, and ``execution_horizon``
@@ -10,13 +10,15 @@ no model loads inside an episode.
 
 At each ``episode/status`` "started" (the evaluator's command echoed by the sim: the task
 itself) it calls ``policy.reset(task)`` (the expert is privileged and plans from it). It acts
-once on each stamp for which it holds the odom AND the RGB and depth images (and, for
+once on each stamp for which it holds the sim's exact state (``sim/state``, not the REP-105
+``odom``, whose body-frame velocity reads back only to a few ulp; :mod:`airplay.nodes.common`)
+AND the RGB and depth images (and, for
 imagegoal, the goal image of the episode), with the observation dict AirPlayEnv builds:
 ``rgb``, ``depth``, ``state`` (float32 13-vector), and ``goal`` (pointgoal, heading frame) or
 ``goal_image`` (imagegoal). Which episode a frame belongs to is decided by its stamp
 (:class:`airplay.world.lockstep.EpisodeGate`): frames of an episode whose start has not arrived
 are held until it does, frames of an ended episode and stale ones are dropped, and a repeated
-odom (the sim re-publishes while it waits) gets the same answer again; each kind is counted
+state (the sim re-publishes while it waits) gets the same answer again; each kind is counted
 and logged once. No message order makes the node act with the wrong task or fail.
 
 The policy is called through :mod:`airplay.policies.guard`: when it raises (in ``reset`` or
@@ -51,7 +53,8 @@ the scene's action space). The instruction is the first of: one received on ``in
 ``episode_instruction:=true`` (a rehearsal with the renderer as the camera), the instruction of
 the VLN episode (scene, index) derived as in sim_eval; one that arrives later is logged and
 not flown. Until there is one the node sends nothing (the bridge's supervisor hovers on the
-stale command). The node acts on every ``odom`` (the control rate) with the latest camera
+stale command). The node acts on every ``odom`` (REP-105; the state's map velocity is read
+back with :func:`airplay.nodes.common.state_from_odometry`) with the latest camera
 image: when the navigator starts a step (``wants_image``) it hovers until an image stamped at
 or after that odom has arrived, so the model sees a view from where the last action ended
 (depth is passed on when present, not waited for). During a model call nothing is sent (the
@@ -76,12 +79,13 @@ from airplay.node_schemas import POLICY_NODE
 from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LOCKSTEP_IMAGES, RELIABLE, SENSOR_DATA, EpisodeTasks,
                                   GateLog, ParameterError, WorldCache, depth_from_image, episode_parameters,
                                   first_scene, json_message, json_payload, ns_from_stamp, rgb_from_image, run_node,
-                                  state_from_odometry, twist_from_command)
+                                  SIM_STATE_TOPIC, state_from_odometry, state_from_sim_state,
+                                  twist_from_command)
 from airplay.nodes.params import declare_schema
 
 
 MAX_PENDING_STAMPS = 64
-"""Observations waiting for their odom, RGB and depth; beyond this the oldest are forgotten (in
+"""Observations waiting for their state, RGB and depth; beyond this the oldest are forgotten (in
 lockstep there is only ever one)."""
 
 
@@ -137,7 +141,7 @@ class PolicyNode(Node):
             self.create_subscription(Image, "camera/depth/image_raw", lambda m: self.latest.__setitem__("depth", m),
                                      qos)
         else:
-            self.create_subscription(Odometry, "odom", lambda m: self.on_part(m, "odom"), RELIABLE)
+            self.create_subscription(Odometry, SIM_STATE_TOPIC, lambda m: self.on_part(m, "state"), RELIABLE)
             self.create_subscription(Image, "camera/image_raw", lambda m: self.on_part(m, "rgb"), qos)
             self.create_subscription(Image, "camera/depth/image_raw", lambda m: self.on_part(m, "depth"), qos)
         self.create_subscription(Image, "goal_image", self.on_goal_image, RELIABLE)
@@ -177,8 +181,8 @@ class PolicyNode(Node):
             raise ParameterError(f"parameter 'setting' must be vln for policy airvln_r1, got {self.setting!r}")
         on_vehicle = {k: values[k] for k in ("vehicle", "instruction", "episode_instruction")}
         if (on_vehicle["instruction"] or on_vehicle["episode_instruction"]) and not on_vehicle["vehicle"]:
-            raise ParameterError("parameters 'instruction' and 'episode_instruction' are for a vehicle (vehicle:=true); "
-                                 "in sim_eval the evaluator sends each episode's instruction")
+            raise ParameterError("parameters 'instruction' and 'episode_instruction' are for a vehicle "
+                                 "(vehicle:=true); in sim_eval the evaluator sends each episode's instruction")
         try:
             o = parse_vln_options({**{k: values[k] for k in VLN_OPTIONS if k not in EPISODE_OPTIONS},
                                    **{k: p[k] or "" for k in EPISODE_OPTIONS}})
@@ -395,7 +399,7 @@ class PolicyNode(Node):
         if verdict == HELD:
             self.gate.hold(stamp, (key, msg))
         elif verdict == DUPLICATE:
-            if key == "odom" and self.answer is not None:  # the sim asks again: our answer may have been lost
+            if key == "state" and self.answer is not None:  # the sim asks again: our answer may have been lost
                 self.answer[0].publish(self.answer[1])
         elif verdict == CURRENT:
             self.pending.setdefault(stamp, {})[key] = msg
@@ -430,10 +434,10 @@ class PolicyNode(Node):
             self.answer = (self.cmd_pub, msg)
 
     def _observation(self, parts: dict) -> dict:
-        """The observation AirPlayEnv would give for these odom and images."""
+        """The observation AirPlayEnv would give for this exact state and these images."""
         from airplay.world.env import goal_in_heading_frame
 
-        state = state_from_odometry(parts["odom"])
+        state = state_from_sim_state(parts["state"])
         obs = {"rgb": rgb_from_image(parts["rgb"]), "depth": depth_from_image(parts["depth"]),
                "state": state.astype(np.float32)}
         if self.setting == "pointgoal":

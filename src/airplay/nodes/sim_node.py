@@ -5,7 +5,10 @@ scene_dir, index, the task itself, the success radius) and ``cmd_vel``. On a com
 the environment of the scene's collision model (loaded once per scene; the splat is never read)
 on the command's task and publishes ``episode/status`` {"status": "started", "stamp_ns", and the
 command's fields} (reliable, transient-local: :data:`airplay.nodes.common.EPISODE_STATUS`), then
-``odom``, ``/clock`` and ``goal_pose`` (the task's goal, not for VLN) stamped with sim time.
+``odom``, ``sim/state``, ``/clock`` and ``goal_pose`` (the task's goal, not for VLN) stamped
+with sim time. ``odom`` follows REP-105 (twist in ``base_link``); ``sim/state`` carries the exact
+13-vector state (velocity in map) that the policy node observes, so that its observation is the
+in-process one bit for bit (:mod:`airplay.nodes.common`).
 
 Parameter ``wind`` (empty by default: none): wind, gusts or a velocity impulse acting on the vehicle
 (:mod:`airplay.sim.disturbance`), its gusts seeded by ``seed`` and each task's id, as in-process.
@@ -20,8 +23,8 @@ counted. There is no wall-clock limit on the policy: a slow policy makes the run
 its result different. The only thing that ends an episode without a command is the policy
 leaving the graph: once ``cmd_vel`` has had a publisher, an episode during which it has none
 (the policy's process ended; DDS notices a killed process after the participant lease of the
-Fast DDS profile) ends as ``no_command``. While waiting, the latest odom is re-published every
-``republish_s`` of wall time (same stamp, with /clock), so that a message lost to DDS discovery
+Fast DDS profile) ends as ``no_command``. While waiting, the latest odom and sim/state are
+re-published every ``republish_s`` of wall time (same stamp, with /clock), so that a message lost to DDS discovery
 never stalls the graph; consumers answer the repeat (:mod:`airplay.world.lockstep`).
 Without lockstep the environment steps on a 50 Hz wall timer with the latest command (hover if none).
 
@@ -61,10 +64,10 @@ from rosgraph_msgs.msg import Clock as ClockMsg
 from std_msgs.msg import String
 
 from airplay.node_schemas import SIM
-from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, RELIABLE, WorldCache,
+from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, RELIABLE, SIM_STATE_TOPIC, WorldCache,
                                   command_from_twist, episode_parameters, first_scene, json_message,
                                   json_payload, ns_from_stamp, odometry_from_state, parse_wind, run_node,
-                                  stamp_from_ns, transform_from_odometry)
+                                  sim_state_from_state, stamp_from_ns, transform_from_odometry)
 from airplay.nodes.params import declare_schema
 from airplay.policies import guard
 
@@ -101,6 +104,7 @@ class SimNode(Node):
             self._warm_up(scene)
         self.clock_pub = self.create_publisher(ClockMsg, "/clock", 10)
         self.odom_pub = self.create_publisher(Odometry, "odom", RELIABLE)
+        self.state_pub = self.create_publisher(Odometry, SIM_STATE_TOPIC, RELIABLE)
         try:  # /tf where tf2_msgs exists (a ROS 2 distribution; the pip wheels lack it)
             from tf2_msgs.msg import TFMessage
 
@@ -213,15 +217,21 @@ class SimNode(Node):
             self.clock_pub.publish(ClockMsg(clock=stamp_from_ns(self.stamp_ns)))
             self.clock_ns = self.stamp_ns
 
-    def _odometry(self) -> Odometry:
+    def _state(self) -> np.ndarray:
+        """(13,) float64: the vehicle's position, quaternion xyzw, map velocity and body rates."""
         v = self.env.vehicle
-        state = np.concatenate([v.position[0], v.quat_xyzw[0], v.velocity[0], v.angular_velocity_body[0]])
-        return odometry_from_state(state, self.stamp_ns)
+        return np.concatenate([v.position[0], v.quat_xyzw[0], v.velocity[0], v.angular_velocity_body[0]])
+
+    def _publish_state(self, state: np.ndarray) -> Odometry:
+        """odom (REP-105; the renderer waits on it) then sim/state (the policy waits on it)."""
+        odom = odometry_from_state(state, self.stamp_ns)
+        self.odom_pub.publish(odom)
+        self.state_pub.publish(sim_state_from_state(state, self.stamp_ns))
+        return odom
 
     def publish_observation(self, episode_start: bool = False) -> None:
-        """odom (and /tf) first - the lockstep chain waits on it -, then /clock when due."""
-        odom = self._odometry()
-        self.odom_pub.publish(odom)
+        """odom and sim/state (and /tf) first - the lockstep chain waits on them -, then /clock when due."""
+        odom = self._publish_state(self._state())
         if self.tf_pub is not None:
             self.tf_pub.publish(self._tf_message(transforms=[transform_from_odometry(odom)]))
         self.publish_clock(force=episode_start)
@@ -295,7 +305,7 @@ class SimNode(Node):
             return
         now = time.monotonic()
         if self.lockstep and now - self.last_publish > self.republish_s:  # same stamp again: answered again
-            self.odom_pub.publish(self._odometry())
+            self._publish_state(self._state())
             self.clock_pub.publish(ClockMsg(clock=stamp_from_ns(self.stamp_ns)))
             self.clock_ns = self.stamp_ns
             self.last_publish = now
