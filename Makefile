@@ -15,7 +15,7 @@ export FASTDDS_DEFAULT_PROFILES_FILE ?= $(CURDIR)/config/fastdds_localhost.xml
 export FASTRTPS_DEFAULT_PROFILES_FILE ?= $(FASTDDS_DEFAULT_PROFILES_FILE)
 export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
 
-.PHONY: setup sim-eval test test-fast bench clean-venv help
+.PHONY: setup chromium sim-eval test test-fast bench clean-venv help
 
 help:
 	@echo "make sim-eval   set up .venv if needed, make the synthetic scenes, fly the expert through the ROS graph, print metrics"
@@ -23,7 +23,18 @@ help:
 	@echo "make test-fast  the inner loop: the tests not marked slow or sitl (a few minutes)"
 	@echo "make bench      run the benchmarks under bench/"
 
-setup: $(STAMP)
+setup: $(STAMP) chromium
+
+# Headless Chromium for the report's browser test (test/test_report.py): Debian's package, installed
+# where it is missing and apt-get can run as root; elsewhere that test skips and says why.
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "== installing chromium (apt-get; for the report's browser test)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1 \
+	    || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1; } \
+	    || echo "chromium could not be installed: the report's browser test will skip"; \
+	fi
 
 $(STAMP): setup.py pyproject.toml requirements/torch.txt requirements/ros-jazzy.txt requirements/constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "airplay needs Python 3.10 or newer; this is " + sys.version.split()[0])'
@@ -56,11 +67,11 @@ sim-eval: $(STAMP)
 TEST_ENV := ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST FASTDDS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml \
 	FASTRTPS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(TEST_ENV) $(PY) -m pytest -q --durations=15
 
 # Markers in pyproject.toml: slow (> ~5 s on 2 cores), sitl (PX4/ArduPilot SITL).
-test-fast: $(STAMP)
+test-fast: $(STAMP) chromium
 	$(TEST_ENV) $(PY) -m pytest -q -m "not slow and not sitl" --durations=5
 
 bench: $(STAMP)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -22,7 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = ("airplay.bridge.commands", "airplay.policies
                                     "airplay.data.dataset_command", "airplay.data.collect_command",
                                     "airplay.eval.offline_command", "airplay.eval.protocol_command",
                                     "airplay.vln.commands",
-                                    "airplay.nodes.bridge_control")
+                                    "airplay.nodes.bridge_control", "airplay.report.command")
 """Modules that add sub-commands: each has ``register(sub)`` taking the sub-parsers object
 and setting ``func`` on its parsers. Their heavy imports stay inside the handlers."""
 
@@ -136,7 +138,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                      episodes=args.episodes, seed=args.seed, render_backend=render_backend,
                      render_images=not args.no_images, bootstrap=args.bootstrap,
                      checkpoint=args.checkpoint or "", execution_horizon=args.execution_horizon,
-                     policy_budget_ms=args.policy_budget_ms, wind=args.wind)
+                     policy_budget_ms=args.policy_budget_ms, wind=args.wind, command=args.command_line)
     if not cfg.policy_budget_ms >= 0:
         print(f"error: --policy-budget-ms must be >= 0 (0: none), got {args.policy_budget_ms}", file=sys.stderr)
         return 2
@@ -155,7 +157,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                               seed=cfg.seed, out=args.out, policy_budget_ms=float(cfg.policy_budget_ms),
                               render_backend=cfg.render_backend, render_images=cfg.render_images,
                               bootstrap=cfg.bootstrap, wind=cfg.wind)
-        return launch_graph(sim_eval_nodes(graph))
+        return launch_graph(sim_eval_nodes(graph), env={**os.environ, "AIRPLAY_COMMAND": cfg.command})
     evaluate_inprocess(cfg, Path(args.out), progress=not args.no_progress)
     return 0
 
@@ -330,6 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # What the results record as the command (airplay.eval.runner.provenance).
+    args.command_line = shlex.join(["airplay", *(sys.argv[1:] if argv is None else argv)])
     try:
         return int(args.func(args) or 0)
     except ConfigError as err:  # a scene or configuration file (SceneError is one)

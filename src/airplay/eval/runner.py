@@ -47,6 +47,9 @@ class EvalConfig:
     wind: str = ""
     """Wind, gusts or a velocity impulse acting on the vehicle, as text
     (:mod:`airplay.sim.disturbance`); "": none."""
+    command: str = ""
+    """The command line that started the run (``summary.json["meta"]["command"]``); "" records
+    ``$AIRPLAY_COMMAND`` or this process's own command line."""
 
 
 def task_result(world: World, task, cfg: EvalConfig, trajectory: np.ndarray, status: str,
@@ -80,10 +83,60 @@ def results_meta(cfg: EvalConfig, world: World, runtime: str, control_steps: int
             **vars(world.protocol.task),
         },
         "airplay_version": airplay.__version__,
+        "scene_info": scene_info(cfg.scenes),
+        **provenance(cfg.command),
         **({"checkpoint": str(cfg.checkpoint)} if cfg.checkpoint else {}),
         **({"execution_horizon": cfg.execution_horizon} if cfg.execution_horizon else {}),
         **({"policy_budget_ms": cfg.policy_budget_ms} if cfg.policy_budget_ms else {}),
         **({"wind": Disturbance.parse(cfg.wind).to_text()} if cfg.wind else {}),
+    }
+
+
+def scene_info(scenes) -> dict:
+    """``{scene name: {"category", "split"}}`` from each folder's ``scene.yaml`` (what the report groups by)."""
+    from airplay.scene.spec import parse_scene_yaml
+
+    info = {}
+    for folder in scenes:
+        spec = parse_scene_yaml(folder)
+        info[spec.name] = {"category": spec.category, "split": spec.split}
+    return info
+
+
+def provenance(command: str = "") -> dict:
+    """``commit`` (of the airplay source, ``+dirty`` with uncommitted changes; None outside a git
+    checkout), ``command`` (``command``, else ``$AIRPLAY_COMMAND``, else this process's command
+    line) and ``machine`` (host, OS, Python, CPU): what ``airplay report`` shows as the run's metadata."""
+    import os
+    import platform
+    import shlex
+    import subprocess
+    import sys
+
+    source = Path(airplay.__file__).resolve().parents[2]
+    commit = None
+    try:
+        git = ["git", "-C", str(source)]
+        head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if head.returncode == 0:
+            dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                   text=True, timeout=10)
+            commit = head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "commit": commit,
+        "command": command or os.environ.get("AIRPLAY_COMMAND") or shlex.join(sys.argv),
+        "machine": {"host": platform.node(), "os": platform.platform(), "python": platform.python_version(),
+                    "cpu": cpu, "cpus": os.cpu_count()},
     }
 
 

@@ -17,6 +17,7 @@ policy:=airvln_r1 ...``, the options as launch arguments, :mod:`airplay.vln.opti
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -110,7 +111,7 @@ def _eval_vln_ros(args: argparse.Namespace, cfg, vln_backend: str) -> int:
     except GraphArgumentError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    return launch_graph(nodes)
+    return launch_graph(nodes, env={**os.environ, "AIRPLAY_COMMAND": cfg.command} if cfg.command else None)
 
 
 def _cmd_episodes(args: argparse.Namespace) -> int:
