@@ -41,8 +41,9 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"render", "sim", "tasks"}),
     # the composition root: World, the environment, lockstep rules, warm-up
     frozenset({"world"}),
-    # what runs in a world: policies and their training, data, evaluation, VLN, the vehicle bridge
-    frozenset({"policies", "training", "data", "eval", "vln", "bridge"}),
+    # what runs in a world: policies and their training, data, evaluation, VLN, the vehicle bridge, the
+    # results page
+    frozenset({"policies", "training", "data", "eval", "vln", "bridge", "report"}),
     # the entry points: the CLI with the graph description and launcher, and the ROS nodes
     frozenset({"commands", "nodes"}),
 )

@@ -11,7 +11,9 @@ import shutil
 import pytest
 
 from airplay.cli import main
+from airplay.eval.offline_command import UNITS
 from airplay.eval.results import read_summary
+from airplay.report.sections import OFFLINE_UNITS
 from airplay.scene.synthetic import make_scene
 from headless_chromium import find_chromium, inspect_page
 
@@ -53,6 +55,8 @@ def test_eval_records_what_the_report_shows(runs):
 def test_report_shows_both_policies_side_by_side(runs, tmp_path, capsys):
     rc, page, err = _report(tmp_path, runs / "expert", runs / "random", capsys=capsys)
     assert rc == 0 and err == ""
+    assert main(["report", str(runs / "expert"), "--no-topdown", "-o", str(tmp_path / "lean.html")]) == 0
+    assert "topdown-" not in (tmp_path / "lean.html").read_text()
     assert "http://" not in page and "https://" not in page and "<script" not in page
     summary = read_summary(runs / "random")
     # The main table: policies as columns, the equal-weight row and the scene row, with intervals.
@@ -62,8 +66,9 @@ def test_report_shows_both_policies_side_by_side(runs, tmp_path, capsys):
     ne = summary["overall"]["ne"]
     assert f"{ne['mean']:.2f} <span class=\"ci\">[{ne['ci95'][0]:.2f}, {ne['ci95'][1]:.2f}]</span>" in table
     assert 'href="#scene-indoor_1"' in table and "all (equal weight)" in table
-    # Every plot embedded once per run, every episode row links to its run's plot.
-    assert page.count("data:image/png;base64,") == 2
+    # Every plot embedded once per run (and the scene from above: its folder is here), every episode
+    # row links to its run's plot.
+    assert page.count("data:image/png;base64,") == 3 and 'id="topdown-indoor_1"' in page
     assert 'id="plot-0-indoor_1"' in page and 'id="plot-1-indoor_1"' in page
     assert page.count('<a href="#plot-0-indoor_1">') == 1 and page.count('<a href="#plot-1-indoor_1">') == 2
     # The metadata: commit, command and machine of each run.
@@ -84,7 +89,7 @@ def test_report_opens_in_headless_chromium(runs, tmp_path, capsys):
     # inputs, main metrics, folded metrics, episode counts, 2 episode tables, metadata
     assert seen.counts["table"] == 7
     assert all(seen.counts[s] == 1 for s in ("#metrics", "#plots", "#episodes", "#metadata"))
-    assert seen.counts["img"] == seen.images == seen.images_decoded == 2
+    assert seen.counts["img"] == seen.images == seen.images_decoded == 3  # 2 trajectory plots, 1 from above
     assert seen.title == "airplay report"
     assert seen.screenshot_png.startswith(PNG_SIGNATURE)
     (tmp_path / "report.png").write_bytes(seen.screenshot_png)
@@ -112,7 +117,7 @@ def test_damaged_inputs_are_named_and_the_rest_renders(runs, tmp_path, capsys):
         assert f"warning: {message}" in err
         assert message in page.replace("&#x27;", "'")
     # What could be read is still there: both readable runs' columns, the plot that exists, 2 + 2 episode rows.
-    assert page.count("data:image/png;base64,") == 1 and "no plot: <code>" in page
+    assert page.count("data:image/png;base64,") == 2 and "no plot: <code>" in page  # a plot, the scene from above
     assert '<a href="#plot-0-indoor_1">' in page and page.count("<tr><td>0</td>") == 2
 
 
@@ -148,4 +153,5 @@ def test_offline_results_and_folders_of_results(runs, tmp_path, capsys):
     assert '<section id="offline">' in page and ">act (act-small)<" in page
     assert "<td>3.25</td>" in page and "<td>+0.25</td>" in page and "<td>-0.50</td>" in page
     assert "sweep.json</code></summary>" in page and "not known yet" in page
+    assert OFFLINE_UNITS == UNITS  # the report names the offline figures as `airplay eval-offline` does
     assert 'id="plot-0-indoor_1"' in page and 'id="plot-1-indoor_1"' in page

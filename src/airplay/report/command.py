@@ -11,7 +11,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from airplay.report.page import build_report, write_report
 
     try:
-        page, problems = build_report(args.results, title=args.title)
+        page, problems = build_report(args.results, title=args.title, topdown=not args.no_topdown)
     except ReportInputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -40,4 +40,7 @@ def register(sub) -> None:
     p.add_argument("-o", "--out", default="report.html", metavar="HTML", help="the page to write (default "
                    "report.html)")
     p.add_argument("--title", default="airplay report", help="the page's title")
+    p.add_argument("--no-topdown", action="store_true",
+                   help="no top-down picture of each scene (drawn where the scene folder named in the results "
+                        "is on this machine)")
     p.set_defaults(func=_cmd_report)

@@ -127,22 +127,24 @@ def _read_episodes(run: Run, path: Path) -> tuple[list, list[dict]]:
     return episodes, records
 
 
-def _scene_info(meta: dict) -> dict[str, dict]:
-    """``{scene: {"category", "split"}}``: ``meta.scene_info``, else from the scene folders named in
-    ``meta.scenes`` where they exist on this machine (else nothing: shown as unknown)."""
-    info = meta.get("scene_info")
-    if isinstance(info, dict):
-        return {str(k): v for k, v in info.items() if isinstance(v, dict)}
+def _scenes_here(meta: dict) -> tuple[dict[str, dict], dict[str, Path]]:
+    """``({scene: {"category", "split"}}, {scene: folder})``: the categories and splits from
+    ``meta.scene_info``, else from the scene folders named in ``meta.scenes`` where they exist on this
+    machine (else nothing: shown as unknown); the folders that exist here (for the top-down render)."""
     from airplay.scene.spec import parse_scene_yaml
 
-    out = {}
+    info, folders = {}, {}
     for folder in meta.get("scenes") or []:
         try:
             spec = parse_scene_yaml(folder)
         except Exception:  # noqa: BLE001 - a scene folder not here (or not readable) leaves it unknown
             continue
-        out[spec.name] = {"category": spec.category, "split": spec.split}
-    return out
+        info[spec.name] = {"category": spec.category, "split": spec.split}
+        folders[spec.name] = Path(spec.root)
+    recorded = meta.get("scene_info")
+    if isinstance(recorded, dict):
+        info = {str(k): v for k, v in recorded.items() if isinstance(v, dict)}
+    return info, folders
 
 
 def _load_eval(path: Path) -> list[Run]:
@@ -220,7 +222,8 @@ def _load_eval(path: Path) -> list[Run]:
     run.figures = [p for p in sorted(folder.glob("*.png")) if p not in known and check_png(p) is None]
     run.raw = [p for p in sorted(folder.glob("*.json")) if p != summary_path]
     run.data = {"summary": summary, "meta": meta, "episodes": episodes, "records": records, "setting": setting,
-                "scenes": scenes, "plots": plots, "scene_info": _scene_info(meta)}
+                "scenes": scenes, "plots": plots}
+    run.data["scene_info"], run.data["scene_dirs"] = _scenes_here(meta)
     return [run]
 
 

@@ -38,6 +38,8 @@ thead th { background: var(--bg-alt); position: sticky; top: 0; }
 table.metrics td:not(:first-child), table.episodes td { text-align: right; white-space: nowrap; }
 table.episodes td:nth-child(2), table.episodes td:nth-child(3), table.episodes td:last-child { text-align: left; }
 table.wide th.group { text-align: center; }
+table.metrics td:first-child { white-space: nowrap; }
+table.wide td:not(:first-child) .ci { display: block; }
 table.wide .first { border-left: 2px solid #9aa5b1; }
 table.meta td { max-width: 60ch; overflow-wrap: anywhere; }
 tbody tr:nth-child(even) { background: #fafbfc; }
@@ -48,7 +50,7 @@ details.metric > summary { font-weight: 600; color: var(--accent); }
 .problems { border: 1px solid #e0b252; background: #fff8e6; padding: .4rem 1rem; border-radius: 4px; }
 .problems li { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .85em; overflow-wrap: anywhere; }
 .warn { color: #a35a00; font-weight: 600; }
-.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(420px, 1fr)); gap: .8rem; }
+.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr)); gap: .8rem; }
 figure { margin: 0; border: 1px solid var(--line); border-radius: 4px; padding: .4rem; background: #fff; }
 figure img { width: 100%; height: auto; display: block; }
 figcaption { text-align: center; color: var(--muted); padding-top: .2rem; }
@@ -59,11 +61,11 @@ code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .9em
 """
 
 
-def render_page(runs: list[Run], title: str = "airplay report") -> tuple[str, list[str]]:
+def render_page(runs: list[Run], title: str = "airplay report", topdown: bool = True) -> tuple[str, list[str]]:
     """The page's HTML and every problem it shows (of the inputs and of the sections)."""
     from airplay import __version__
 
-    report = Report(runs)
+    report = Report(runs, topdown=topdown)
     body, nav = [], []
     for section in _sections.SECTIONS:
         try:
@@ -100,9 +102,10 @@ on {esc(stamp)}</div>
     return page, problems
 
 
-def build_report(paths: list[str | Path], title: str = "airplay report") -> tuple[str, list[str]]:
+def build_report(paths: list[str | Path], title: str = "airplay report",
+                 topdown: bool = True) -> tuple[str, list[str]]:
     """Load ``paths`` and render the page; ``ReportInputError`` for a path that holds no results."""
-    return render_page(load_inputs(paths), title)
+    return render_page(load_inputs(paths), title, topdown)
 
 
 def write_report(page: str, out: str | Path) -> Path:

@@ -45,6 +45,8 @@ class Report:
     """What the sections see: the runs, and the embedded-image cache."""
 
     runs: list[Run]
+    topdown: bool = True
+    """Render each scene from above where its folder is on this machine (:mod:`airplay.report.topdown`)."""
     problems: list[str] = field(default_factory=list)
     _images: dict[Path, str] = field(default_factory=dict)
 
@@ -55,8 +57,14 @@ class Report:
         """An ``<img>`` with the PNG embedded as a data: URI."""
         if path not in self._images:
             self._images[path] = base64.b64encode(path.read_bytes()).decode("ascii")
+        return self.image_bytes(self._images[path], alt, **attrs)
+
+    @staticmethod
+    def image_bytes(data: bytes | str, alt: str, **attrs: str) -> str:
+        """An ``<img>`` of PNG ``data`` (bytes, or already base64 text)."""
+        b64 = data if isinstance(data, str) else base64.b64encode(data).decode("ascii")
         extra = "".join(f' {k}="{esc(v)}"' for k, v in attrs.items())
-        return f'<img src="data:image/png;base64,{self._images[path]}" alt="{esc(alt)}"{extra}>'
+        return f'<img src="data:image/png;base64,{b64}" alt="{esc(alt)}"{extra}>'
 
 
 @dataclass(frozen=True)
@@ -244,9 +252,22 @@ def render_plots(report: Report) -> str | None:
         return None
     parts = ['<p class="note">Executed trajectories over the obstacles of a horizontal slice at mid flight height '
              '(grey), coloured by status: starts as circles, goals as stars with the success radius, ends of '
-             'failures as crosses (<code>airplay.eval.plots</code>).</p>']
+             'failures as crosses (<code>airplay.eval.plots</code>). Where the scene folder named in summary.json '
+             'is on this machine, the first picture is the splat seen from above (<code>airplay.report.topdown</code>).'
+             '</p>']
     for scene in scenes:
         figs = []
+        folder = next((r.data.get("scene_dirs", {}).get(scene) for _, r in evals
+                       if r.data.get("scene_dirs", {}).get(scene)), None)
+        if report.topdown and folder is not None:
+            from airplay.report.topdown import topdown_png
+
+            try:
+                img = report.image_bytes(topdown_png(folder), f"{scene} from above", loading="eager")
+                figs.append(f'<figure id="topdown-{slug(scene)}">{img}<figcaption>{esc(scene)} from above'
+                            f"</figcaption></figure>")
+            except Exception as err:  # noqa: BLE001 - the picture is an extra; its failure is reported
+                report.problems.append(f"{folder}: no top-down render ({type(err).__name__}: {err})")
         for i, r in evals:
             if scene not in r.data.get("scenes", []):
                 continue
@@ -295,16 +316,20 @@ def render_episodes(report: Report) -> str | None:
 
 # ---------------------------------------------------------------- offline results
 
-def render_offline(report: Report) -> str | None:
-    from airplay.eval.offline_command import UNITS
+OFFLINE_UNITS = {"ade_cm": "ADE cm", "fde_cm": "FDE cm", "p95_cm": "P95 cm", "yaw_err_deg": "yaw err deg",
+                 "motion_dir_err_deg": "motion dir deg", "dtw_cm": "DTW cm", "lateral_dir_err_pct": "lat dir err %",
+                 "yaw_dir_err_pct": "yaw dir err %", "corner_fde_cm": "corner FDE cm", "lag_ade_cm": "lag ADE cm"}
+"""The figures of an ``airplay eval-offline`` result (:mod:`airplay.eval.offline`), as its table names them."""
 
+
+def render_offline(report: Report) -> str | None:
     runs = report.of_kind("offline")
     if not runs:
         return None
     head = ["", *(_run_head(i, r) for i, r in runs)]
-    keys = [*UNITS, "trajectories", "anchors"]
-    overall = [[esc(UNITS.get(k, k)), *(
-        _num(r.data["result"].get("overall", {}).get(k)) if k in UNITS else
+    keys = [*OFFLINE_UNITS, "trajectories", "anchors"]
+    overall = [[esc(OFFLINE_UNITS.get(k, k)), *(
+        _num(r.data["result"].get("overall", {}).get(k)) if k in OFFLINE_UNITS else
         esc(r.data["result"].get("overall", {}).get(k, "–")) for _, r in runs)] for k in keys]
     baselines = list(dict.fromkeys(b for _, r in runs for b in (r.data["result"].get("baselines") or {})))
     for b in baselines:
@@ -321,10 +346,10 @@ def render_offline(report: Report) -> str | None:
         per_scene = r.data["result"].get("per_scene") or {}
         if not isinstance(per_scene, dict) or not per_scene:
             continue
-        rows = [[esc(s), *(_num(d.get(k)) if isinstance(d, dict) else "–" for k in UNITS)]
+        rows = [[esc(s), *(_num(d.get(k)) if isinstance(d, dict) else "–" for k in OFFLINE_UNITS)]
                 for s, d in per_scene.items()]
         parts.append(f"<details><summary>{esc(r.label)} per scene</summary>"
-                     f"{_table(['scene', *map(esc, UNITS.values())], rows, 'metrics')}</details>")
+                     f"{_table(['scene', *map(esc, OFFLINE_UNITS.values())], rows, 'metrics')}</details>")
     return "\n".join(parts)
 
 
