@@ -155,3 +155,27 @@ def test_offline_results_and_folders_of_results(runs, tmp_path, capsys):
     assert "sweep.json</code></summary>" in page and "not known yet" in page
     assert OFFLINE_UNITS == UNITS  # the report names the offline figures as `airplay eval-offline` does
     assert 'id="plot-0-indoor_1"' in page and 'id="plot-1-indoor_1"' in page
+
+
+def test_sweep_and_disturbance_folders(runs, tmp_path, monkeypatch, capsys):
+    """`airplay sweep` and `airplay disturb` folders: their tables, the per-H runs as columns, the sweep's
+    figures; a disturbance file of another format version is named and still shown."""
+    monkeypatch.setenv("AIRPLAY_CACHE_DIR", str(runs / "cache"))
+    common = ["--scenes", str(runs / "scenes"), "--episodes", "1", "--no-images", "--no-progress", "--bootstrap", "20"]
+    assert main(["sweep", "--policy", "random", "--horizons", "1", "2", "--out", str(tmp_path / "sweep"), *common]) == 0
+    assert main(["disturb", "--policy", "expert", "--out", str(tmp_path / "disturb"), *common]) == 0
+    doc = json.loads((tmp_path / "disturb" / "disturb.json").read_text())
+    capsys.readouterr()
+    rc, page, err = _report(tmp_path / "page", tmp_path / "sweep", tmp_path / "disturb", capsys=capsys)
+    assert rc == 0 and err == ""
+    assert '<section id="sweep">' in page and '<section id="disturb">' in page
+    assert ">random (H=1)<" in page and ">random (H=2)<" in page  # the per-H eval runs are columns
+    assert "sweep.png</code>" in page and "pairs_indoor_1.png</code>" in page
+    d_min = doc["table"]["all"]["toward"]["d_min"]["mean"]
+    assert f"<td>{d_min:.3f}" in page and "<td>toward</td>" in page
+
+    doc["disturb_format"] = 2
+    (tmp_path / "disturb" / "disturb.json").write_text(json.dumps(doc))
+    rc, page, err = _report(tmp_path / "page", tmp_path / "disturb", capsys=capsys)
+    message = f"{tmp_path / 'disturb' / 'disturb.json'}: disturb_format 2, this airplay reads 1"
+    assert rc == 0 and f"warning: {message}" in err and message in page and f"<td>{d_min:.3f}" in page

@@ -8,6 +8,8 @@ A :class:`Kind` has a ``detect(path)`` (does this path look like one of mine?) a
   ``<scene>_trajectories.png``; :mod:`airplay.eval.results`), or one of those two files.
 - ``offline``: an ``airplay eval-offline --out`` JSON file (``overall.ade_cm``).
 - ``relate``: an ``airplay eval-offline-relate --out`` JSON file (``rows`` and ``correlations``).
+- ``sweep``: an ``airplay sweep`` folder (``sweep.json``, its figures, and one eval folder per H).
+- ``disturb``: an ``airplay disturb`` folder (``disturb.json``, the local disturbance table).
 - ``group``: a folder of result folders (any depth up to 3, e.g. per-H subfolders of a sweep):
   each recognised subfolder becomes its runs; PNG and JSON files of the group folder itself that
   no kind reads are shown as figures and raw files.
@@ -259,6 +261,68 @@ def _load_relate(path: Path) -> list[Run]:
     return [Run("relate", path, path.stem, data={"result": doc, "meta": meta})]
 
 
+# ---------------------------------------------------------------- airplay sweep / airplay disturb folders
+
+SWEEP_FORMAT = 1
+DISTURB_FORMAT = 1
+
+
+def _protocol_file(path: Path, name: str, key: str) -> dict | None:
+    """The JSON object of ``path/name`` (or ``path`` itself when named so) if it carries ``key``."""
+    file = path / name if path.is_dir() else path
+    doc = _json_object(file) if file.name == name else None
+    return doc if doc is not None and key in doc else None
+
+
+def _is_sweep(path: Path) -> bool:
+    return _protocol_file(path, "sweep.json", "sweep_format") is not None
+
+
+def _load_sweep(path: Path) -> list[Run]:
+    """An ``airplay sweep`` folder: ``sweep.json`` (SR and CR per H), ``sweep.png``, ``pairs_*.png`` and
+    one eval folder per H (each a column of the closed-loop tables)."""
+    folder = path if path.is_dir() else path.parent
+    doc = _protocol_file(path, "sweep.json", "sweep_format") or {}
+    label = str(doc.get("policy") or folder.name)
+    if doc.get("checkpoint"):
+        label += f" ({Path(str(doc['checkpoint'])).name})"
+    run = Run("sweep", folder, label, data={"result": doc, "meta": {k: v for k, v in doc.items() if k != "metrics"}})
+    if doc.get("sweep_format") != SWEEP_FORMAT:
+        run.problem(folder / "sweep.json", f"sweep_format {doc.get('sweep_format')!r}, this airplay reads "
+                                           f"{SWEEP_FORMAT}: shown as far as it can be read")
+    run.figures = [p for p in sorted(folder.glob("*.png")) if check_png(p) is None]
+    runs = [run]
+    folders = doc.get("results_folders") if isinstance(doc.get("results_folders"), dict) else {}
+    for h, name in folders.items():
+        sub = folder / str(name)
+        if _is_eval(sub):
+            runs += _load_eval(sub)
+        else:
+            run.problem(sub, f"missing: the eval results of H = {h}")
+    return runs
+
+
+def _is_disturb(path: Path) -> bool:
+    return _protocol_file(path, "disturb.json", "disturb_format") is not None
+
+
+def _load_disturb(path: Path) -> list[Run]:
+    """An ``airplay disturb`` folder: ``disturb.json`` (CR_ref and d_min_ref per clearance group and condition)."""
+    folder = path if path.is_dir() else path.parent
+    doc = _protocol_file(path, "disturb.json", "disturb_format") or {}
+    label = str(doc.get("policy") or folder.name)
+    if doc.get("checkpoint"):
+        label += f" ({Path(str(doc['checkpoint'])).name})"
+    run = Run("disturb", folder, label, data={"result": doc, "meta": {k: v for k, v in doc.items() if k != "table"}})
+    if doc.get("disturb_format") != DISTURB_FORMAT:
+        run.problem(folder / "disturb.json", f"disturb_format {doc.get('disturb_format')!r}, this airplay reads "
+                                             f"{DISTURB_FORMAT}: shown as far as it can be read")
+    if not isinstance(doc.get("table"), dict) or not doc["table"]:
+        run.problem(folder / "disturb.json", "no 'table': no anchors were flown")
+    run.figures = [p for p in sorted(folder.glob("*.png")) if check_png(p) is None]
+    return [run]
+
+
 # ---------------------------------------------------------------- folders of result folders
 
 MAX_GROUP_DEPTH = 3
@@ -298,6 +362,8 @@ KINDS: list[Kind] = [
     Kind("eval", _is_eval, _load_eval),
     Kind("offline", _is_offline, _load_offline),
     Kind("relate", _is_relate, _load_relate),
+    Kind("sweep", _is_sweep, _load_sweep),
+    Kind("disturb", _is_disturb, _load_disturb),
     Kind("group", _is_group, _load_group),
 ]
 """Tried in order; ``group`` last, so that a folder that is itself a result is read as one."""

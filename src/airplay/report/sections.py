@@ -384,6 +384,66 @@ def render_relate(report: Report) -> str | None:
     return "\n".join(parts)
 
 
+# ---------------------------------------------------------------- sweeps and disturbance tests
+
+def _ci_cell(e: Any, scale: float, decimals: int) -> str:
+    return _metric_cell(e, scale, decimals, best=False)
+
+
+def render_sweep(report: Report) -> str | None:
+    runs = report.of_kind("sweep")
+    if not runs:
+        return None
+    parts = ['<p class="note">SR and CR against the execution horizon H (each H\'s summary.json: 95 % bootstrap '
+             'interval, scenes weighted equally in "all"); the per-H runs are columns of the tables above, the '
+             'sweep\'s figures are under "Other figures".</p>']
+    for _, r in runs:
+        metrics = r.data["result"].get("metrics") or {}
+        names = list(dict.fromkeys(n for n in ("all", *metrics) if n in metrics))
+        horizons = r.data["result"].get("horizons") or []
+        head = ["H", *(f"{esc(n)} {m}" for n in names for m in ("SR %", "CR %"))]
+        rows = []
+        for h in horizons:
+            cells = []
+            for n in names:
+                for m in ("sr", "cr"):
+                    entry = next((e for e in (metrics.get(n) or {}).get(m, []) if isinstance(e, dict)
+                                  and e.get("horizon") == h), None)
+                    cells.append(_ci_cell(entry, 100.0, 1))
+            rows.append([esc(h), *cells])
+        parts.append(f"<h3>{esc(r.label)} <span class='ci'>{esc(r.path)}</span></h3>" + _table(head, rows, "metrics"))
+    return "\n".join(parts)
+
+
+def render_disturb(report: Report) -> str | None:
+    runs = report.of_kind("disturb")
+    if not runs:
+        return None
+    parts = ['<p class="note">Local disturbance tests (<code>airplay disturb</code>): CR_ref and d_min_ref in the '
+             'observation region after a push at anchors on the policy\'s clean flights, by clearance group and '
+             'condition, with 95 % task-bootstrap intervals, scenes weighted equally.</p>']
+    for _, r in runs:
+        doc = r.data["result"]
+        groups = doc.get("clearance_groups_m") or {}
+        table = doc.get("table") if isinstance(doc.get("table"), dict) else {}
+        rows = []
+        for group, conds in table.items():
+            bounds = groups.get(group) if isinstance(groups, dict) else None
+            glabel = esc(group)
+            if isinstance(bounds, list) and len(bounds) == 2:
+                hi = "∞" if bounds[1] is None else bounds[1]
+                glabel += f" <span class='ci'>[{esc(bounds[0])}, {esc(hi)}) m</span>"
+            for cond, e in (conds or {}).items():
+                e = e if isinstance(e, dict) else {}
+                rows.append([glabel, esc(cond), _ci_cell(e.get("cr"), 100.0, 1), _ci_cell(e.get("d_min"), 1.0, 3),
+                             "" if cond == "clean" else _ci_cell(e.get("delta_cr"), 100.0, 1),
+                             esc(e.get("anchors", "–")), esc(e.get("scenes", "–"))])
+        parts.append(f"<h3>{esc(r.label)} <span class='ci'>{esc(r.path)}</span></h3>" + _table(
+            ["clearance group", "condition", "CR_ref %", "d_min_ref m", "ΔCR vs clean %", "anchors", "scenes"],
+            rows, "metrics"))
+    return "\n".join(parts)
+
+
 # ---------------------------------------------------------------- other figures, raw files, metadata
 
 def render_figures(report: Report) -> str | None:
@@ -465,6 +525,8 @@ SECTIONS: list[Section] = [
     Section("metrics", "Closed-loop metrics", render_metrics),
     Section("plots", "Trajectories", render_plots),
     Section("episodes", "Episodes", render_episodes),
+    Section("sweep", "Execution-interval sweeps", render_sweep),
+    Section("disturb", "Disturbance tests", render_disturb),
     Section("offline", "Offline metrics", render_offline),
     Section("relate", "Offline vs closed loop", render_relate),
     Section("figures", "Other figures", render_figures),
