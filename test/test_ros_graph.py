@@ -328,6 +328,57 @@ def test_a_failing_policy_fails_its_episodes_and_the_run_goes_on(scene_dir, tmp_
     assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
 
 
+VELOCITY_POLICY = '''
+"""A policy of the user's own that reads the velocity: the expert, its vx nudged (by at most
+1 mm/s) by a checksum of the bits of the float32 velocity it observes, so that any bit of the
+observed velocity that differs between the runtimes changes the flight."""
+import zlib
+
+import numpy as np
+
+from airplay.policies.expert import ExpertNavigator
+
+
+class VelocityBits(ExpertNavigator):
+    def select_action(self, obs):
+        cmd = np.array(super().select_action(obs), np.float32)
+        bits = np.ascontiguousarray(obs["state"][7:10], np.float32).tobytes()
+        cmd.flat[0] += np.float32((zlib.crc32(bits) % 2001 - 1000) * 1e-6)  # vx
+        return cmd
+
+
+def make(world):
+    return VelocityBits(world)
+'''
+
+
+@pytest.mark.slow
+def test_a_policy_reading_the_velocity_flies_as_in_process(scene_dir, tmp_path, monkeypatch):
+    """The policy node observes the sim's exact state (sim/state), not the REP-105 odom whose
+    body-frame velocity reads back a few ulp off (in 0.5 % of observations a different float32,
+    bench/odom_round_trip.py): a policy that depends on every bit of the velocity gives
+    byte-identical episodes in both runtimes."""
+    from airplay.eval.runner import EvalConfig, evaluate_inprocess
+
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "velocity_policy.py").write_text(VELOCITY_POLICY)
+    monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "plugins"), os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "out"
+    procs = {}
+    try:
+        procs.update(start_graph([f"scenes:={scene_dir}", "episodes:=4", "render_images:=false",
+                                  "policy:=velocity_policy:make", f"out:={out}"], tmp_path))
+        code = evaluator_exit(procs, tmp_path, 240)
+    finally:
+        stop_all(procs)
+    assert code == 0, _logs(tmp_path)
+    inproc = tmp_path / "inproc"
+    evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=4, policy="velocity_policy:make",
+                                  render_images=False), inproc, progress=False)
+    assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
+
+
 SLOW_POLICY = '''
 """The expert, stalling longer than the sim's republish_s (0.5 s) at the first observation of
 each episode and at every STALL_EVERY-th: the sim re-publishes the observation it waits on, the

@@ -11,12 +11,12 @@ Conventions on the wire (DESIGN.md sections 3 and 4):
   frame by the full attitude, ``twist.twist.angular`` = body rates (rad/s). Reading it back
   into the 13-vector state (map velocity) rotates the velocity with
   :func:`airplay.frames.body_to_map_xyzw`: exact to a few ulp, not bit for bit.
-* ``sim/state`` (nav_msgs/Odometry layout, published by the sim only): the simulator's exact
+* ``sim/state`` (nav_msgs/Odometry layout, published by the sim in lockstep): the simulator's exact
   13-vector state of :meth:`airplay.world.env.AirPlayEnv.state_vector` in float64, with the
   stamp of the odom it accompanies: pose as in ``odom``, ``twist.twist.linear`` = velocity in
   MAP (m/s; not REP-105), ``twist.twist.angular`` = body rates (rad/s). The policy node
-  observes it in the sim so that its observation is the in-process one bit for bit (lockstep
-  equality of the two runtimes); every other reader uses ``odom``.
+  observes it in lockstep so that its observation is the in-process one bit for bit (lockstep
+  equality of the two runtimes); every other reader, and the policy without lockstep, uses ``odom``.
 * ``cmd_vel`` (geometry_msgs/TwistStamped): frame_id ``base_stabilized`` (the yaw-only heading
   frame: x forward along the heading, y left, z up, no roll or pitch); linear.x/y/z = vx, vy,
   vz (m/s), angular.z = yaw rate (rad/s); the (4,) command of AirPlayEnv. Readers take the

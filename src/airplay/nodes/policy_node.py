@@ -10,16 +10,18 @@ no model loads inside an episode.
 
 At each ``episode/status`` "started" (the evaluator's command echoed by the sim: the task
 itself) it calls ``policy.reset(task)`` (the expert is privileged and plans from it). It acts
-once on each stamp for which it holds the sim's exact state (``sim/state``, not the REP-105
-``odom``, whose body-frame velocity reads back only to a few ulp; :mod:`airplay.nodes.common`)
-AND the RGB and depth images (and, for
+once on each stamp for which it holds the state AND the RGB and depth images (and, for
 imagegoal, the goal image of the episode), with the observation dict AirPlayEnv builds:
 ``rgb``, ``depth``, ``state`` (float32 13-vector), and ``goal`` (pointgoal, heading frame) or
 ``goal_image`` (imagegoal). Which episode a frame belongs to is decided by its stamp
 (:class:`airplay.world.lockstep.EpisodeGate`): frames of an episode whose start has not arrived
 are held until it does, frames of an ended episode and stale ones are dropped, and a repeated
 state (the sim re-publishes while it waits) gets the same answer again; each kind is counted
-and logged once. No message order makes the node act with the wrong task or fail.
+and logged once. No message order makes the node act with the wrong task or fail. The state is
+the sim's exact state on ``sim/state`` in lockstep (the REP-105 ``odom``'s body-frame velocity
+reads back only to a few ulp, which would make the observation differ from the in-process one;
+:mod:`airplay.nodes.common`), and ``odom`` without lockstep (a real-time sim; the fly graph,
+where the bridge publishes it).
 
 The policy is called through :mod:`airplay.policies.guard`: when it raises (in ``reset`` or
 ``select_action``), or a step uses more than ``policy_budget_ms`` of CPU time (0, the default:
@@ -141,7 +143,10 @@ class PolicyNode(Node):
             self.create_subscription(Image, "camera/depth/image_raw", lambda m: self.latest.__setitem__("depth", m),
                                      qos)
         else:
-            self.create_subscription(Odometry, SIM_STATE_TOPIC, lambda m: self.on_part(m, "state"), RELIABLE)
+            # lockstep: the sim's exact state; else (a real-time sim, the fly graph's bridge) REP-105 odom
+            self.state_of = state_from_sim_state if self.lockstep else state_from_odometry
+            self.create_subscription(Odometry, SIM_STATE_TOPIC if self.lockstep else "odom",
+                                     lambda m: self.on_part(m, "state"), RELIABLE)
             self.create_subscription(Image, "camera/image_raw", lambda m: self.on_part(m, "rgb"), qos)
             self.create_subscription(Image, "camera/depth/image_raw", lambda m: self.on_part(m, "depth"), qos)
         self.create_subscription(Image, "goal_image", self.on_goal_image, RELIABLE)
@@ -437,7 +442,7 @@ class PolicyNode(Node):
         """The observation AirPlayEnv would give for this exact state and these images."""
         from airplay.world.env import goal_in_heading_frame
 
-        state = state_from_sim_state(parts["state"])
+        state = self.state_of(parts["state"])
         obs = {"rgb": rgb_from_image(parts["rgb"]), "depth": depth_from_image(parts["depth"]),
                "state": state.astype(np.float32)}
         if self.setting == "pointgoal":

@@ -5,10 +5,10 @@ scene_dir, index, the task itself, the success radius) and ``cmd_vel``. On a com
 the environment of the scene's collision model (loaded once per scene; the splat is never read)
 on the command's task and publishes ``episode/status`` {"status": "started", "stamp_ns", and the
 command's fields} (reliable, transient-local: :data:`airplay.nodes.common.EPISODE_STATUS`), then
-``odom``, ``sim/state``, ``/clock`` and ``goal_pose`` (the task's goal, not for VLN) stamped
-with sim time. ``odom`` follows REP-105 (twist in ``base_link``); ``sim/state`` carries the exact
-13-vector state (velocity in map) that the policy node observes, so that its observation is the
-in-process one bit for bit (:mod:`airplay.nodes.common`).
+``odom``, ``/clock`` and ``goal_pose`` (the task's goal, not for VLN) stamped with sim time,
+and in lockstep ``sim/state``. ``odom`` follows REP-105 (twist in ``base_link``); ``sim/state``
+carries the exact 13-vector state (velocity in map) that the policy node observes in lockstep,
+so that its observation is the in-process one bit for bit (:mod:`airplay.nodes.common`).
 
 Parameter ``wind`` (empty by default: none): wind, gusts or a velocity impulse acting on the vehicle
 (:mod:`airplay.sim.disturbance`), its gusts seeded by ``seed`` and each task's id, as in-process.
@@ -24,8 +24,8 @@ its result different. The only thing that ends an episode without a command is t
 leaving the graph: once ``cmd_vel`` has had a publisher, an episode during which it has none
 (the policy's process ended; DDS notices a killed process after the participant lease of the
 Fast DDS profile) ends as ``no_command``. While waiting, the latest odom and sim/state are
-re-published every ``republish_s`` of wall time (same stamp, with /clock), so that a message lost to DDS discovery
-never stalls the graph; consumers answer the repeat (:mod:`airplay.world.lockstep`).
+re-published every ``republish_s`` of wall time (same stamp, with /clock), so that a message
+lost to DDS discovery never stalls the graph; consumers answer the repeat (:mod:`airplay.world.lockstep`).
 Without lockstep the environment steps on a 50 Hz wall timer with the latest command (hover if none).
 
 When an episode ends it publishes ``episode/status`` {"episode", "status", "steps",
@@ -104,7 +104,7 @@ class SimNode(Node):
             self._warm_up(scene)
         self.clock_pub = self.create_publisher(ClockMsg, "/clock", 10)
         self.odom_pub = self.create_publisher(Odometry, "odom", RELIABLE)
-        self.state_pub = self.create_publisher(Odometry, SIM_STATE_TOPIC, RELIABLE)
+        self.state_pub = self.create_publisher(Odometry, SIM_STATE_TOPIC, RELIABLE) if self.lockstep else None
         try:  # /tf where tf2_msgs exists (a ROS 2 distribution; the pip wheels lack it)
             from tf2_msgs.msg import TFMessage
 
@@ -223,10 +223,11 @@ class SimNode(Node):
         return np.concatenate([v.position[0], v.quat_xyzw[0], v.velocity[0], v.angular_velocity_body[0]])
 
     def _publish_state(self, state: np.ndarray) -> Odometry:
-        """odom (REP-105; the renderer waits on it) then sim/state (the policy waits on it)."""
+        """odom (REP-105; the renderer waits on it) then, in lockstep, sim/state (the policy waits on it)."""
         odom = odometry_from_state(state, self.stamp_ns)
         self.odom_pub.publish(odom)
-        self.state_pub.publish(sim_state_from_state(state, self.stamp_ns))
+        if self.state_pub is not None:
+            self.state_pub.publish(sim_state_from_state(state, self.stamp_ns))
         return odom
 
     def publish_observation(self, episode_start: bool = False) -> None:
