@@ -142,6 +142,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if not cfg.policy_budget_ms >= 0:
         print(f"error: --policy-budget-ms must be >= 0 (0: none), got {args.policy_budget_ms}", file=sys.stderr)
         return 2
+    scaled = [flag for flag, on in (("--workers", args.workers != 1), ("--ray", bool(args.ray)),
+                                    ("--resume", args.resume)) if on]
+    if scaled and (setting == "vln" or reads_vln_options(args.policy) or args.runtime == "ros"):
+        what = "--runtime ros" if args.runtime == "ros" else "VLN evaluation"
+        print(f"error: {', '.join(scaled)}: not available for {what} (the in-process runtime's PointGoal, "
+              "ImageGoal and goal-free settings only)", file=sys.stderr)
+        return 2
     if setting == "vln" or reads_vln_options(args.policy):
         from airplay.vln.commands import eval_vln
 
@@ -158,7 +165,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                               render_backend=cfg.render_backend, render_images=cfg.render_images,
                               bootstrap=cfg.bootstrap, wind=cfg.wind)
         return launch_graph(sim_eval_nodes(graph), env={**os.environ, "AIRPLAY_COMMAND": cfg.command})
-    evaluate_inprocess(cfg, Path(args.out), progress=not args.no_progress)
+    try:
+        evaluate_inprocess(cfg, Path(args.out), progress=not args.no_progress, workers=args.workers, ray=args.ray,
+                           resume=args.resume)
+    except ValueError as err:  # bad arguments, a folder --resume cannot continue (ResumeError)
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -292,6 +304,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-images", action="store_true",
                     help="do not render RGB/depth (for policies that read only the state, e.g. the expert)")
     ev.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% CIs")
+    ev.add_argument("--workers", type=int, default=1, metavar="N",
+                    help="fly the episodes in N spawn processes (default 1: this process); the results files are "
+                         "the same as from one process; with --ray: the CPUs of a local instance")
+    ev.add_argument("--ray", metavar="ADDRESS", default=None,
+                    help="fly the episodes as Ray tasks on the cluster at ADDRESS ('auto', 'ray://host:port'), or "
+                         "'local' for a private instance bound to 127.0.0.1 (needs the ray package)")
+    ev.add_argument("--resume", action="store_true",
+                    help="continue an interrupted run in --out: keep the finished episodes of OUT/episodes.jsonl "
+                         "(refused if OUT/eval_config.json differs from this run's settings) and fly the rest")
     cli_flags.add_no_progress(ev)
     ev.add_argument("--make-default-scenes", metavar="DIR", default=None,
                     help="first generate DIR/{indoor,urban,vegetation}_0 if missing")

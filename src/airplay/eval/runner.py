@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,11 +19,13 @@ from airplay.eval.aggregate import aggregate
 from airplay.eval.metrics import EpisodeResult, episode_result
 from airplay.eval.plots import plot_trajectories
 from airplay.eval.results import format_table, write_results
-from airplay.policies import guard, make_policy
+from airplay.policies import guard
 from airplay.sim.disturbance import Disturbance
-from airplay.world.env import AirPlayEnv
 from airplay.world import World
 from airplay.tasks.sampler import sample_tasks
+
+if TYPE_CHECKING:
+    from airplay.world.env import AirPlayEnv
 
 
 @dataclass
@@ -61,9 +64,26 @@ def task_result(world: World, task, cfg: EvalConfig, trajectory: np.ndarray, sta
         status=status, seed=cfg.seed, policy=cfg.policy, dt_s=world.vehicle.control_dt_s, error=error)
 
 
+RUN_FIELDS = ("wall_time_s", "flying_time_s", "control_steps_per_s", "execution", "command", "commit", "machine")
+"""``summary.json["meta"]`` fields that describe how a run went (clock times, rate, engine,
+workers, episodes resumed, the command line, source commit and machine); the rest follows from
+the configuration and the episodes."""
+
+
+def protocol_meta(protocol) -> dict:
+    """The protocol settings ``summary.json["meta"]["protocol"]`` records."""
+    return {
+        "success_radius_m": protocol.success_radius_m,
+        "time_limit_base_s": protocol.time_limit_base_s,
+        "time_limit_per_astar_m_s": protocol.time_limit_per_astar_m_s,
+        **vars(protocol.task),
+    }
+
+
 def results_meta(cfg: EvalConfig, world: World, runtime: str, control_steps: int, wall_s: float,
-                 flying_s: float) -> dict:
-    """``summary.json["meta"]``: what was run, how fast, and under which protocol."""
+                 flying_s: float, steps_per_s: float | None = None) -> dict:
+    """``summary.json["meta"]``: what was run, how fast, and under which protocol.
+    ``steps_per_s``: the rate (default ``control_steps / flying_s``)."""
     return {
         "runtime": runtime,
         "policy": cfg.policy,
@@ -75,13 +95,8 @@ def results_meta(cfg: EvalConfig, world: World, runtime: str, control_steps: int
         "control_steps": control_steps,
         "wall_time_s": round(wall_s, 3),
         "flying_time_s": round(flying_s, 3),
-        "control_steps_per_s": round(control_steps / max(flying_s, 1e-9), 1),
-        "protocol": {
-            "success_radius_m": world.protocol.success_radius_m,
-            "time_limit_base_s": world.protocol.time_limit_base_s,
-            "time_limit_per_astar_m_s": world.protocol.time_limit_per_astar_m_s,
-            **vars(world.protocol.task),
-        },
+        "control_steps_per_s": round(control_steps / max(flying_s, 1e-9) if steps_per_s is None else steps_per_s, 1),
+        "protocol": protocol_meta(world.protocol),
         "airplay_version": airplay.__version__,
         "scene_info": scene_info(cfg.scenes),
         **provenance(cfg.command),
@@ -166,50 +181,114 @@ def run_episode(env: AirPlayEnv, policy, task, budget_ms: float = 0.0) -> Flown:
     return Flown(np.asarray(env.trajectory), info["status"], info["steps"])
 
 
-def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True) -> dict:
-    """Run the evaluation, write results into ``out_dir``, print the table; return the summary."""
+def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True, workers: int = 1,
+                       ray: str | None = None, resume: bool = False) -> dict:
+    """Run the evaluation, write results into ``out_dir``, print the table; return the summary.
+
+    ``workers`` > 1: the episodes are flown by a spawn process pool of that many processes
+    (:mod:`airplay.eval.episode_jobs`); ``ray``: as Ray tasks at that address ("local": a
+    private instance); the files are the same as from one process (``summary.json`` apart
+    from :data:`RUN_FIELDS`). ``resume``: keep the finished episodes of an earlier run in
+    ``out_dir`` and fly the rest (:mod:`airplay.eval.journal`). ValueError names a bad argument.
+    """
+    import importlib.util
+    import sys
+
     from tqdm import tqdm
 
+    from airplay.data.collect_plan import task_id as make_task_id
+    from airplay.data.collect_workers import run_jobs
+    from airplay.eval import journal as jr
+    from airplay.eval.episode_jobs import EpisodeJob, clear_cache, fly_job
+    from airplay.scene.spec import parse_scene_yaml
+    from airplay.tasks.protocol import load_protocol
+
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"--workers must be an integer >= 1, got {workers!r}")
+    if ray and importlib.util.find_spec("ray") is None:
+        raise ValueError("--ray needs the ray package, which is not importable here (pip install 'ray[default]'), "
+                         "or run without --ray (--workers N uses a local process pool)")
+    if cfg.episodes < 1:
+        raise ValueError(f"--episodes must be >= 1, got {cfg.episodes}")
     out_dir = Path(out_dir)
-    disturbance = Disturbance.parse(cfg.wind)
-    results: list[EpisodeResult] = []
-    t_start = time.perf_counter()
-    total_steps = 0
-    flying_s = 0.0  # time inside episodes (reset, policy, step, rendering), without scene set-up
-    bar = tqdm(total=cfg.episodes * len(cfg.scenes), unit="ep", disable=not progress, dynamic_ncols=True)
+    names: list[str] = []
     for scene_dir in cfg.scenes:
-        bar.set_description(f"{Path(scene_dir).name}: preparing")
-        world = World.load(scene_dir)
-        tasks = sample_tasks(world.scene, world.grid, cfg.episodes, cfg.seed, cfg.setting, world.protocol)
-        env = AirPlayEnv(world, cfg.setting, tasks=tasks, render_backend=cfg.render_backend,
-                         render_images=cfg.render_images, disturbance=disturbance, disturbance_seed=cfg.seed)
-        policy = make_policy(cfg.policy, world, checkpoint=cfg.checkpoint or None,
-                             execution_horizon=cfg.execution_horizon or None)
-        bar.set_description(world.name)
-        trajectories, statuses = [], []
-        for task in tasks:
-            t_episode = time.perf_counter()
-            flown = run_episode(env, policy, task, cfg.policy_budget_ms)
-            flying_s += time.perf_counter() - t_episode
-            total_steps += flown.steps
-            results.append(task_result(world, task, cfg, flown.trajectory, flown.status, flown.error))
-            trajectories.append(flown.trajectory)
-            statuses.append(flown.status)
-            bar.update(1)
-            bar.set_postfix(steps_per_s=f"{total_steps / max(flying_s, 1e-9):.0f}", last=flown.status)
-        plot_scene(out_dir / f"{world.name}_trajectories.png", world, tasks, trajectories, statuses, cfg)
-    bar.close()
-    elapsed = time.perf_counter() - t_start
-    summary = aggregate(results, success_radius_m=world.protocol.success_radius_m, bootstrap=cfg.bootstrap,
-                        seed=cfg.seed)
-    meta = results_meta(cfg, world, "inprocess", total_steps, elapsed, flying_s)
-    write_results(out_dir, results, summary, meta)
+        name = parse_scene_yaml(scene_dir).name
+        if name in names:
+            raise ValueError(f"{scene_dir}: scene name {name!r} given twice (scene.yaml field 'name')")
+        names.append(name)
+    task_ids = {name: [make_task_id(name, cfg.setting, cfg.seed, k) for k in range(cfg.episodes)] for name in names}
+    identity = jr.run_identity(cfg, protocol_meta(load_protocol()))
+    engine = (f"ray ({ray})" if ray else f"process pool ({workers} workers)" if workers > 1 else "in-process")
+    in_process = workers <= 1 and not ray
+    t_start = time.perf_counter()
+    with jr.Lock(out_dir):
+        journal = jr.read_journal(out_dir, identity, task_ids) if resume else None
+        jr.start(out_dir, identity, journal)
+        done: dict[tuple[str, str], EpisodeResult] = dict(journal.done) if journal else {}
+        total = cfg.episodes * len(names)
+        if journal is not None:
+            notes = [f"{n} {what}" for n, what in ((journal.dropped_torn, "torn last line dropped"),
+                                                  (journal.dropped_no_trajectory, "lines without a trajectory "
+                                                                                  "file dropped")) if n]
+            print(f"resuming {out_dir}: {len(done)} of {total} episodes already flown"
+                  + (f" ({', '.join(notes)})" if notes else "") + f"; {total - len(done)} to fly", flush=True)
+        jobs = [EpisodeJob(cfg, str(scene_dir), k, threads=1)
+                for scene_dir, name in zip(cfg.scenes, names) for k in range(cfg.episodes)
+                if (name, task_ids[name][k]) not in done]
+        bar = tqdm(total=len(jobs), unit="ep", disable=not progress, dynamic_ncols=True,
+                   desc=f"eval ({engine})" if not in_process else "eval")
+        appender = jr.Appender(out_dir)
+        results = run_jobs(fly_job, jobs, workers, ray)
+        run_steps, flying_s, flown = 0, 0.0, 0  # this run's episodes; flying: time inside episodes, all workers
+        try:
+            for rec in results:
+                result: EpisodeResult = rec["result"]
+                appender.add(result, rec["trajectory"])
+                done[(result.scene, str(result.task_id))] = result
+                run_steps += rec["steps"]
+                flying_s += rec["flying_s"]
+                flown += 1
+                bar.update(1)
+                bar.set_postfix(steps_per_s=f"{run_steps / max(flying_s, 1e-9):.0f}",
+                                last=f"{result.scene} {result.status}")
+        except BaseException:
+            bar.close()
+            print(f"\nstopped: {len(done)} of {total} episodes are in {out_dir / jr.EPISODES_FILE}; rerun the "
+                  "same command with --resume to fly the rest", file=sys.stderr)
+            raise
+        finally:
+            bar.close()
+            appender.close()
+            if hasattr(results, "close"):
+                results.close()
+            if in_process:
+                clear_cache()
+        ordered: list[EpisodeResult] = []
+        for scene_dir, name in zip(cfg.scenes, names):
+            world = World.load(scene_dir)
+            tasks = sample_tasks(world.scene, world.grid, cfg.episodes, cfg.seed, cfg.setting, world.protocol)
+            scene_results = [done[(name, tid)] for tid in task_ids[name]]
+            trajectories = [jr.load_trajectory(out_dir, name, tid) for tid in task_ids[name]]
+            plot_scene(out_dir / f"{world.name}_trajectories.png", world, tasks, trajectories,
+                       [r.status for r in scene_results], cfg)
+            ordered += scene_results
+        elapsed = time.perf_counter() - t_start
+        total_steps = sum(r.steps for r in ordered)
+        summary = aggregate(ordered, success_radius_m=world.protocol.success_radius_m, bootstrap=cfg.bootstrap,
+                            seed=cfg.seed)
+        meta = results_meta(cfg, world, "inprocess", total_steps, elapsed, flying_s,
+                            steps_per_s=run_steps / max(flying_s, 1e-9))
+        meta["execution"] = {"engine": engine, "workers": 1 if in_process else workers,
+                             "resumed_episodes": total - flown}
+        write_results(out_dir, ordered, summary, meta)
     print(format_table(summary))
     images = "with" if cfg.render_images else "without"
-    print(f"\n{total_steps} control steps ({total_steps * world.vehicle.control_dt_s:.0f} s simulated) in "
-          f"{flying_s:.1f} s of flying = {total_steps / max(flying_s, 1e-9):.0f} steps/s {images} RGB + depth "
-          f"every step (real time = {world.vehicle.control_rate_hz:.0f}); {elapsed:.1f} s in all with scene "
-          f"set-up. Results in {out_dir}/")
+    resumed = f" ({total - flown} episodes from the earlier run)" if total - flown else ""
+    print(f"\n{run_steps} control steps ({run_steps * world.vehicle.control_dt_s:.0f} s simulated) in "
+          f"{flying_s:.1f} s of flying = {run_steps / max(flying_s, 1e-9):.0f} steps/s {images} RGB + depth "
+          f"every step (real time = {world.vehicle.control_rate_hz:.0f}; {engine}, flying time summed over "
+          f"workers){resumed}; {elapsed:.1f} s in all with scene set-up. Results in {out_dir}/")
     return summary
 
 
