@@ -40,7 +40,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     # rendering, flight physics, tasks and planning
     frozenset({"render", "sim", "tasks"}),
     # the composition root: World, the environment, lockstep rules, warm-up
-    frozenset({"world"}),
+    frozenset({"world", "gym"}),
     # what runs in a world: policies and their training, data, evaluation, VLN, the vehicle bridge, the
     # results page
     frozenset({"policies", "training", "data", "eval", "vln", "bridge", "report"}),

@@ -299,10 +299,25 @@ class QuadrotorBatch:
         self.state[:] = 0.0
         self.state[:, POS] = np.asarray(positions, dtype=np.float64).reshape(self.n, 3)
         yaws = np.asarray(yaws, dtype=np.float64).reshape(self.n)
-        self.state[:, YAW] = np.where((yaws > -np.pi) & (yaws <= np.pi), yaws, np.pi - np.mod(np.pi - yaws, 2.0 * np.pi))
+        self.state[:, YAW] = np.where((yaws > -np.pi) & (yaws <= np.pi), yaws,
+                                      np.pi - np.mod(np.pi - yaws, 2.0 * np.pi))
         self.rotation = attitude_from_acceleration(np.zeros((self.n, 3)), self.state[:, YAW], self.params.gravity_m_s2)
         self.angular_velocity_body[:] = 0.0
         self.time_s = 0.0
+
+    def reset_rows(self, rows: np.ndarray, positions: np.ndarray, yaws: np.ndarray) -> None:
+        """:meth:`reset` for vehicles ``rows`` (indices) only, at ``positions`` (len(rows), 3) and
+        ``yaws`` (len(rows),); the same state :meth:`reset` gives them. ``time_s`` is kept."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        k = len(rows)
+        yaws = np.asarray(yaws, dtype=np.float64).reshape(k)
+        self.state[rows] = 0.0
+        self.state[rows, POS] = np.asarray(positions, dtype=np.float64).reshape(k, 3)
+        self.state[rows, YAW] = np.where((yaws > -np.pi) & (yaws <= np.pi), yaws,
+                                         np.pi - np.mod(np.pi - yaws, 2.0 * np.pi))  # as reset wraps them
+        self.rotation[rows] = attitude_from_acceleration(np.zeros((k, 3)), self.state[rows, YAW],
+                                                         self.params.gravity_m_s2)
+        self.angular_velocity_body[rows] = 0.0
 
     def step(self, cmd: np.ndarray) -> None:
         """Advance one control period (1 / control_rate_hz) under commands ``cmd`` (N, 4)."""

@@ -53,6 +53,12 @@ def _step_check_serial(state, rot, omega, cmd, prm, values, origin, inv_res, rad
     return True
 
 
+@njit(cache=True)
+def _check_serial(state, values, origin, inv_res, radius, poly, z_min, z_max, codes):
+    for i in range(state.shape[0]):
+        _check_one(i, state, values, origin, inv_res, radius, poly, z_min, z_max, codes)
+
+
 @njit(cache=True, parallel=True)
 def _step_check_parallel(state, rot, omega, cmd, prm, values, origin, inv_res, radius, poly, z_min, z_max, codes):
     if not _commands_finite(cmd):
@@ -131,6 +137,24 @@ class FlightSim:
             raise ValueError("non-finite velocity command; the safety layer must refuse it before the vehicle")
         v.time_s += v.params.control_dt_s
         return self.codes
+
+    def move(self, cmd: np.ndarray) -> None:
+        """The flight-model half of :meth:`step`: advance every vehicle one control period under
+        ``cmd`` (N, 4) without checking it against the scene (:meth:`check` does). ``move`` then
+        ``check`` leave the state and codes :meth:`step` leaves (the same per-vehicle arithmetic)."""
+        self.vehicles.step(cmd)
+
+    def check(self) -> np.ndarray:
+        """The collision half of :meth:`step`: the (N,) int8 status codes of the vehicles where they are."""
+        _check_serial(self.vehicles.state, self._values, self._origin, self._inv_res, self._radius, self._poly,
+                      self._band[0], self._band[1], self.codes)
+        return self.codes
+
+    def reset_rows(self, rows: np.ndarray, positions: np.ndarray, yaws: np.ndarray) -> None:
+        """Place vehicles ``rows`` (indices) at rest at ``positions`` (len(rows), 3) with headings
+        ``yaws``, as :meth:`reset` places all of them; the others are left as they are. The
+        codes of those rows are not updated (:meth:`check` does)."""
+        self.vehicles.reset_rows(rows, positions, yaws)
 
     def step_observe(self, cmd: np.ndarray, goal: np.ndarray, obs_state: np.ndarray) -> tuple:
         """One vehicle (n = 1): :meth:`step` under ``cmd`` (4,) float32 or float64 array, fused

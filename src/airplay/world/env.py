@@ -23,12 +23,18 @@ protocol's success radius of the goal), ``collision`` (sphere against the mesh),
 ``out_of_bounds`` (left the navigable polygon or height band) - these terminate - or
 ``timeout`` (the protocol's time limit for the task), which truncates.
 
-Reward (for RL users; evaluation uses the metrics, not the reward): progress towards the
-goal in metres per step, +10 on success, -10 on collision or leaving the region.
+Reward (for RL users; evaluation uses the metrics, not the reward): ``reward_progress`` x the
+progress towards the goal in metres this step, plus ``reward_success`` (+10) on success and
+``reward_collision`` (-10) on collision or leaving the region.
+
+``observations`` picks the keys: any of "rgb", "depth", "state" and "goal" (the ``goal``
+vector of PointGoal or the ``goal_image`` of ImageGoal; goal-free tasks have none); images
+that are not asked for are not rendered.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import gymnasium as gym
@@ -45,10 +51,43 @@ from airplay.world import World
 MAX_DEPTH_M = 100.0
 SUCCESS_REWARD = 10.0
 FAILURE_REWARD = -10.0
+OBSERVATION_KEYS = ("rgb", "depth", "state", "goal")
+"""What ``observations`` may name ("goal": the goal vector or goal image of the setting)."""
+TASK_ORDERS = ("cycle", "random")
 
 # step() runs 50 times per simulated second: the statuses without enum attribute lookups
 _RUNNING, _SUCCESS, _TIMEOUT = EpisodeStatus.RUNNING, EpisodeStatus.SUCCESS, EpisodeStatus.TIMEOUT
 _COLLISION, _OUT_OF_BOUNDS = EpisodeStatus.COLLISION, EpisodeStatus.OUT_OF_BOUNDS
+
+
+def observation_keys(observations: Sequence[str] | None, setting: str) -> tuple[str, ...]:
+    """The observation dict's keys for ``observations`` (None: all of them) in ``setting``;
+    ValueError naming ``observations`` for an unknown key, a repeated one, an empty list or a
+    goal asked of a goal-free setting."""
+    goal_key = {"pointgoal": "goal", "imagegoal": "goal_image"}.get(setting)
+    if observations is None:
+        return ("rgb", "depth", "state") + ((goal_key,) if goal_key else ())
+    if isinstance(observations, str) or not isinstance(observations, Sequence):
+        raise ValueError(f"observations must be a list of keys from {', '.join(OBSERVATION_KEYS)}, "
+                         f"got {observations!r}")
+    names = list(observations)
+    for name in names:
+        if name not in OBSERVATION_KEYS:
+            raise ValueError(f"observations: unknown key {name!r}; choose from {', '.join(OBSERVATION_KEYS)}")
+    if len(set(names)) != len(names) or not names:
+        raise ValueError(f"observations must name each key once and at least one, got {names!r}")
+    if "goal" in names and goal_key is None:
+        raise ValueError(f"observations: {setting!r} tasks withhold the goal; leave 'goal' out")
+    return tuple(goal_key if name == "goal" else name for name in names)
+
+
+def check_reward_weights(reward_progress: float, reward_success: float, reward_collision: float) -> None:
+    """ValueError naming the weight that is not a finite number."""
+    for name, value in (("reward_progress", reward_progress), ("reward_success", reward_success),
+                        ("reward_collision", reward_collision)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+                or not np.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
 
 
 def goal_in_heading_frame(position: np.ndarray, yaw: float, goal: np.ndarray) -> np.ndarray:
@@ -71,6 +110,10 @@ class AirPlayEnv(gym.Env):
         disturbance: wind, gusts or a velocity impulse acting on the vehicle
             (:mod:`airplay.sim.disturbance`; None: none); ``reset(options={"disturbance": ...})``
             replaces it for one episode. Its gusts are seeded by ``disturbance_seed`` and the task's id.
+        observations: the observation keys (see the module docstring; None: all of them).
+        reward_progress, reward_success, reward_collision: the reward's weights (module docstring).
+        task_order: "cycle" (``reset`` takes the tasks in order; a seed re-samples them) or
+            "random" (``reset`` draws one of ``tasks`` with the environment's seeded generator).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
@@ -78,10 +121,21 @@ class AirPlayEnv(gym.Env):
     def __init__(self, world: World | str | Path, setting: str = "pointgoal", tasks: list[Task] | None = None,
                  num_tasks: int = 16, render_backend: Backend = "auto", render_images: bool = True,
                  render_mode: str | None = None, disturbance: Disturbance | None = None,
-                 disturbance_seed: int = 0) -> None:
+                 disturbance_seed: int = 0, observations: Sequence[str] | None = None,
+                 reward_progress: float = 1.0, reward_success: float = SUCCESS_REWARD,
+                 reward_collision: float = FAILURE_REWARD, task_order: str = "cycle") -> None:
         super().__init__()
         if setting not in SETTINGS:
             raise ValueError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
+        self.observation_keys = observation_keys(observations, setting)
+        check_reward_weights(reward_progress, reward_success, reward_collision)
+        self.reward_progress = float(reward_progress)
+        self.reward_success, self.reward_collision = float(reward_success), float(reward_collision)
+        if task_order not in TASK_ORDERS:
+            raise ValueError(f"task_order must be one of {', '.join(TASK_ORDERS)}, got {task_order!r}")
+        if task_order == "random" and not tasks:
+            raise ValueError("task_order='random' draws from the given tasks; pass tasks=[...]")
+        self.task_order = task_order
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.world = world if isinstance(world, World) else World.load(world)
@@ -120,7 +174,9 @@ class AirPlayEnv(gym.Env):
             spaces["goal"] = gym.spaces.Box(-reach, reach, (3,), np.float32)
         elif setting == "imagegoal":
             spaces["goal_image"] = gym.spaces.Box(0, 255, (h, w, 3), np.uint8)
-        self.observation_space = gym.spaces.Dict(spaces)
+        self.observation_space = gym.spaces.Dict({k: spaces[k] for k in self.observation_keys})
+        self._want_rgb = "rgb" in self.observation_keys or render_mode == "rgb_array"
+        self._want_depth = "depth" in self.observation_keys
         self.task: Task | None = None
         self.status = EpisodeStatus.RUNNING
         self._goal_image: np.ndarray | None = None
@@ -139,6 +195,8 @@ class AirPlayEnv(gym.Env):
         options = options or {}
         if "task" in options:
             task = options["task"]
+        elif self.task_order == "random":
+            task = self._tasks[int(self.np_random.integers(len(self._tasks)))]
         else:
             if seed is not None and self._given_tasks is None:
                 self._tasks = sample_tasks(self.world.scene, self.world.grid, self._num_tasks, seed,
@@ -201,10 +259,12 @@ class AirPlayEnv(gym.Env):
         if status is _RUNNING and self.steps * self._dt >= self.task.time_limit_s - 1e-9:
             status = _TIMEOUT
         self.status = status
+        if self.reward_progress != 1.0:
+            reward *= self.reward_progress
         if status is _SUCCESS:
-            reward += SUCCESS_REWARD
+            reward += self.reward_success
         elif status is _COLLISION or status is _OUT_OF_BOUNDS:
-            reward += FAILURE_REWARD
+            reward += self.reward_collision
         terminated = status is _SUCCESS or status is _COLLISION or status is _OUT_OF_BOUNDS
         truncated = status is _TIMEOUT
         if self.render_images:
@@ -217,6 +277,8 @@ class AirPlayEnv(gym.Env):
                 obs["goal"] = map_to_heading_xyz(gx, gy, gz, yaw).astype(np.float32)
             elif self.setting == "imagegoal":
                 obs["goal_image"] = self._goal_image_obs()
+            if len(obs) != len(self.observation_keys):
+                obs = {k: obs[k] for k in self.observation_keys}
         return obs, float(reward), terminated, truncated, self._info()
 
     def render(self):
@@ -259,16 +321,23 @@ class AirPlayEnv(gym.Env):
         return self._goal_image.copy()
 
     def _observation(self) -> dict:
-        if self.render_images:
-            rgb, depth = self.world.camera_images(self.position, self.yaw, self.render_backend, max_depth_m=MAX_DEPTH_M)
+        keys = self.observation_keys
+        if self.render_images and (self._want_rgb or self._want_depth):
+            rgb, depth = self.world.camera_images(self.position, self.yaw, self.render_backend,
+                                                  depth=self._want_depth, max_depth_m=MAX_DEPTH_M, rgb=self._want_rgb)
         else:
             rgb, depth = self._blank_images()
         self._last_rgb = rgb
-        obs = {"rgb": rgb, "depth": depth.astype(np.float32) if self.render_images else depth,
-               "state": self.state_vector()}
-        if self.setting == "pointgoal":
+        obs = {}
+        if "rgb" in keys:
+            obs["rgb"] = rgb
+        if "depth" in keys:
+            obs["depth"] = depth.astype(np.float32) if self.render_images else depth
+        if "state" in keys:
+            obs["state"] = self.state_vector()
+        if "goal" in keys:
             obs["goal"] = goal_in_heading_frame(self.position, self.yaw, self.task.goal_position).astype(np.float32)
-        elif self.setting == "imagegoal":
+        elif "goal_image" in keys:
             obs["goal_image"] = self._goal_image_obs()
         return obs
 

@@ -13,7 +13,7 @@ were plain fields: ``replace(world, protocol=...)`` does not rebuild the SDF or 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +81,11 @@ class World:
         if self._parts is None:  # made directly, not by load() or replace()
             object.__setattr__(self, "_parts", WorldParts(self.scene, self.vehicle, self.protocol, self.cache_dir))
 
+    def __deepcopy__(self, memo) -> "World":
+        """The World itself: it is immutable, and its parts (built once, shared) hold locks.
+        (Gymnasium deep-copies an environment's keyword arguments, a ``scene=World`` among them.)"""
+        return self
+
     @property
     def sdf(self) -> SignedDistanceField:
         """Signed distance field of the collision mesh (m), from the disk cache or built on first access."""
@@ -123,7 +128,8 @@ class World:
         return hierarchy_for(self.scene.gaussians, cache_dir=self.cache_dir)
 
     def camera_images(self, position: np.ndarray, yaw_rad: float, backend: str = "auto", depth: bool = True,
-                      max_depth_m: float = 100.0, lod_px: float | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+                      max_depth_m: float = 100.0, lod_px: float | None = None,
+                      rgb: bool = True) -> tuple[np.ndarray | None, np.ndarray | None]:
         """What the scene's camera sees from a vehicle at ``position`` (map, m) with heading ``yaw_rad``.
 
         The camera is gimbal-stabilised (roll and pitch of the vehicle are left out), on the
@@ -133,14 +139,16 @@ class World:
         protocol's level of detail (``render: lod_px`` in protocol.yaml) unless ``lod_px`` is
         given (0 = exact). With ``render: lod_cell_m`` / ``lod_cell_deg`` set and the CPU
         backend, the cut is the pose cell's (:func:`airplay.render.lod.render_lod_cell_cpu`),
-        reused while the camera stays in the cell.
+        reused while the camera stays in the cell. ``rgb`` False: no RGB image (None in its place).
         """
         spec = self.scene.spec
         cam = spec.camera.intrinsics
         lod_px = self.protocol.render_lod_px if lod_px is None else lod_px
         cell_m = self.protocol.render_lod_cell_m
         viewmat = None  # made only where needed: the cell path makes its own
-        if lod_px and cell_m > 0.0 and self.protocol.render_lod_px > 0 and resolve_backend(backend) == "cpu":
+        if not rgb:
+            rgb8 = None
+        elif lod_px and cell_m > 0.0 and self.protocol.render_lod_px > 0 and resolve_backend(backend) == "cpu":
             # render_lod_cell_cpu's image, by a renderer prepared once per level of detail
             rgb8 = rgb_to_uint8(self._cell_renderer(lod_px).rgb(position, yaw_rad))  # saturates, as clipping first
         else:
@@ -153,6 +161,19 @@ class World:
         viewmat = self._viewmat(position, yaw_rad) if viewmat is None else viewmat
         z = np.minimum(self.depth.depth(viewmat, cam.K, cam.width, cam.height), max_depth_m)
         return rgb8, z[..., None].astype(np.float32)
+
+    def with_camera_size(self, width: int, height: int) -> "World":
+        """This World with its scene camera rendering ``width`` x ``height`` pixels, the same field
+        of view (intrinsics scaled); the SDF, grid and other parts are shared, not rebuilt."""
+        for name, value in (("width", width), ("height", height)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"image {name} must be an integer >= 1, got {value!r}")
+        spec = self.scene.spec
+        cam = spec.camera.intrinsics
+        if (cam.width, cam.height) == (int(width), int(height)):
+            return self
+        camera = replace(spec.camera, intrinsics=cam.scaled(int(width), int(height)))
+        return replace(self, scene=replace(self.scene, spec=replace(spec, camera=camera)))
 
     def _cell_renderer(self, lod_px: float) -> CellRenderer:
         """The pose-cell renderer of the scene camera at ``lod_px`` (RGB only: depth images come

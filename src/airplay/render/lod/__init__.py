@@ -60,13 +60,14 @@ this package exports their public names.
 """
 
 
-from airplay.render.lod.cells import (CELL_CACHE_SIZE, CellRenderer, CellSettings, cell_cut_arrays, cell_view,
-                                      check_cell, clear_cell_cache, pose_cell, render_lod_cell_cpu)
+from airplay.render.lod.cells import (CELL_CACHE_SIZE, CellRenderer, CellSettings, SharedCellCache,
+                                      cell_cut_arrays, cell_view, check_cell, clear_cell_cache, pose_cell,
+                                      render_lod_cell_cpu)
 from airplay.render.lod.cut import check_lod_px, cut_arrays, render_lod_cpu, select
 from airplay.render.lod.hierarchy import (CACHE_VERSION, OPACITY_CAP, ROW_FLOATS, GaussianHierarchy, area_proxy,
                                           build_hierarchy, covariances, hierarchy_for, row_width, splat_key)
 
 __all__ = ["CACHE_VERSION", "CELL_CACHE_SIZE", "OPACITY_CAP", "ROW_FLOATS", "CellRenderer", "CellSettings",
-           "GaussianHierarchy", "area_proxy", "build_hierarchy", "cell_cut_arrays", "cell_view", "check_cell",
-           "check_lod_px", "clear_cell_cache", "covariances", "cut_arrays", "hierarchy_for", "pose_cell",
+           "SharedCellCache", "GaussianHierarchy", "area_proxy", "build_hierarchy", "cell_cut_arrays", "cell_view",
+           "check_cell", "check_lod_px", "clear_cell_cache", "covariances", "cut_arrays", "hierarchy_for", "pose_cell",
            "render_lod_cell_cpu", "render_lod_cpu", "row_width", "select", "splat_key"]

@@ -155,6 +155,46 @@ def clear_cell_cache() -> None:
     _cell_cache().clear()
 
 
+class SharedCellCache:
+    """Cell cuts shared by every thread that renders with it: a least-recently-used map of at
+    most ``capacity`` cells behind a lock, for renderers of many cameras at once (one vehicle
+    per camera, cameras spread over threads), where each thread's own :data:`CELL_CACHE_SIZE`
+    cells would be evicted by the other cameras' cells before they are reused. Entries are
+    those of the per-thread cache (owned copies, read-only); a cell two threads miss at once is
+    cut by both, and either's arrays kept (they are equal: a cell's cut depends on the cell
+    alone)."""
+
+    def __init__(self, capacity: int) -> None:
+        if int(capacity) < 1:
+            raise ValueError(f"SharedCellCache capacity must be >= 1, got {capacity!r}")
+        from collections import OrderedDict
+
+        self.capacity = int(capacity)
+        self._cells: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def get(self, key):
+        with self._lock:
+            entry = self._cells.get(key)
+            if entry is not None:
+                self._cells.move_to_end(key)
+            return entry
+
+    def put(self, key, entry) -> None:
+        with self._lock:
+            self._cells[key] = entry
+            self._cells.move_to_end(key)
+            while len(self._cells) > self.capacity:
+                self._cells.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cells.clear()
+
+
 def cell_cut_arrays(h: GaussianHierarchy, cell, cell_m, cell_deg, mount, K, width, height, lod_px, near_m, far_m,
                     sh_rotation, profile: dict | None = None, order_view: np.ndarray | None = None):
     """((means, scales, quats, opacities, sh, sh_rotation), rank) of the cut of a pose cell (see
@@ -183,14 +223,19 @@ def _cell_key_prefix(h: GaussianHierarchy, cell_m, cell_deg, mount, K: np.ndarra
 
 
 def _cell_arrays(h: GaussianHierarchy, prefix: tuple, cell: tuple, cell_m, cell_deg, mount, K, width, height, lod_px,
-                 near_m, far_m, profile, order_view):
+                 near_m, far_m, profile, order_view, shared: SharedCellCache | None = None):
     """:func:`cell_cut_arrays` without sh_rotation, for the key ``prefix`` (:func:`_cell_key_prefix`
-    of the same settings) and ``cell`` (a tuple of four ints); ``K`` C-contiguous float64."""
+    of the same settings) and ``cell`` (a tuple of four ints); ``K`` C-contiguous float64.
+    ``shared``: keep the cut there instead of in this thread's cache."""
     key = prefix + cell
-    cache = _cell_cache()
-    entry = cache.get(key)
+    if shared is None:
+        cache = _cell_cache()
+        entry = cache.get(key)
+        if entry is not None:
+            cache.move_to_end(key)
+    else:
+        entry = shared.get(key)
     if entry is not None and entry[0] is h:
-        cache.move_to_end(key)
         if profile is not None:
             profile["cell_hits"] = profile.get("cell_hits", 0) + 1
         arrays, rank = entry[1], entry[2]
@@ -202,10 +247,13 @@ def _cell_arrays(h: GaussianHierarchy, prefix: tuple, cell: tuple, cell_m, cell_
         arrays = (np.empty((m, 3), np.float32), np.empty((m, 3), np.float32), np.empty((m, 4), np.float32),
                   np.empty(m, np.float32), np.empty((m,) + h.sh.shape[1:], np.float32))
         GATHER[use_plain()](ws.ids, m, h.rows, *arrays)
-        cache[key] = (h, arrays, rank)
-        cache.move_to_end(key)
-        while len(cache) > CELL_CACHE_SIZE:
-            cache.popitem(last=False)
+        if shared is not None:
+            shared.put(key, (h, arrays, rank))
+        else:
+            cache[key] = (h, arrays, rank)
+            cache.move_to_end(key)
+            while len(cache) > CELL_CACHE_SIZE:
+                cache.popitem(last=False)
         if profile is not None:
             profile["cell_misses"] = profile.get("cell_misses", 0) + 1
     return arrays, rank
@@ -272,9 +320,12 @@ class CellRenderer:
     compiled stages runs cache-cold after each frame's kernels, so each check, conversion and
     small array made once saves time on every frame. Images are those of
     :func:`render_lod_cell_cpu`, bit for bit: the same viewmat, cell and cut for the same pose.
-    Thread-safe as the module's cell cache is (per thread); outputs are new arrays."""
+    Thread-safe as the module's cell cache is (per thread); outputs are new arrays. ``cache``: a
+    :class:`SharedCellCache` to keep the cells' cuts in (shared by the threads that render with
+    this renderer) instead of each thread's own :data:`CELL_CACHE_SIZE` cells."""
 
-    def __init__(self, gaussians: Gaussians, hierarchy: GaussianHierarchy, settings: CellSettings) -> None:
+    def __init__(self, gaussians: Gaussians, hierarchy: GaussianHierarchy, settings: CellSettings,
+                 cache: SharedCellCache | None = None) -> None:
         lod_px, cell_m, cell_deg = settings.lod_px, settings.cell_m, settings.cell_deg
         near_m, far_m = settings.near_m, settings.far_m
         self.lod_px = check_lod_px(lod_px)
@@ -291,6 +342,7 @@ class CellRenderer:
         self.near_m, self.far_m = float(near_m), float(far_m)
         self.background = np.ascontiguousarray(settings.background, dtype=np.float32).reshape(3)
         self._sh_rotation = np.ascontiguousarray(gaussians.sh_rotation, dtype=np.float64)
+        self.cache = cache
         self._prefix = _cell_key_prefix(hierarchy, self.cell_m, self.cell_deg, self.mount, self.K, self.width,
                                         self.height, self.lod_px, self.near_m, self.far_m)
 
@@ -309,7 +361,8 @@ class CellRenderer:
         cell = pose_cell((x, y, z), yaw, self.cell_m, self.cell_deg)
         vm = self.viewmat(x, y, z, yaw)
         arrays, rank = _cell_arrays(self.hierarchy, self._prefix, cell, self.cell_m, self.cell_deg, self.mount,
-                                    self.K, self.width, self.height, self.lod_px, self.near_m, self.far_m, profile, vm)
+                                    self.K, self.width, self.height, self.lod_px, self.near_m, self.far_m, profile, vm,
+                                    self.cache)
         if profile is not None:
             profile["cut"] += time.perf_counter() - t
             profile["cut_size"] += len(arrays[0])

@@ -1,0 +1,43 @@
+"""airplay's Gymnasium environments, registered on import.
+
+    import gymnasium as gym
+    import airplay.gym  # noqa: F401  (or gym.make("airplay.gym:airplay/PointGoal-v0", ...))
+
+    env = gym.make("airplay/PointGoal-v0", scene="path/to/scene", image_size=64)
+    envs = gym.make_vec("airplay/PointGoal-v0", num_envs=16, scene="path/to/scene", image_size=64)
+
+Ids: ``airplay/PointGoal-v0``, ``airplay/ImageGoal-v0`` and ``airplay/GoalFree-v0``. ``make``
+builds :func:`airplay.world.vector_env.make_env` (one vehicle, :class:`AirPlayEnv`);
+``make_vec`` builds :class:`airplay.world.vector_env.AirPlayVectorEnv` (its
+``vector_entry_point``: N vehicles stepped and rendered as one batch) unless another
+``vectorization_mode`` ("sync", "async") is asked for. Keyword options are those of
+:func:`~airplay.world.vector_env.make_env` (scene, image_size, observations, tasks, num_tasks,
+task_seed, reward_progress, reward_success, reward_collision, render_backend), and ``threads``
+for the vector environment. Episode limits are the protocol's (config/protocol.yaml), so no
+``max_episode_steps`` is set.
+"""
+
+from __future__ import annotations
+
+import gymnasium
+
+from airplay.world.vector_env import AirPlayVectorEnv, make_env, make_vector_env
+
+ENV_IDS = {"airplay/PointGoal-v0": "pointgoal", "airplay/ImageGoal-v0": "imagegoal",
+           "airplay/GoalFree-v0": "goalfree"}
+"""The registered ids and their task settings."""
+
+
+def register() -> None:
+    """Register :data:`ENV_IDS` with Gymnasium (again: the latest registration wins)."""
+    for env_id, setting in ENV_IDS.items():
+        if env_id in gymnasium.registry:
+            continue
+        gymnasium.register(env_id, entry_point="airplay.world.vector_env:make_env",
+                           vector_entry_point="airplay.world.vector_env:make_vector_env",
+                           kwargs={"setting": setting}, disable_env_checker=False)
+
+
+register()
+
+__all__ = ["ENV_IDS", "AirPlayVectorEnv", "make_env", "make_vector_env", "register"]

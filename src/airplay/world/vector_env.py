@@ -1,0 +1,397 @@
+"""Many vehicles as one batch: :class:`AirPlayVectorEnv`, and the factories behind the Gymnasium ids.
+
+``AirPlayVectorEnv`` is Gymnasium's ``VectorEnv`` over N vehicles in one scene. Each step is
+one compiled flight-model call for all N (:meth:`airplay.sim.flight.FlightSim.move`), one
+compiled collision and bounds call (:meth:`~airplay.sim.flight.FlightSim.check`), the
+episode bookkeeping in numpy, and all N camera views rendered in one call
+(:class:`airplay.world.camera_batch.CameraBatch`: threads across cameras, pose-cell cuts shared).
+
+Sub-environment i behaves as the single environment :func:`make_env` gives, step for step:
+the same tasks (one pool per scene, setting and ``task_seed``), the same draw of a task per
+episode (the sub-environment's generator, seeded ``seed + i`` by ``reset(seed=seed)`` as
+Gymnasium seeds a ``SyncVectorEnv``), the same observations bit for bit, rewards,
+terminations and infos. So the same seeds give the same observations whatever N or the
+number of render threads.
+
+Autoreset: ``AutoresetMode.NEXT_STEP`` (Gymnasium's default): the step after a sub-environment
+terminates or truncates resets it, ignoring its action, and returns the new episode's first
+observation with reward 0, not terminated, not truncated.
+
+Timings: ``timings`` accumulates seconds per part (``dynamics``, ``collision``, ``render``,
+``other``) and ``steps``; :meth:`reset_timings` zeroes them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from threading import Lock
+
+import numpy as np
+from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from airplay.episode_status import EpisodeStatus
+from airplay.frames import map_to_heading_xyz
+from airplay.render.api import Backend
+from airplay.sim.flight import FlightSim
+from airplay.tasks.sampler import SETTINGS, Task, sample_tasks
+from airplay.world.camera_batch import CameraBatch
+from airplay.world.env import (FAILURE_REWARD, MAX_DEPTH_M, SUCCESS_REWARD, AirPlayEnv, check_reward_weights,
+                               observation_keys)
+from airplay.world.world import World
+
+DEFAULT_OBSERVATIONS = ("rgb", "depth", "goal")
+"""The registered environments' default keys ("goal" left out for goal-free tasks; the state
+only where asked for)."""
+
+# status codes of the batch: FlightSim's 0-2, then the two the episode adds
+_RUNNING, _COLLISION, _OUT_OF_BOUNDS, _SUCCESS, _TIMEOUT = 0, 1, 2, 3, 4
+_STATUS_NAMES = np.array([EpisodeStatus.RUNNING.value, EpisodeStatus.COLLISION.value,
+                          EpisodeStatus.OUT_OF_BOUNDS.value, EpisodeStatus.SUCCESS.value,
+                          EpisodeStatus.TIMEOUT.value], dtype=object)
+
+_WORLDS: dict = {}
+_TASKS: dict = {}
+_CACHE_LOCK = Lock()
+
+
+def gym_observations(observations: Sequence[str] | None, setting: str) -> tuple[str, ...]:
+    """``observations`` for the registered environments: None gives :data:`DEFAULT_OBSERVATIONS`
+    (without "goal" for goal-free tasks)."""
+    if observations is None:
+        return tuple(k for k in DEFAULT_OBSERVATIONS if k != "goal" or setting != "goalfree")
+    return observations
+
+
+def image_size_of(image_size) -> tuple[int, int] | None:
+    """(width, height) from an int (square) or a (width, height) pair; None stays None.
+    ValueError naming ``image_size`` otherwise."""
+    if image_size is None:
+        return None
+    size = (image_size, image_size) if isinstance(image_size, (int, np.integer)) else image_size
+    try:
+        w, h = size
+    except (TypeError, ValueError):
+        raise ValueError(f"image_size must be an int or a (width, height) pair, got {image_size!r}") from None
+    for v in (w, h):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"image_size must be >= 1 pixel (an int or a (width, height) pair), got {image_size!r}")
+    return int(w), int(h)
+
+
+def load_world(scene, image_size=None, cache_dir: str | Path | None = None) -> World:
+    """A :class:`World` from ``scene`` (a World, or a scene folder: loaded once per process and
+    kept, with its caches under ``cache_dir``), its camera at ``image_size``. ValueError naming
+    ``scene`` when it does not load."""
+    size = image_size_of(image_size)
+    if isinstance(scene, World):
+        world = scene
+    elif isinstance(scene, (str, Path)):
+        key = (str(Path(scene).resolve()), None if cache_dir is None else str(Path(cache_dir).resolve()))
+        with _CACHE_LOCK:
+            world = _WORLDS.get(key)
+            if world is None:
+                try:
+                    world = World.load(scene, cache_dir=cache_dir)
+                except (OSError, ValueError, KeyError, TypeError) as e:
+                    raise ValueError(f"scene {str(scene)!r} does not load: {e}") from e
+                _WORLDS[key] = world
+    else:
+        raise ValueError(f"scene must be a scene folder or a World, got {scene!r}")
+    return world if size is None else world.with_camera_size(*size)
+
+
+def task_pool(world: World, setting: str, num_tasks: int = 16, task_seed: int = 0) -> list[Task]:
+    """The protocol's tasks for ``world`` (``num_tasks`` sampled with ``task_seed``), sampled once
+    per process for each scene, setting, count and seed (the sampler plans A* paths: ~0.1 s a task)."""
+    if setting not in SETTINGS:
+        raise ValueError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
+    if isinstance(num_tasks, bool) or not isinstance(num_tasks, (int, np.integer)) or num_tasks < 1:
+        raise ValueError(f"num_tasks must be an integer >= 1, got {num_tasks!r}")
+    key = (id(world.scene.spec), world.scene.name, id(world.protocol), setting, int(num_tasks), int(task_seed))
+    with _CACHE_LOCK:
+        entry = _TASKS.get(key)
+        if entry is None or entry[0] is not world.scene.spec:
+            tasks = sample_tasks(world.scene, world.grid, int(num_tasks), int(task_seed), setting, world.protocol)
+            entry = _TASKS[key] = (world.scene.spec, tasks)
+    return list(entry[1])
+
+
+def make_env(scene, setting: str = "pointgoal", *, image_size=None, observations: Sequence[str] | None = None,
+             tasks: list[Task] | None = None, num_tasks: int = 16, task_seed: int = 0,
+             reward_progress: float = 1.0, reward_success: float = SUCCESS_REWARD,
+             reward_collision: float = FAILURE_REWARD, render_backend: Backend = "auto",
+             render_mode: str | None = None, cache_dir: str | Path | None = None) -> AirPlayEnv:
+    """One vehicle: the environment ``gymnasium.make("airplay/PointGoal-v0", scene=...)`` builds.
+
+    Args:
+        scene: a scene folder (kept per process: many environments share its World) or a
+            :class:`World` (``gymnasium.make`` cannot copy one into the spec: a checker that
+            remakes the environment from its spec needs the folder).
+        setting: "pointgoal", "imagegoal" or "goalfree".
+        image_size: the camera's size, an int (square) or (width, height), the scene camera's
+            field of view (None: the scene camera's size).
+        observations: keys from "rgb", "depth", "goal", "state" (default: rgb, depth and the goal).
+        tasks: the episodes' tasks (default: ``num_tasks`` sampled by the protocol with ``task_seed``);
+            each ``reset`` draws one with the environment's seeded generator.
+        reward_progress, reward_success, reward_collision: the reward's weights
+            (:mod:`airplay.world.env`; collision also covers leaving the region).
+        render_backend: "auto", "cpu" or "gsplat".
+        cache_dir: where a scene folder's caches (SDF, level-of-detail tree) go (None: airplay's).
+
+    Episodes end as the protocol says (success radius, collision, bounds, the task's time limit).
+    """
+    world = load_world(scene, image_size, cache_dir)
+    if tasks is None:
+        tasks = task_pool(world, setting, num_tasks, task_seed)
+    return AirPlayEnv(world, setting, tasks=list(tasks), render_backend=render_backend, render_mode=render_mode,
+                      observations=gym_observations(observations, setting), reward_progress=reward_progress,
+                      reward_success=reward_success, reward_collision=reward_collision, task_order="random")
+
+
+def make_vector_env(num_envs: int = 1, scene=None, setting: str = "pointgoal", **kwargs) -> "AirPlayVectorEnv":
+    """The ``vector_entry_point`` of the registered ids: ``gymnasium.make_vec(id, num_envs=N, scene=...)``."""
+    return AirPlayVectorEnv(num_envs, scene, setting, **kwargs)
+
+
+class AirPlayVectorEnv(VectorEnv):
+    """N vehicles in one scene, stepped, checked and rendered as one batch (module docstring).
+
+    Args:
+        num_envs: N, the number of sub-environments (>= 1).
+        scene, setting, image_size, observations, tasks, num_tasks, task_seed, reward_progress,
+            reward_success, reward_collision, render_backend, cache_dir: as :func:`make_env`, for every
+            sub-environment.
+        threads: render threads (default: the CPUs this process may use); the images do not
+            depend on it.
+        render_mode: None or "rgb_array" (``render()`` gives the N last camera images).
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 50, "autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    def __init__(self, num_envs: int, scene, setting: str = "pointgoal", *, image_size=None,
+                 observations: Sequence[str] | None = None, tasks: list[Task] | None = None, num_tasks: int = 16,
+                 task_seed: int = 0, reward_progress: float = 1.0, reward_success: float = SUCCESS_REWARD,
+                 reward_collision: float = FAILURE_REWARD, render_backend: Backend = "auto",
+                 threads: int | None = None, render_mode: str | None = None,
+                 cache_dir: str | Path | None = None) -> None:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+        if setting not in SETTINGS:
+            raise ValueError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        names = gym_observations(observations, setting)
+        keys = observation_keys(names, setting)
+        check_reward_weights(reward_progress, reward_success, reward_collision)
+        world = load_world(scene, image_size, cache_dir)
+        self.world, self.setting, self.num_envs, self.render_mode = world, setting, int(num_envs), render_mode
+        self.tasks = list(tasks) if tasks is not None else task_pool(world, setting, num_tasks, task_seed)
+        if not self.tasks:
+            raise ValueError("tasks must hold at least one task")
+        # One single environment gives the spaces (exactly those of make_env's).
+        proto = AirPlayEnv(world, setting, tasks=self.tasks, render_images=False, observations=names,
+                           task_order="random")
+        self.single_observation_space = proto.observation_space
+        self.single_action_space = proto.action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.observation_keys = keys
+        self.reward_progress = float(reward_progress)
+        self.reward_success, self.reward_collision = float(reward_success), float(reward_collision)
+        self.flight = FlightSim(world.vehicle, world.checker, self.num_envs)
+        self.vehicles = self.flight.vehicles
+        self.camera = CameraBatch(world, self.num_envs, render_backend, threads, MAX_DEPTH_M)
+        cam = world.scene.spec.camera.intrinsics
+        self._hw = (cam.height, cam.width)
+        self._want_rgb = "rgb" in keys or render_mode == "rgb_array"
+        self._want_depth = "depth" in keys
+        self._dt = world.vehicle.control_dt_s
+        self._radius = world.protocol.success_radius_m
+        n = self.num_envs
+        self._rngs = [seeding.np_random(None)[0] for _ in range(n)]
+        self._task_index = np.zeros(n, dtype=np.int64)
+        self._goals = np.zeros((n, 3))
+        self._time_limits = np.zeros(n)
+        self._steps = np.zeros(n, dtype=np.int64)
+        self._distance = np.zeros(n)
+        self._min_distance = np.zeros(n)
+        self._path_length = np.zeros(n)
+        self._status = np.zeros(n, dtype=np.int64)
+        self._task_ids = np.full(n, None, dtype=object)
+        self._autoreset = np.zeros(n, dtype=bool)
+        self._goal_images = np.zeros((n, *self._hw, 3), np.uint8) if setting == "imagegoal" else None
+        self._last_rgb: np.ndarray | None = None
+        self._started = False
+        self.closed = False
+        self.reset_timings()
+
+    # -- API -------------------------------------------------------------------------------------
+    def reset(self, *, seed: int | Sequence[int | None] | None = None, options: dict | None = None):
+        """Start a new episode in every sub-environment; ``seed`` (int: sub-environment i gets
+        ``seed + i``; or one per sub-environment) seeds their task draws."""
+        if options:
+            raise ValueError(f"options: AirPlayVectorEnv.reset takes none, got {sorted(options)}")
+        n = self.num_envs
+        if seed is None:
+            seeds = [None] * n
+        elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            seeds = [int(seed) + i for i in range(n)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != n:
+                raise ValueError(f"seed: {len(seeds)} seeds for {n} sub-environments")
+        if seed is not None or not self._started:
+            self._rngs = [seeding.np_random(s)[0] for s in seeds]
+        if seed is not None:
+            self._np_random, self._np_random_seed = seeding.np_random(seeds[0])
+        self._started = True
+        self._reset_rows(np.arange(n))
+        self._autoreset[:] = False
+        obs = self._observe()
+        return obs, self._infos()
+
+    def step(self, actions):
+        if not self._started:
+            raise RuntimeError("call reset() before step()")
+        n = self.num_envs
+        t0 = time.perf_counter()
+        a = np.asarray(actions)
+        if a.shape != (n, 4):
+            raise ValueError(f"actions must have shape ({n}, 4), got {a.shape}")
+        cmd = np.array(a, dtype=np.float64)
+        resets = np.flatnonzero(self._autoreset)
+        cmd[resets] = 0.0  # ignored: these sub-environments start a new episode instead
+        finite = np.isfinite(cmd).all(axis=1)
+        if not finite.all():
+            i = int(np.flatnonzero(~finite)[0])
+            raise ValueError(f"actions must be finite; sub-environment {i} got {cmd[i].tolist()}")
+        before = self.vehicles.position.copy()
+        t1 = time.perf_counter()
+        self.flight.move(cmd)
+        t2 = time.perf_counter()
+        codes = self.flight.check()
+        t3 = time.perf_counter()
+        pos = self.vehicles.position
+        dx, dy, dz = pos[:, 0] - before[:, 0], pos[:, 1] - before[:, 1], pos[:, 2] - before[:, 2]
+        moved = np.sqrt(dx * dx + dy * dy + dz * dz)  # the single environment's kernel's sums
+        gx, gy, gz = self._goals[:, 0] - pos[:, 0], self._goals[:, 1] - pos[:, 1], self._goals[:, 2] - pos[:, 2]
+        distance = np.sqrt(gx * gx + gy * gy + gz * gz)
+        self._steps += 1
+        self._path_length += moved
+        np.minimum(self._min_distance, distance, out=self._min_distance)
+        reward = self._distance - distance
+        if self.reward_progress != 1.0:
+            reward *= self.reward_progress
+        self._distance = distance
+        status = codes.astype(np.int64)
+        running = status == _RUNNING
+        status[running & (distance <= self._radius)] = _SUCCESS
+        running = status == _RUNNING
+        status[running & (self._steps * self._dt >= self._time_limits - 1e-9)] = _TIMEOUT
+        reward[status == _SUCCESS] += self.reward_success
+        reward[(status == _COLLISION) | (status == _OUT_OF_BOUNDS)] += self.reward_collision
+        terminated = (status == _SUCCESS) | (status == _COLLISION) | (status == _OUT_OF_BOUNDS)
+        truncated = status == _TIMEOUT
+        self._status = status
+        if len(resets):
+            self._reset_rows(resets)
+            reward[resets] = 0.0
+            terminated[resets] = False
+            truncated[resets] = False
+        self._autoreset = terminated | truncated
+        t4 = time.perf_counter()
+        obs = self._observe()
+        infos = self._infos()
+        tm = self.timings
+        tm["dynamics"] += t2 - t1
+        tm["collision"] += t3 - t2
+        tm["other"] += (t1 - t0) + (t4 - t3) + (time.perf_counter() - t4 - self._last_render_s)
+        tm["steps"] += 1
+        return obs, reward, terminated, truncated, infos
+
+    def render(self):
+        """The N last camera images (rgb_array mode), a tuple of (H, W, 3) uint8."""
+        if self.render_mode is None or self._last_rgb is None:
+            return None
+        return tuple(self._last_rgb)
+
+    def close_extras(self, **kwargs) -> None:
+        self.camera.close()
+
+    def reset_timings(self) -> None:
+        """Zero :attr:`timings` (seconds per part, and steps)."""
+        self.timings = {"dynamics": 0.0, "collision": 0.0, "render": 0.0, "other": 0.0, "steps": 0}
+        self._last_render_s = 0.0
+
+    # -- internals -------------------------------------------------------------------------------
+    def _reset_rows(self, rows: np.ndarray) -> None:
+        """New episodes for sub-environments ``rows``: each draws a task with its generator, as
+        :meth:`AirPlayEnv.reset` does with ``task_order="random"``."""
+        tasks = [self.tasks[int(self._rngs[i].integers(len(self.tasks)))] for i in rows]
+        starts = np.array([t.start_position for t in tasks], dtype=np.float64).reshape(-1, 3)
+        self.flight.reset_rows(rows, starts, np.array([t.start_yaw for t in tasks], dtype=np.float64))
+        pos = self.vehicles.position
+        for i, task in zip(rows, tasks):
+            self._goals[i] = np.ascontiguousarray(task.goal_position, dtype=np.float64).reshape(3)
+            self._time_limits[i] = task.time_limit_s
+            self._distance[i] = self._min_distance[i] = float(np.linalg.norm(task.goal_position - pos[i]))
+        self._task_ids[rows] = [t.task_id for t in tasks]
+        self._steps[rows] = 0
+        self._path_length[rows] = 0.0
+        self._status[rows] = np.where(self._distance[rows] <= self._radius, _SUCCESS, _RUNNING)
+        if self._goal_images is not None and "goal_image" in self.observation_keys:
+            goals = np.array([t.goal_position for t in tasks], dtype=np.float64).reshape(-1, 3)
+            yaws = np.array([t.goal_yaw for t in tasks], dtype=np.float64)
+            imgs = np.empty((len(rows), *self._hw, 3), np.uint8)
+            self.camera.render(goals, yaws, imgs, None)
+            self._goal_images[rows] = imgs
+
+    def _observe(self) -> dict:
+        n, (h, w), keys = self.num_envs, self._hw, self.observation_keys
+        t = time.perf_counter()
+        rgb = np.empty((n, h, w, 3), np.uint8) if self._want_rgb else None
+        depth = np.empty((n, h, w, 1), np.float32) if self._want_depth else None
+        self.camera.render(self.vehicles.position, self.vehicles.yaw, rgb, depth)
+        self._last_render_s = time.perf_counter() - t
+        self.timings["render"] += self._last_render_s
+        self._last_rgb = rgb
+        obs = {}
+        if "rgb" in keys:
+            obs["rgb"] = rgb
+        if "depth" in keys:
+            obs["depth"] = depth
+        v = self.vehicles
+        if "state" in keys:
+            obs["state"] = np.concatenate([v.position, v.quat_xyzw, v.velocity, v.angular_velocity_body],
+                                          axis=1).astype(np.float32)
+        if "goal" in keys:
+            pos, yaw = v.position, v.yaw
+            goal = np.empty((n, 3), np.float32)
+            for i in range(n):  # the single environment's arithmetic, one vehicle at a time
+                d = self._goals[i] - pos[i]
+                goal[i] = map_to_heading_xyz(d[0], d[1], d[2], float(yaw[i]))
+            obs["goal"] = goal
+        elif "goal_image" in keys:
+            obs["goal_image"] = self._goal_images.copy()
+        return obs
+
+    def _infos(self) -> dict:
+        n, ones = self.num_envs, np.ones(self.num_envs, dtype=bool)
+        info = {
+            "status": _STATUS_NAMES[self._status],
+            "task_id": self._task_ids.copy(),
+            "steps": self._steps.copy(),
+            "time_s": self._steps * self._dt,
+            "distance_to_goal_m": self._distance.copy(),
+            "min_distance_m": self._min_distance.copy(),
+            "path_length_m": self._path_length.copy(),
+        }
+        for key in list(info):
+            info["_" + key] = ones.copy()
+        assert len(info["status"]) == n
+        return info
+

@@ -1,0 +1,173 @@
+"""The Gymnasium ids and AirPlayVectorEnv: env checker, step-for-step equality with N single
+environments (any N, any thread count), autoreset, and errors for bad arguments."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+import airplay.gym
+from airplay.scene.synthetic import make_scene
+from airplay.tasks.sampler import sample_tasks
+from airplay.tasks.protocol import load_protocol
+from airplay.world import World
+from airplay.world.vector_env import AirPlayVectorEnv, make_env
+
+SIZE = 16  # pixels: the images are compared, not looked at
+OBS = ("rgb", "depth", "goal", "state")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vector_env")
+    make_scene("indoor", 2, root / "indoor", gaussians_per_m2=4)
+    protocol = load_protocol()  # a 0.2 m SDF and grid: an eighth of the protocol's cells, built in ~1 s
+    protocol = replace(protocol, task=replace(protocol.task, grid_resolution_m=0.2))
+    return World.load(root / "indoor", protocol=protocol, cache_dir=root / "cache").with_camera_size(SIZE, SIZE)
+
+
+@pytest.fixture(scope="module")
+def short_tasks(world):
+    """Four tasks of 0.3 s (15 steps), so that episodes end and sub-environments reset within a test."""
+    return [replace(t, time_limit_s=0.3) for t in sample_tasks(world.scene, world.grid, 4, 0, "pointgoal",
+                                                                  world.protocol)]
+
+
+@pytest.mark.parametrize("env_id", sorted(airplay.gym.ENV_IDS))
+def test_registered_ids_pass_the_env_checker(world, env_id):
+    env = gym.make(env_id, scene=world, num_tasks=2, render_backend="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # gymnasium's advice on normalised action spaces
+        check_env(env.unwrapped, skip_render_check=True)
+    obs, info = env.reset(seed=1)
+    setting = airplay.gym.ENV_IDS[env_id]
+    want = {"rgb", "depth"} | ({"goal"} if setting == "pointgoal" else {"goal_image"} if setting == "imagegoal"
+                               else set())
+    assert set(obs) == want, "default observations: rgb, depth and the goal; no state unless asked"
+    assert obs["rgb"].shape == (SIZE, SIZE, 3) and obs["rgb"].std() > 5
+    assert info["status"] == "running"
+    venv = gym.make_vec(env_id, num_envs=2, scene=world, num_tasks=2, render_backend="cpu")
+    assert isinstance(venv, AirPlayVectorEnv) and venv.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+    assert venv.single_observation_space == env.observation_space
+    venv.close()
+
+
+def _actions(n: int, steps: int, seed: int = 0) -> np.ndarray:
+    """Random commands, per sub-environment from its own stream (so N does not change them)."""
+    return np.stack([np.random.default_rng(seed + i).uniform(-1.0, 1.0, (steps, 4)) for i in range(n)], axis=1) \
+        * np.array([2.0, 2.0, 0.5, 1.0])
+
+
+@pytest.mark.parametrize("n,threads", [(1, 1), (3, 2), (8, 1), (8, 2)])
+def test_vector_env_equals_n_single_envs(world, short_tasks, n, threads):
+    kwargs = dict(tasks=short_tasks, observations=OBS, render_backend="cpu", reward_progress=2.0,
+                  reward_collision=-3.0)
+    singles = SyncVectorEnv([lambda: make_env(world, **kwargs) for _ in range(n)],
+                            autoreset_mode=AutoresetMode.NEXT_STEP)
+    batch = AirPlayVectorEnv(n, world, threads=threads, **kwargs)
+    steps = 32
+    actions = _actions(n, steps).astype(np.float32)
+    a, ia = singles.reset(seed=7)
+    b, ib = batch.reset(seed=7)
+    ended = 0
+    for k in range(steps + 1):
+        for key in OBS:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=f"step {k}, {key}")
+        for key in ("status", "task_id", "steps", "time_s", "distance_to_goal_m", "min_distance_m", "path_length_m"):
+            np.testing.assert_array_equal(ia[key], ib[key], err_msg=f"step {k}, info {key}")
+        if k == steps:
+            break
+        a, ra, ta, tra, ia = singles.step(actions[k])
+        b, rb, tb, trb, ib = batch.step(actions[k])
+        np.testing.assert_array_equal(ra, rb, err_msg=f"step {k}, reward")
+        np.testing.assert_array_equal(ta, tb, err_msg=f"step {k}, terminated")
+        np.testing.assert_array_equal(tra, trb, err_msg=f"step {k}, truncated")
+        ended += int(np.sum(ta | tra))
+    assert ended >= n, "every sub-environment should have ended (and reset) at least once"
+    batch.close()
+
+
+def test_same_seeds_same_observations_whatever_n(world, short_tasks):
+    one = AirPlayVectorEnv(1, world, tasks=short_tasks, observations=OBS, render_backend="cpu", threads=1)
+    four = AirPlayVectorEnv(4, world, tasks=short_tasks, observations=OBS, render_backend="cpu", threads=2)
+    o1, _ = one.reset(seed=[12])
+    o4, _ = four.reset(seed=[3, 12, 5, 6])
+    actions = _actions(4, 10)
+    for k in range(10):
+        for key in OBS:
+            np.testing.assert_array_equal(o1[key][0], o4[key][1])
+        o1, *_ = one.step(actions[k, 1:2])
+        o4, *_ = four.step(actions[k])
+
+
+def test_autoreset_next_step(world, short_tasks):
+    env = AirPlayVectorEnv(2, world, tasks=short_tasks, observations=("state", "goal"), render_backend="cpu")
+    env.reset(seed=0)
+    hover = np.zeros((2, 4), np.float32)
+    for _ in range(14):
+        _, _, term, trunc, info = env.step(hover)
+        assert not (term | trunc).any()
+    _, _, term, trunc, info = env.step(hover)  # the 15th step: 0.3 s, the tasks' limit
+    assert trunc.all() and not term.any() and list(info["status"]) == ["timeout", "timeout"]
+    # The next step resets, ignoring the action: the new episode starts where its task does.
+    obs, reward, term, trunc, info = env.step(np.full((2, 4), 1.5, np.float32))
+    assert not (term | trunc).any() and (reward == 0.0).all() and (info["steps"] == 0).all()
+    starts = {t.task_id: t.start_position for t in short_tasks}
+    for i in range(2):
+        np.testing.assert_allclose(obs["state"][i, :3], starts[info["task_id"][i]], atol=1e-6)
+        np.testing.assert_array_equal(obs["state"][i, 7:], 0.0)
+    _, _, _, _, info = env.step(hover)
+    assert (info["steps"] == 1).all() and list(info["status"]) == ["running", "running"]
+
+
+def test_reward_weights_scale_progress(world, short_tasks):
+    rewards = []
+    for weight in (1.0, 0.5):
+        env = AirPlayVectorEnv(2, world, tasks=short_tasks, observations=("goal",), reward_progress=weight)
+        env.reset(seed=4)
+        rewards.append(sum(env.step(np.tile([[1.0, 0.0, 0.0, 0.0]], (2, 1)))[1] for _ in range(10)))
+    assert np.abs(rewards[0]).min() > 1e-4
+    np.testing.assert_allclose(rewards[1], 0.5 * rewards[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("kwargs,name", [
+    (dict(num_envs=0), "num_envs"),
+    (dict(observations=("rgb", "lidar")), "observations"),
+    (dict(observations="rgb"), "observations"),
+    (dict(image_size=0), "image_size"),
+    (dict(image_size=(64, 0)), "image_size"),
+    (dict(threads=0), "threads"),
+    (dict(reward_success=float("nan")), "reward_success"),
+    (dict(scene="/nonexistent/scene"), "scene"),
+])
+def test_bad_arguments_name_the_argument(world, short_tasks, kwargs, name):
+    args = dict(num_envs=2, scene=world, tasks=short_tasks)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=name):
+        AirPlayVectorEnv(**args)
+    if "num_envs" not in kwargs and "threads" not in kwargs:  # the single environment checks the same
+        single = {k: v for k, v in args.items() if k != "num_envs"}
+        with pytest.raises(ValueError, match=name):
+            gym.make("airplay/PointGoal-v0", **single)
+
+
+def test_goal_free_has_no_goal_to_observe(world):
+    with pytest.raises(ValueError, match="observations"):
+        gym.make("airplay/GoalFree-v0", scene=world, observations=("rgb", "goal"), num_tasks=1)
+
+
+def test_bad_actions_name_the_sub_environment(world, short_tasks):
+    env = AirPlayVectorEnv(3, world, tasks=short_tasks, observations=("goal",))
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"shape \(3, 4\)"):
+        env.step(np.zeros((2, 4)))
+    bad = np.zeros((3, 4))
+    bad[2, 1] = np.nan
+    with pytest.raises(ValueError, match="sub-environment 2"):
+        env.step(bad)
