@@ -156,8 +156,9 @@ def tiny(tmp_path_factory):
     ckpts = {}
     for kind, fields in sets.items():
         out = tmp_path_factory.mktemp(f"offline-{kind}")
-        args = ["train", "--policy", kind.removesuffix("_state"), "--dataset", str(root), "--out", str(out), "--steps", "20", "--batch-size",
-                "8", "--image-size", "32x32", "--threads", "1", "--save-every", "0", "--no-progress"]
+        args = ["train", "--policy", kind.removesuffix("_state"), "--dataset", str(root), "--out", str(out),
+                "--steps", "20", "--batch-size", "8", "--image-size", "32x32", "--threads", "1",
+                "--save-every", "0", "--no-progress"]
         for item in fields:
             args += ["--set", item]
         assert main(args) == 0
@@ -426,3 +427,100 @@ def test_eval_offline_relate_ranks_offline_errors_against_closed_loop(tmp_path, 
     assert "Spearman rho" in text and "-1.00 [-1.00, -1.00]" in text
     assert main(args[:3] + args[3:9]) == 2  # two pairs only
     assert "at least 3" in capsys.readouterr().err
+
+
+def _offline_json(path, i, ade, checkpoint=None):
+    metrics = {"ade_cm": ade, "fde_cm": 2 * ade + i, "p95_cm": 3 * ade, "yaw_err_deg": 10 * ade,
+               "corner_fde_cm": 4 * ade, "motion_dir_err_deg": 5.0, "dtw_cm": ade, "lateral_dir_err_pct": 1.0,
+               "yaw_dir_err_pct": 1.0}
+    meta = {"policy": f"p{i}", "rollout": "open-loop", **({"checkpoint": str(checkpoint)} if checkpoint else {})}
+    path.write_text(json.dumps({"overall": metrics, "baselines": {"copycat": {"skill": {"ade": 1 - ade / 1.4}}},
+                                "meta": meta}))
+    return path
+
+
+def test_offline_vs_closed_writes_table_csv_json_and_scatter(tmp_path, capsys):
+    import csv
+
+    from PIL import Image
+
+    from airplay.cli import main
+
+    args = ["offline-vs-closed", "--bootstrap", "200", "--out", str(tmp_path / "relate")]
+    for i, (ade, sr, cr) in enumerate([(0.7, 0.6, 0.1), (1.4, 0.5, 0.2), (3.0, 0.3, 0.3), (9.0, 0.0, 0.5)]):
+        args += ["--pair", str(_offline_json(tmp_path / f"off{i}.json", i, ade)),
+                 str(fake_closed_loop(tmp_path / f"eval{i}", sr, cr))]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    print(text)
+    assert "corner FDE cm" in text and "-1.00 [-1.00, -1.00]" in text
+    result = json.loads((tmp_path / "relate" / "relate.json").read_text())
+    for key in ("ade_cm", "fde_cm", "p95_cm", "yaw_err_deg", "corner_fde_cm"):  # all monotone in ADE
+        assert result["correlations"][key]["sr"]["rho"] == pytest.approx(-1.0)
+        assert result["correlations"][key]["cr"]["rho"] == pytest.approx(1.0)
+    assert result["correlations"]["dtw_cm"]["sr"]["n"] == 4
+    assert result["correlations"]["motion_dir_err_deg"]["sr"]["rho"] is None  # constant: undefined
+    assert [r["name"] for r in result["rows"]] == ["off0", "off1", "off2", "off3"]
+    with open(tmp_path / "relate" / "relate.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["sr"]) for r in rows] == pytest.approx([0.6, 0.5, 0.3, 0.0]) and float(rows[3]["ade_cm"]) == 9.0
+    with open(tmp_path / "relate" / "correlations.csv") as f:
+        corr = list(csv.DictReader(f))
+    assert len(corr) == 10 * 2 and corr[0]["offline"] == "ade_cm" and float(corr[0]["rho"]) == pytest.approx(-1.0)
+    png = Image.open(tmp_path / "relate" / "scatter.png")
+    assert png.size[0] >= 800 and png.size[1] >= 1200
+
+
+def test_offline_vs_closed_names_bad_inputs(tmp_path, capsys):
+    from airplay.cli import main
+
+    pairs = [["--pair", str(_offline_json(tmp_path / f"off{i}.json", i, 1.0 + i, checkpoint=tmp_path / f"ck{i}")),
+              str(fake_closed_loop(tmp_path / f"eval{i}", 0.5, 0.1))] for i in range(3)]
+    summary = json.loads((tmp_path / "eval2" / "summary.json").read_text())
+    summary["meta"]["checkpoint"] = str(tmp_path / "ck9")
+    (tmp_path / "eval2" / "summary.json").write_text(json.dumps(summary))
+    assert main(["offline-vs-closed", *sum(pairs, [])]) == 2
+    err = capsys.readouterr().err
+    assert "off2.json (meta.checkpoint" in err and "are results of different checkpoints" in err
+    (tmp_path / "bad.json").write_text("{}")
+    assert main(["offline-vs-closed", *sum(pairs[:2], []), "--pair", str(tmp_path / "bad.json"),
+                 str(tmp_path / "eval0")]) == 2
+    assert f"{tmp_path / 'bad.json'}: not an eval-offline result" in capsys.readouterr().err
+    assert main(["offline-vs-closed", *sum(pairs[:2], []), "--pair", str(tmp_path / "off0.json"),
+                 str(tmp_path / "nonesuch")]) == 2
+    assert "nonesuch: cannot read the closed-loop summary.json" in capsys.readouterr().err
+    assert main(["offline-vs-closed", "--checkpoints", str(tmp_path), "x", "y", "--dataset", str(tmp_path),
+                 "--scenes", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert f"--checkpoints {tmp_path}:" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_offline_vs_closed_runs_both_for_tiny_checkpoints(tiny, tmp_path, capsys, monkeypatch):
+    """--checkpoints: eval-offline on the tiny dataset and eval on a tiny scene for each of the
+    three tiny checkpoints, then the relation; a rerun reuses both."""
+    from scene_factory import write_tiny_scene
+
+    from airplay.cli import main
+
+    root, ckpts = tiny
+    monkeypatch.setenv("AIRPLAY_CACHE_DIR", str(tmp_path / "cache"))
+    write_tiny_scene(tmp_path / "scenes" / "tiny")
+    out = tmp_path / "relate"
+    args = ["offline-vs-closed", "--checkpoints", *(str(ckpts[k]) for k in ("cnn_bc", "act", "cnn_bc_state")),
+            "--dataset", str(root), "--scenes", str(tmp_path / "scenes"), "--episodes", "1", "--stride", "5",
+            "--backend", "cpu", "--bootstrap", "100", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    print(text)
+    result = json.loads((out / "relate.json").read_text())
+    assert len(result["rows"]) == 3 and result["meta"]["checkpoints"] == 3
+    for row, kind in zip(result["rows"], ("cnn_bc", "act", "cnn_bc_state")):
+        off = json.loads((out / "runs" / ckpts[kind].name / "offline.json").read_text())
+        assert row["ade_cm"] == off["overall"]["ade_cm"] and row["checkpoint"] == str(ckpts[kind])
+        summary = json.loads((out / "runs" / ckpts[kind].name / "eval" / "summary.json").read_text())
+        assert row["sr"] == summary["overall"]["sr"]["mean"] and summary["episodes"] == 1
+    assert (out / "scatter.png").is_file() and "Spearman rho" in text
+    assert main(args) == 0  # the rerun flies nothing and predicts nothing
+    text = capsys.readouterr().out
+    assert text.count("offline errors: reusing") == 3 and text.count("1 of 1 episodes already flown") == 3
+    assert json.loads((out / "relate.json").read_text()) == result

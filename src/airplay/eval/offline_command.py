@@ -8,9 +8,8 @@ metric are documented in :mod:`airplay.eval.offline` (the maths, pure numpy); th
 runs the policy and the baselines on the recorded observations and prints the table (or
 ``--json``).
 
-``airplay eval-offline-relate`` pairs several offline results (``eval-offline --out``) with
-closed-loop evaluation folders (``summary.json``) and prints Spearman's rank correlation
-between offline ADE / FDE and closed-loop SR / CR, with bootstrap intervals.
+``airplay offline-vs-closed`` (:mod:`airplay.eval.offline_closed`) relates these errors over a
+set of checkpoints to their closed-loop SR / CR.
 """
 
 from __future__ import annotations
@@ -225,110 +224,6 @@ def _cmd_eval_offline(args: argparse.Namespace) -> int:
     return 0
 
 
-RELATE_OFFLINE = {"ade_cm": "ADE cm", "fde_cm": "FDE cm", "copycat_skill_ade": "skill ADE"}
-"""Offline figures related to closed loop: the policy's ADE / FDE and its ADE skill vs copycat."""
-RELATE_CLOSED = {"sr": "SR", "cr": "CR"}
-
-
-def relate_offline_closed_loop(pairs: list[tuple[str, str]], bootstrap: int = 1000, seed: int = 0) -> dict:
-    """Spearman's rank correlation between offline and closed-loop figures over several policies.
-
-    ``pairs``: (offline JSON of ``eval-offline --out``, closed-loop eval folder or its
-    ``summary.json``), one per policy, at least 3. Offline: the overall ``ade_cm``, ``fde_cm``
-    and ``baselines.copycat.skill.ade`` (as ``copycat_skill_ade``; None if absent); closed loop:
-    the overall ``sr`` and ``cr`` means of the summary. Returns ``{"rows": [...], "correlations":
-    {offline_key: {closed_key: {"rho", "ci95", "n"}}}, "meta": {...}}``; the intervals are 95%
-    percentile bootstrap over the pairs (:func:`airplay.eval.offline.spearman_bootstrap`).
-    A good offline metric has rho < 0 against SR (lower error, more successes)."""
-    from pathlib import Path
-
-    import numpy as np
-
-    from airplay.eval import offline
-    from airplay.eval.results import read_summary
-
-    if bootstrap < 0:
-        raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
-    if len(pairs) < 3:
-        raise ValueError(f"need at least 3 (offline JSON, eval folder) pairs for a rank correlation, got {len(pairs)}")
-    rows = []
-    for off_path, eval_path in pairs:
-        try:
-            off = json.loads(Path(off_path).read_text())
-            summary = read_summary(eval_path)
-        except OSError as err:
-            raise ValueError(f"cannot read {err.filename}: {err.strerror}") from err
-        if "overall" not in off or "ade_cm" not in off["overall"]:
-            raise ValueError(f"{off_path}: not an eval-offline result (no overall.ade_cm)")
-        if "overall" not in summary or "sr" not in summary["overall"]:
-            raise ValueError(f"{eval_path}: not a closed-loop summary (no overall.sr)")
-        skill = off.get("baselines", {}).get("copycat", {}).get("skill", {}).get("ade")
-        row = {"offline": str(off_path), "eval": str(eval_path), "policy": off.get("meta", {}).get("policy", ""),
-               "rollout": off.get("meta", {}).get("rollout", "reobserve"),
-               "ade_cm": off["overall"]["ade_cm"], "fde_cm": off["overall"]["fde_cm"], "copycat_skill_ade": skill}
-        for k in RELATE_CLOSED:
-            row[k] = summary["overall"][k]["mean"]
-        rows.append(row)
-    if len({r["rollout"] for r in rows}) > 1:
-        raise ValueError("the offline results mix rollouts (open-loop and reobserve); relate one kind at a time")
-    num = lambda key: np.array([np.nan if r[key] is None else float(r[key]) for r in rows])  # noqa: E731
-    correlations = {ok: {ck: offline.spearman_bootstrap(num(ok), num(ck), bootstrap, seed) for ck in RELATE_CLOSED}
-                    for ok in RELATE_OFFLINE}
-    meta = {"pairs": len(rows), "bootstrap": int(bootstrap), "bootstrap_seed": int(seed),
-            "ci": "95% percentile bootstrap over the pairs (replicates with an undefined rho left out)",
-            "rho": "Spearman (average ranks for ties)"}
-    return _nan_to_none({"rows": rows, "correlations": correlations, "meta": meta})
-
-
-def _nan_to_none(x):
-    if isinstance(x, dict):
-        return {k: _nan_to_none(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_nan_to_none(v) for v in x]
-    return None if isinstance(x, float) and math.isnan(x) else x
-
-
-def format_relate_table(result: dict) -> str:
-    """The pairs, then rho [95% CI] of each offline figure against SR and CR."""
-    f = lambda v, spec: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)  # noqa: E731
-    head = (f"{'policy':<10}{'offline result':<34}{'closed-loop eval':<34}{'ADE cm':>9}{'FDE cm':>9}"
-            f"{'skill ADE':>11}{'SR %':>8}{'CR %':>8}")
-    lines = [head]
-    short = lambda t: t if len(t) <= 32 else "..." + t[-29:]  # noqa: E731
-    for r in result["rows"]:
-        lines.append(f"{r['policy']:<10}{short(r['offline']):<34}{short(r['eval']):<34}{f(r['ade_cm'], '.2f'):>9}"
-                     f"{f(r['fde_cm'], '.2f'):>9}{f(r['copycat_skill_ade'], '+.2f'):>11}"
-                     f"{f(None if r['sr'] is None else 100 * r['sr'], '.1f'):>8}"
-                     f"{f(None if r['cr'] is None else 100 * r['cr'], '.1f'):>8}")
-    m = result["meta"]
-    lines.append(f"\nSpearman rho [95% CI, bootstrap over the {m['pairs']} pairs, {m['bootstrap']} replicates]:")
-    lines.append(f"{'':<12}" + "".join(f"{name:>26}" for name in RELATE_CLOSED.values()))
-    for ok, label in RELATE_OFFLINE.items():
-        cells = ""
-        for ck in RELATE_CLOSED:
-            c = result["correlations"][ok][ck]
-            cells += f"{f(c['rho'], '+.2f') + ' [' + f(c['ci95'][0], '+.2f') + ', ' + f(c['ci95'][1], '+.2f') + ']':>26}"
-        lines.append(f"{label:<12}{cells}")
-    lines.append("A useful offline error has rho < 0 against SR (lower error, more successes) and > 0 against CR.")
-    return "\n".join(lines)
-
-
-def _cmd_eval_offline_relate(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    try:
-        result = relate_offline_closed_loop([tuple(p) for p in args.pair], bootstrap=args.bootstrap, seed=args.seed)
-    except (ValueError, KeyError, TypeError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    text = json.dumps(result, indent=2)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + "\n")
-    print(text if args.json else format_relate_table(result))
-    return 0
-
-
 def register(sub) -> None:
     """Add ``airplay eval-offline`` to the sub-parsers ``sub``."""
     p = sub.add_parser(
@@ -360,17 +255,3 @@ def register(sub) -> None:
     p.add_argument("--out", default=None, metavar="JSON", help="also write the JSON result to this file")
     cli_flags.add_no_progress(p)
     p.set_defaults(func=_cmd_eval_offline)
-
-    p = sub.add_parser(
-        "eval-offline-relate", help="rank correlation of offline errors (eval-offline) with closed-loop SR / CR",
-        description="Given several policies' offline results (airplay eval-offline --out JSON) and their closed-loop "
-                    "evaluation folders (airplay eval --out: summary.json), print Spearman's rank correlation of the "
-                    "offline ADE, FDE and ADE skill vs copycat with the closed-loop SR and CR, with 95%% bootstrap "
-                    "intervals over the pairs.")
-    p.add_argument("--pair", nargs=2, action="append", required=True, metavar=("OFFLINE_JSON", "EVAL_DIR"),
-                   help="one policy's offline JSON and closed-loop eval folder (repeat, at least 3 times)")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (0: no intervals)")
-    cli_flags.add_seed(p, help="bootstrap seed")
-    p.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
-    p.add_argument("--out", default=None, metavar="JSON", help="also write the JSON result to this file")
-    p.set_defaults(func=_cmd_eval_offline_relate)

@@ -1,7 +1,7 @@
 """``airplay report RESULTS... -o report.html``: one self-contained HTML page from results folders.
 
 - :mod:`airplay.report.kinds`: what a path holds. Each result kind (``eval``, ``sweep`` and ``disturb``
-  folders, ``eval-offline`` and ``eval-offline-relate`` JSON files, folders of result folders) is a
+  folders, ``eval-offline`` JSON files and ``offline-vs-closed`` relate.json files, folders of result folders) is a
   :class:`~airplay.report.kinds.Kind` in :data:`~airplay.report.kinds.KINDS`, recognised by its files;
   a new kind is one more entry there (:func:`~airplay.report.kinds.register_kind`).
 - :mod:`airplay.report.sections`: the page's sections, each a function of all loaded runs in

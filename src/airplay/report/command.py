@@ -33,7 +33,8 @@ def register(sub) -> None:
         description="Write one HTML file (inline CSS, images embedded, nothing fetched when it is opened) from "
                     "results: `airplay eval` folders (the metrics with 95%% intervals per scene, split and category, "
                     "policies as columns; the trajectory plots; one row per episode; the run's metadata), "
-                    "`airplay eval-offline --out` and `eval-offline-relate --out` JSON files, and folders holding "
+                    "`airplay eval-offline --out` JSON files and `offline-vs-closed --out` relate.json files, and "
+                    "folders holding "
                     "such results. Problems with an input (another results format version, a missing plot, an "
                     "empty run) are listed at the top of the page and on stderr; the rest still renders.")
     p.add_argument("results", nargs="+", metavar="RESULTS", help="results folders or files")

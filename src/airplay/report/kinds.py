@@ -7,7 +7,7 @@ A :class:`Kind` has a ``detect(path)`` (does this path look like one of mine?) a
 - ``eval``: an ``airplay eval`` folder (``summary.json`` and/or ``episodes.jsonl``, plots
   ``<scene>_trajectories.png``; :mod:`airplay.eval.results`), or one of those two files.
 - ``offline``: an ``airplay eval-offline --out`` JSON file (``overall.ade_cm``).
-- ``relate``: an ``airplay eval-offline-relate --out`` JSON file (``rows`` and ``correlations``).
+- ``relate``: the ``relate.json`` of ``airplay offline-vs-closed --out`` (``rows`` and ``correlations``).
 - ``sweep``: an ``airplay sweep`` folder (``sweep.json``, its figures, and one eval folder per H).
 - ``disturb``: an ``airplay disturb`` folder (``disturb.json``, the local disturbance table).
 - ``group``: a folder of result folders (any depth up to 3, e.g. per-H subfolders of a sweep):
@@ -391,7 +391,8 @@ def load_inputs(paths: list[str | Path]) -> list[Run]:
             what = "folder" if p.is_dir() else "file"
             raise ReportInputError(
                 f"{p}: not a results {what} airplay report reads (an `airplay eval` folder with summary.json or "
-                f"episodes.jsonl, an `airplay eval-offline --out` or `eval-offline-relate --out` JSON file, or a "
+                f"episodes.jsonl, an `airplay eval-offline --out` JSON file or `offline-vs-closed --out` "
+                f"relate.json, or a "
                 f"folder holding such results)")
         runs += kind.load(p)
     _unique_labels(runs)
