@@ -1,10 +1,11 @@
 """Many vehicles' camera images in one call: :class:`CameraBatch`.
 
 Each image is :meth:`airplay.world.World.camera_images`'s for the same pose, bit for bit (the
-same renderer and settings); what changes is how a batch is run. The cameras are dealt to
-``threads`` worker threads (camera i to thread i mod threads), each running the compiled
-stages on one numba thread (the kernels release the GIL), so a batch keeps every core busy
-without numba's parallel regions waiting on each other. With the protocol's pose cells
+same renderer and settings); what changes is how a batch is run. The cameras are handed out
+one at a time to ``threads`` threads (the calling thread and ``threads - 1`` workers), each
+running the compiled stages on one numba thread (the kernels release the GIL), so a batch keeps
+every core busy without numba's parallel regions waiting on each other, and a thread that loses
+its core to another process holds up only the camera it is on. With the protocol's pose cells
 (CPU backend) the cells' level-of-detail cuts are kept in one :class:`SharedCellCache` for the
 batch, big enough for every camera's cell and its neighbours: a vehicle's cut is made once
 per cell, whichever thread renders it next, instead of once per frame when many cameras
@@ -21,6 +22,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from numba import get_num_threads, set_num_threads
 
 from airplay.render.api import NEAR_PLANE_M, FAR_PLANE_M, resolve_backend, rgb_to_uint8
 from airplay.render.lod import CellRenderer, CellSettings, SharedCellCache
@@ -38,8 +40,6 @@ def default_threads() -> int:
 
 
 def _one_numba_thread() -> None:
-    from numba import set_num_threads
-
     set_num_threads(1)  # this thread's parallel regions run on it alone
 
 
@@ -51,8 +51,8 @@ class CameraBatch:
         n: cameras per batch (sizes the shared cell cache).
         backend: "auto", "cpu" or "gsplat" (gsplat: the batch is rendered one view after
             another on the GPU, in the calling thread).
-        threads: worker threads (default: the CPUs this process may use); 1 renders in one
-            worker thread on one numba thread.
+        threads: render threads, the calling thread among them (default: the CPUs this process
+            may use); 1 renders in the calling thread, on one numba thread.
         max_depth_m: depth images are clipped here (also where nothing is hit).
     """
 
@@ -77,7 +77,7 @@ class CameraBatch:
                 cell_m=protocol.render_lod_cell_m, cell_deg=protocol.render_lod_cell_deg, depth=False),
                 cache=self.cache)
         self._pool = None if self.backend != "cpu" else ThreadPoolExecutor(
-            self.threads, thread_name_prefix="airplay-camera", initializer=_one_numba_thread)
+            max(1, self.threads - 1), thread_name_prefix="airplay-camera", initializer=_one_numba_thread)
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -97,16 +97,26 @@ class CameraBatch:
         pos = np.asarray(positions, dtype=np.float64)
         yaw = np.asarray(yaws, dtype=np.float64)
 
-        def work(part: np.ndarray) -> None:
-            for i in part:
-                self._one(pos[i], float(yaw[i]), rgb, depth, int(i))
-
         if self._pool is None:
-            work(idx)
+            for i in idx.tolist():
+                self._one(pos[i], float(yaw[i]), rgb, depth, i)
             return
-        parts = [idx[k::self.threads] for k in range(min(self.threads, len(idx)))]
-        with self._lock:  # one batch at a time through the pool
-            for f in [self._pool.submit(work, p) for p in parts]:
+        todo = iter(idx.tolist())  # handed out one camera at a time (next() holds the GIL): a thread
+        # that loses its core to another process holds up no camera but the one it is on
+
+        def work() -> None:
+            for i in todo:
+                self._one(pos[i], float(yaw[i]), rgb, depth, i)
+
+        with self._lock:  # one batch at a time; the calling thread renders too, on one numba thread
+            futures = [self._pool.submit(work) for _ in range(min(self.threads, len(idx)) - 1)]
+            old = get_num_threads()
+            set_num_threads(1)
+            try:
+                work()
+            finally:
+                set_num_threads(old)
+            for f in futures:
                 f.result()
 
     def _one(self, position: np.ndarray, yaw: float, rgb, depth, i: int) -> None:
