@@ -22,7 +22,7 @@ VLN_BACKENDS = ("transformers", "openai")
 COMMAND_MODULES: tuple[str, ...] = ("airplay.bridge.commands", "airplay.policies.train_command",
                                     "airplay.policies.dagger_command",
                                     "airplay.data.dataset_command", "airplay.data.collect_command",
-                                    "airplay.eval.offline_command", "airplay.eval.offline_closed",
+                                    "airplay.eval.offline_command", "airplay.eval.offline_closed_command",
                                     "airplay.eval.protocol_command",
                                     "airplay.vln.commands",
                                     "airplay.nodes.bridge_control", "airplay.report.command")
