@@ -487,6 +487,44 @@ def test_the_bridge_yields_when_the_autopilot_leaves_offboard(rigs, flavour):
     assert rig.autopilot.status.armed  # the autopilot holds it; the bridge did not land or disarm it
 
 
+@pytest.mark.parametrize("flavour", ["px4", "ardupilot"])
+def test_the_bridge_yields_when_the_autopilot_ends_the_take_off(rigs, flavour):
+    """Something else switches the autopilot to its hold mode low in the take-off (a failsafe, the
+    pilot): PX4's AUTO.TAKEOFF -> AUTO.LOITER below the take-off's altitude is not its end, nor is
+    ArduPilot leaving GUIDED; the bridge never enters offboard control, sends nothing, reports it
+    and ends in holding with an error, the vehicle armed in the autopilot's hold."""
+    rig = rigs(flavour, takeoff_height_m=2.0)
+    rig.wait_phase("taking_off", 20)
+    takeoff_mode = "AUTO.TAKEOFF" if flavour == "px4" else "GUIDED"
+    deadline = time.monotonic() + 10
+    while rig.autopilot.status.mode != takeoff_mode or rig.state()[2] < 0.05:
+        assert time.monotonic() < deadline, (rig.autopilot.status.mode, rig.state()[2])
+        time.sleep(0.02)
+    hold = rig.autopilot.set_mode("hold", verify_s=3.0)  # not the bridge's request: the test's
+    rig.wait_phase("holding", 10)
+    assert "warming_up" not in rig.phases and "flying" not in rig.phases, rig.phases
+    took_over = [iv for iv in rig.interventions if iv.kind is K.AUTOPILOT_TOOK_OVER]
+    assert len(took_over) == 1 and hold in took_over[0].reason, took_over
+    assert "take-off" in rig.flight.error and "does not take it back" in rig.flight.error, rig.flight.error
+    sent = rig.flight.sent
+    time.sleep(1.0)
+    assert rig.flight.sent == sent and not rig.flight.streaming
+    assert rig.autopilot.status.armed and rig.autopilot.status.mode == hold
+    assert rig.state()[2] < 2.0 - 0.5  # held low, where the switch came
+
+
+def test_px4_take_off_end_reads_the_altitude_radius(rigs):
+    """The bridge reads NAV_MC_ALT_RAD (the rehearsal vehicle answers it) for PX4's take-off end."""
+    from airplay.bridge.flight_checks import PX4_ALT_REPORT_SLACK_M, px4_takeoff_reached_amsl
+
+    rig = rigs("px4", ("--param", "NAV_MC_ALT_RAD=0.5"), arm=False)
+    rig.wait_phase("ready", 20)
+    home = rig.autopilot.status.home_amsl_m
+    assert px4_takeoff_reached_amsl(rig.autopilot, 2.0) == pytest.approx(home + 2.0 - 0.5 - PX4_ALT_REPORT_SLACK_M)
+    # a take-off lower than the radius: PX4 takes half the take-off height
+    assert px4_takeoff_reached_amsl(rig.autopilot, 0.4) == pytest.approx(home + 0.2 - PX4_ALT_REPORT_SLACK_M)
+
+
 def test_an_autopilot_fence_that_cannot_be_installed_fails_on_the_ground(rigs):
     """autopilot_fence with an autopilot that answers neither GPS_GLOBAL_ORIGIN nor the fence
     mission (the rehearsal vehicle): the checks fail naming autopilot_fence; nothing arms."""

@@ -86,6 +86,8 @@ autopilot parameters (--param NAME=VALUE, the real autopilots' names and units):
                         0 Position, 1 Altitude, 2 Manual: land (AUTO.LAND) and disarm on touchdown;
                         3 Return (AUTO.RTL), 4 Land (AUTO.LAND), 5 Hold (AUTO.LOITER)
     MIS_TAKEOFF_ALT=2.5 m, NAV_TAKEOFF height when its altitude is NaN
+    NAV_MC_ALT_RAD=0.8  m, altitude acceptance radius: answered to PARAM_REQUEST_READ (the bridge
+                        reads it to judge the end of PX4's take-off)
     RTL_RETURN_ALT=60   m above home, the climb of AUTO.RTL
   ardupilot:
     GUID_TIMEOUT=3      s: GUIDED stops and holds when the velocity setpoint is older

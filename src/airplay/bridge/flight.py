@@ -31,7 +31,9 @@ The flight sequence is an explicit state machine (:class:`Phase`):
 ``taking_off``
     NAV_TAKEOFF to ``takeoff_height_m``; within ``takeoff_timeout_s`` the vehicle must be within
     ``altitude_tolerance_m`` of it, or PX4 must report its take-off done (AUTO.TAKEOFF ->
-    AUTO.LOITER).
+    AUTO.LOITER at the take-off's altitude, no failsafe). The autopilot ending the take-off any
+    other way (its failsafe, the pilot's switch; ArduPilot leaving GUIDED) -> the bridge yields as
+    in ``flying``: ``holding``, AUTOPILOT_TOOK_OVER, no offboard control.
 ``warming_up``
     the supervisor's output streamed (hover until the policy commands) for
     ``setpoint_warmup_s``, then PX4: OFFBOARD, checked in the HEARTBEAT.
@@ -80,9 +82,10 @@ import threading
 import time
 
 from airplay.bridge.autopilot_fence import InstalledFence
-from airplay.bridge.flight_checks import TakeoffDone, install_flight_fence, prearm_missing
-from airplay.bridge.flight_config import (ARM_BACKOFF_S, PX4_ARMING_MODES, TERMINAL_PHASES, FlightConfig, FlightFailure,
-                                          Phase)
+from airplay.bridge.flight_checks import (TakeoffDone, install_flight_fence, prearm_missing,
+                                          px4_takeoff_reached_amsl)
+from airplay.bridge.flight_config import (ARM_BACKOFF_S, PX4_ARMING_MODES, TERMINAL_PHASES, AutopilotTookOver,
+                                          FlightConfig, FlightFailure, Phase)
 from airplay.bridge.flight_ending import FlightEnding
 from airplay.bridge.flight_link import LinkWatch
 from airplay.bridge.interventions import Mode
@@ -226,7 +229,9 @@ class FlightController(FlightEnding, LinkWatch):
             self._takeoff_commanded = True
             ap.takeoff(cfg.takeoff_height_m, cfg.ack_timeout_s)
             target = ground_z + cfg.takeoff_height_m
-            climbed = TakeoffDone(ap, target, cfg.altitude_tolerance_m)
+            reached_amsl = (px4_takeoff_reached_amsl(ap, cfg.takeoff_height_m, cfg.ack_timeout_s)
+                            if ap.status.flavour == "px4" else None)
+            climbed = TakeoffDone(ap, target, cfg.altitude_tolerance_m, reached_amsl)
             try:
                 ap.wait_for(lambda: climbed() or self._stop.is_set() or self._landing_requested
                             or self.phase == Phase.LINK_LOST, cfg.takeoff_timeout_s,
@@ -237,6 +242,8 @@ class FlightController(FlightEnding, LinkWatch):
                 return
             self._check_going("the take-off")
             self._enter_offboard()
+        except AutopilotTookOver as exc:
+            self._yield_to_autopilot(self.clock(), f"{exc}: it is in control; the bridge does not take it back")
         except (FlightFailure, CommandError, TimeoutError) as exc:
             self._fail(str(exc))
 

@@ -10,36 +10,100 @@ from __future__ import annotations
 import logging
 import math
 
-from airplay.bridge.autopilot_fence import AutopilotFenceError, InstalledFence
+from pymavlink.dialects.v20 import common as mavlink
+
+from airplay.bridge.autopilot_fence import AutopilotFenceError, FenceTransfer, InstalledFence
 from airplay.bridge.autopilot_fence import install as install_autopilot_fence
 from airplay.bridge.autopilot_fence import request_from_supervisor
-from airplay.bridge.flight_config import EKF_POS_HORIZ_ABS, PREARM_FRESH_S, FlightConfig, FlightFailure
+from airplay.bridge.flight_config import (EKF_POS_HORIZ_ABS, PREARM_FRESH_S, AutopilotTookOver, FlightConfig,
+                                          FlightFailure)
 
 log = logging.getLogger("airplay.bridge")
 
 
-class TakeoffDone:
-    """The take-off is over when the vehicle is within ``tolerance_m`` of ``target_z_m`` (map z), or,
-    for PX4, when PX4 itself says so: its mode goes from AUTO.TAKEOFF to AUTO.LOITER (PX4 climbs to
-    its own home-relative height, which an estimate that drifted on the ground puts elsewhere)."""
+PX4_ALT_ACCEPT_DEFAULT_M = 0.8
+"""PX4's NAV_MC_ALT_RAD default (m): where it cannot be read, the altitude acceptance radius of
+PX4's take-off (PX4 calls a multicopter take-off reached once its altitude is above the target
+minus this radius, or minus half the take-off height where that is smaller)."""
 
-    def __init__(self, autopilot, target_z_m: float, tolerance_m: float) -> None:
+PX4_ALT_REPORT_SLACK_M = 0.3
+"""Metres the altitude in the last GLOBAL_POSITION_INT may lag PX4's own when its mode changes
+(a climb of ~1.5 m/s, reports at ~5 Hz)."""
+
+FAILSAFE_STATES = frozenset({mavlink.MAV_STATE_CRITICAL, mavlink.MAV_STATE_EMERGENCY,
+                             mavlink.MAV_STATE_FLIGHT_TERMINATION})
+"""HEARTBEAT system_status values of an autopilot in a failsafe (PX4 v1.17-dev SITL: a geofence
+breach during AUTO.TAKEOFF -> AUTO.LOITER with MAV_STATE_CRITICAL; a normal take-off ends in
+AUTO.LOITER with MAV_STATE_ACTIVE)."""
+
+
+def px4_takeoff_reached_amsl(autopilot, height_m: float, timeout_s: float = 1.0) -> float | None:
+    """The altitude (m AMSL) above which PX4 calls a take-off of ``height_m`` above home reached,
+    lowered by :data:`PX4_ALT_REPORT_SLACK_M`; None where home is unknown. Reads NAV_MC_ALT_RAD
+    (:data:`PX4_ALT_ACCEPT_DEFAULT_M` where it cannot be read)."""
+    home = autopilot.status.home_amsl_m
+    if home is None:
+        return None
+    try:
+        radius = float(FenceTransfer(autopilot, timeout_s, retries=2).get_param("NAV_MC_ALT_RAD"))
+    except AutopilotFenceError as exc:
+        log.warning("NAV_MC_ALT_RAD not read (%s): taking PX4's default %.1f m", exc, PX4_ALT_ACCEPT_DEFAULT_M)
+        radius = PX4_ALT_ACCEPT_DEFAULT_M
+    if 0 < height_m < radius:
+        radius = height_m / 2.0
+    return home + height_m - radius - PX4_ALT_REPORT_SLACK_M
+
+
+class TakeoffDone:
+    """When the take-off is over; raises :class:`~airplay.bridge.flight_config.AutopilotTookOver`
+    when the autopilot ended it by itself instead.
+
+    Over: the vehicle within ``tolerance_m`` of ``target_z_m`` (map z), or, for PX4, PX4's own
+    report: AUTO.TAKEOFF -> AUTO.LOITER, not in a failsafe (HEARTBEAT system_status, see
+    :data:`FAILSAFE_STATES`) and at PX4's altitude of a reached take-off (``px4_reached_amsl_m``,
+    :func:`px4_takeoff_reached_amsl`; None: not checked). PX4 climbs to its own home-relative
+    height, which an estimate that drifted on the ground puts elsewhere, hence its report.
+
+    Taken over: PX4 left AUTO.TAKEOFF any other way (a failsafe's Hold, Land or Return, the pilot's
+    switch, a Hold below the take-off's altitude), or ArduPilot left GUIDED, its take-off mode:
+    entering offboard control then would override the autopilot or the pilot.
+    """
+
+    def __init__(self, autopilot, target_z_m: float, tolerance_m: float,
+                 px4_reached_amsl_m: float | None = None) -> None:
         self.autopilot, self.target_z_m, self.tolerance_m = autopilot, target_z_m, tolerance_m
+        self.px4_reached_amsl_m = px4_reached_amsl_m
         self.seen_takeoff_mode = False
 
     def __call__(self) -> bool:
         st = self.autopilot.status
         state = self.autopilot.telemetry.state()
-        if state is not None and abs(float(state[2]) - self.target_z_m) <= self.tolerance_m:
-            return True
+        z = math.nan if state is None else float(state[2])
         if st.flavour == "px4":
             if st.mode == "AUTO.TAKEOFF":
                 self.seen_takeoff_mode = True
-            elif self.seen_takeoff_mode and st.mode == "AUTO.LOITER" and st.armed:
-                log.info("take-off complete by PX4's report (AUTO.TAKEOFF -> AUTO.LOITER) at z=%.2f m",
-                         math.nan if state is None else float(state[2]))
+            elif self.seen_takeoff_mode and st.armed:
+                self._px4_left_takeoff(st, z)
                 return True
-        return False
+        elif st.flavour == "ardupilot" and st.mode and st.mode != "GUIDED" and st.armed:
+            raise AutopilotTookOver(f"the autopilot left GUIDED during the take-off (now {st.mode}, at z={z:.2f} m"
+                                    f"{self._failsafe_text(st)}){self.autopilot.recent_texts()}")
+        return abs(z - self.target_z_m) <= self.tolerance_m
+
+    def _px4_left_takeoff(self, st, z: float) -> None:
+        """PX4 left AUTO.TAKEOFF: return if that is its take-off's end, else raise AutopilotTookOver."""
+        altitude, reached = st.altitude_amsl_m, self.px4_reached_amsl_m
+        low = reached is not None and altitude is not None and altitude < reached
+        if st.mode == "AUTO.LOITER" and st.system_status not in FAILSAFE_STATES and not low:
+            log.info("take-off complete by PX4's report (AUTO.TAKEOFF -> AUTO.LOITER) at z=%.2f m", z)
+            return
+        why = (" below its take-off's altitude" f" ({altitude:.2f} m AMSL < {reached:.2f})" if low else "")
+        raise AutopilotTookOver(f"the autopilot ended the take-off by itself (now {st.mode}{why}, at z={z:.2f} m"
+                                f"{self._failsafe_text(st)}){self.autopilot.recent_texts()}")
+
+    @staticmethod
+    def _failsafe_text(st) -> str:
+        return "; in a failsafe: system_status CRITICAL or worse" if st.system_status in FAILSAFE_STATES else ""
 
 
 def prearm_missing(autopilot) -> list[str]:

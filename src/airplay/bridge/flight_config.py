@@ -52,6 +52,11 @@ class FlightFailure(RuntimeError):
     """A step of the flight sequence failed; the message says which and why."""
 
 
+class AutopilotTookOver(RuntimeError):
+    """The autopilot (its failsafe, or the pilot's mode switch) took the vehicle during the
+    take-off: the bridge yields as it does in flight; the message says what the autopilot did."""
+
+
 @dataclass(frozen=True)
 class FlightConfig:
     """The flight sequence; heights m, times s. ``flight_time_s`` 0: fly until told to land.

@@ -4,8 +4,9 @@ A mixin of :class:`~airplay.bridge.flight.FlightController` (it uses the control
 autopilot, config, phase, lock and flags; see that class), run from its control period.
 Heartbeat loss while armed (or this process stalled as long) -> ``link_lost``: nothing is sent,
 the autopilot's failsafe is in charge; its return -> the ``link_return`` rule (land or resume).
-The autopilot leaving offboard control by itself while ``flying`` -> the bridge yields
-(``holding``, AUTOPILOT_TOOK_OVER). Times are seconds on the controller's clock.
+The autopilot leaving offboard control by itself while ``flying`` (or ending the take-off by
+itself, :class:`~airplay.bridge.flight_checks.TakeoffDone`) -> the bridge yields (``holding``,
+AUTOPILOT_TOOK_OVER). Times are seconds on the controller's clock.
 """
 
 from __future__ import annotations
@@ -78,8 +79,15 @@ class LinkWatch:
             self._in_offboard = False
             self.streaming = False
         texts = self.autopilot.recent_texts(self.autopilot.clock() - 3.0)  # its reason, on its own clock
-        reason = (f"the autopilot left {offboard} by itself (now {st.mode}{texts}): it is in control; "
-                  "the bridge stopped sending")
+        self._yield_to_autopilot(now, f"the autopilot left {offboard} by itself (now {st.mode}{texts}): it is in "
+                                      "control; the bridge stopped sending")
+
+    def _yield_to_autopilot(self, now: float, reason: str) -> None:
+        """The autopilot (or the pilot) has the vehicle: send nothing more, report
+        AUTOPILOT_TOOK_OVER, end in ``holding`` with ``reason`` as the error."""
+        with self._lock:
+            self._in_offboard = False
+            self.streaming = False
         self.error = self.error or reason
         log.error("%s", reason)
         self.on_intervention(Intervention(now, InterventionKind.AUTOPILOT_TOOK_OVER, reason,

@@ -104,6 +104,7 @@ class AutopilotStatus:
     battery_current_a: float | None = None
     battery_remaining: float | None = None   # 0..1
     home_amsl_m: float | None = None         # from GLOBAL_POSITION_INT: alt - relative_alt
+    altitude_amsl_m: float | None = None     # from GLOBAL_POSITION_INT: alt (the autopilot's estimate, m AMSL)
     prearm_ok: bool | None = None            # SYS_STATUS pre-arm check bit: None where not reported
     prearm_s: float | None = None            # when that SYS_STATUS came (the Autopilot's clock)
     ekf_flags: int | None = None             # ArduPilot EKF_STATUS_REPORT flags: None where not reported
@@ -248,6 +249,7 @@ class Autopilot:
                 st.battery_current_a = msg.current_battery / 100.0
         elif kind == "GLOBAL_POSITION_INT":
             st.home_amsl_m = (msg.alt - msg.relative_alt) / 1000.0
+            st.altitude_amsl_m = msg.alt / 1000.0
         for callback in list(self.on_message):
             callback(msg)
 

@@ -1,7 +1,8 @@
 """The rehearsal vehicle's command side: COMMAND_LONG, SET_MODE, setpoints and the GCS heartbeat.
 
 Arming, disarming, take-off, landing, mode changes and message intervals answered with
-COMMAND_ACK as PX4 or ArduCopter answer them (refusals with their STATUSTEXT);
+COMMAND_ACK as PX4 or ArduCopter answer them (refusals with their STATUSTEXT); PARAM_REQUEST_READ
+of a modelled parameter answered with its PARAM_VALUE;
 SET_POSITION_TARGET_LOCAL_NED velocity (MAV_FRAME_BODY_NED or LOCAL_NED) and position
 (LOCAL_NED: x north, y east, z down, m from the map origin; yaw rad clockwise from north)
 setpoints, turned into the map ENU / heading-frame command the vehicle flies. A mixin of
@@ -45,12 +46,24 @@ class CommandHandling:
         elif kind == "SET_POSITION_TARGET_LOCAL_NED":
             if msg.target_system in (0, self.link.mav.srcSystem):
                 self._setpoint(msg)
+        elif kind == "PARAM_REQUEST_READ":
+            if msg.target_system in (0, self.link.mav.srcSystem):
+                self._param_read(msg)
         elif kind == "HEARTBEAT" and self.flavour == "ardupilot" \
                 and msg.get_srcSystem() == int(self.param("MAV_GCS_SYSID")):
             self.gcs_heartbeat_s = self.clock_s
             if self.gcs_failsafe:
                 self.gcs_failsafe = False
                 self.statustext("GCS Failsafe Cleared", mavlink.MAV_SEVERITY_INFO)
+
+    def _param_read(self, msg) -> None:
+        """PARAM_REQUEST_READ by name of a parameter the vehicle models -> PARAM_VALUE (REAL32);
+        other names get no answer."""
+        name = str(msg.param_id).rstrip("\x00")
+        names = list(self.autopilot_params)
+        if name in names:
+            self.link.mav.param_value_send(name.encode(), float(self.autopilot_params[name]),
+                                           mavlink.MAV_PARAM_TYPE_REAL32, len(names), names.index(name))
 
     def _setpoint(self, msg) -> None:
         m = msg.type_mask

@@ -29,6 +29,7 @@ AUTOPILOT_PARAMS = {
         "COM_OBL_RC_ACT": (0, ("offboard-loss action: 0 Position, 1 Altitude, 2 Manual (without RC all three "
                                "land), 3 Return, 4 Land, 5 Hold")),
         "MIS_TAKEOFF_ALT": (2.5, "m above home: NAV_TAKEOFF with param7 NaN"),
+        "NAV_MC_ALT_RAD": (0.8, "m: altitude acceptance radius (read by the bridge to judge PX4's end of a take-off)"),
         "RTL_RETURN_ALT": (60.0, "m above home: the return altitude of AUTO.RTL"),
     },
     "ardupilot": {
@@ -96,6 +97,7 @@ def autopilot_param_values(flavour: str, given: Mapping[str, float] | None = Non
     check("COM_OBL_RC_ACT", integer.get("COM_OBL_RC_ACT") and 0 <= v.get("COM_OBL_RC_ACT", 0) <= 5,
           "0..5 (6 Terminate and 7 Disarm are not modelled)")
     check("MIS_TAKEOFF_ALT", v.get("MIS_TAKEOFF_ALT", 1) > 0.1, "> 0.1 m")
+    check("NAV_MC_ALT_RAD", v.get("NAV_MC_ALT_RAD", 1) > 0, "> 0 m")
     check("RTL_RETURN_ALT", v.get("RTL_RETURN_ALT", 0) >= 0, ">= 0 m")
     check("GUID_TIMEOUT", v.get("GUID_TIMEOUT", 1) > 0, "> 0 s")
     check("FS_GCS_ENABLE", integer.get("FS_GCS_ENABLE") and 0 <= v.get("FS_GCS_ENABLE", 0) <= 7, "0..7")
