@@ -59,6 +59,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -199,6 +200,7 @@ class Series:
         self.est: list[tuple] = []       # (t, e, n, u): the autopilot's local position estimate, ENU m
         self.truth: list[tuple] = []     # (t, e, n, u): the simulator's true position, ENU m from its first sample
         self.landed_state: list[tuple] = []  # (t, MAV_LANDED_STATE) on change
+        self.system_status: list[tuple] = []  # (t, HEARTBEAT system_status, MAV_STATE) on change
         self.texts: list[tuple] = []     # (t, severity, text)
         self.prearm_ok: list[tuple] = []  # ArduPilot SYS_STATUS pre-arm bit: (t, bool) on change
         self.phase: list[tuple] = []     # (t, bridge phase) on change
@@ -266,6 +268,8 @@ class MavlinkListener(threading.Thread):
         self.types: dict[str, int] = {}
         self.target_system = None
         self.fence_read: dict | None = None   # a fence download in progress or done (read_fence)
+        self.param_echo: dict = {}            # parameter name -> the PARAM_VALUE last received
+        self.param_event = threading.Event()
 
     def run(self) -> None:
         while not self.stop_event.is_set():
@@ -304,6 +308,9 @@ class MavlinkListener(threading.Thread):
             self.target_system = msg.get_srcSystem()
             armed = bool(msg.base_mode & self.mavutil.mavlink.MAV_MODE_FLAG_SAFETY_ARMED)
             s.add_heartbeat(t, mode_name(self.flavour, msg), armed)
+            with s.lock:
+                if not s.system_status or s.system_status[-1][1] != msg.system_status:
+                    s.system_status.append((t, int(msg.system_status)))
         elif kind == "LOCAL_POSITION_NED":
             with s.lock:
                 s.est.append((t, float(msg.y), float(msg.x), -float(msg.z)))
@@ -316,11 +323,39 @@ class MavlinkListener(threading.Thread):
                 s.texts.append((t, int(msg.severity), str(msg.text)))
         elif kind in ("MISSION_COUNT", "MISSION_ITEM_INT") and getattr(msg, "mission_type", 0) == FENCE_MISSION:
             self._fence_answer(msg)
+        elif kind == "PARAM_VALUE":
+            self.param_echo[str(msg.param_id).rstrip("\x00")] = msg
+            self.param_event.set()
         elif kind == "SYS_STATUS":
             ok = bool(msg.onboard_control_sensors_health & 0x10000000)
             with s.lock:
                 if not s.prearm_ok or s.prearm_ok[-1][1] != ok:
                     s.prearm_ok.append((t, ok))
+
+    def param(self, name: str, value: float | None = None, integer: bool = False,
+              timeout_s: float = 3.0) -> float | None:
+        """Read (``value`` None) or set a PX4 parameter on this (the GCS's) connection; the value
+        the autopilot then holds, or None when it did not answer. PX4 sends integers byte-wise."""
+        m = self.mavutil.mavlink
+        kind = m.MAV_PARAM_TYPE_INT32 if integer else m.MAV_PARAM_TYPE_REAL32
+        target = self.target_system or 1
+        encoded = struct.unpack("<f", struct.pack("<i", int(value)))[0] if integer and value is not None else value
+        for _ in range(3):
+            self.param_echo.pop(name, None)
+            self.param_event.clear()
+            if value is None:
+                self.conn.mav.param_request_read_send(target, 1, name.encode(), -1)
+            else:
+                self.conn.mav.param_set_send(target, 1, name.encode(), float(encoded), kind)
+            deadline = time.monotonic() + timeout_s / 3
+            while time.monotonic() < deadline:
+                msg = self.param_echo.get(name)
+                if msg is not None:
+                    if msg.param_type == m.MAV_PARAM_TYPE_INT32:
+                        return float(struct.unpack("<i", struct.pack("<f", msg.param_value))[0])
+                    return float(msg.param_value)
+                self.param_event.wait(0.05)
+        return None
 
     def read_fence(self, timeout_s: float = 6.0) -> list | None:
         """The autopilot's fence mission, downloaded on this (the harness's own) connection:
@@ -1281,6 +1316,48 @@ def pilot_takeover(r: Run) -> None:
     r.wait_end(35.0)
 
 
+TAKEOFF_FAILSAFE_HEIGHT_M = 2.0
+"""The take-off height of ``px4_takeoff_failsafe``: PX4 calls a take-off reached 0.8 m below it
+(NAV_MC_ALT_RAD), above the ceiling it breaches first."""
+
+
+def takeoff_failsafe(r: Run) -> None:
+    """PX4's own geofence ceiling (GF_MAX_VER_DIST, 0.7 m above home) with action Hold (GF_ACTION
+    2), set from the GCS link before the graph starts, below a 2 m take-off: PX4 breaches it in
+    AUTO.TAKEOFF and holds (AUTO.LOITER in a failsafe, HEARTBEAT system_status CRITICAL). The
+    bridge yields: it never enters OFFBOARD, ends in holding and exits 1; PX4 keeps the vehicle
+    armed; 2 s after the launch's exit the GCS removes the ceiling and lands it (event
+    ``gcs_land``), then puts GF_ACTION back."""
+    gcs = r.ap.listeners[0]
+    action_before = gcs.param("GF_ACTION")
+    r.extra["px4_fence_params"] = {"GF_ACTION": [action_before, gcs.param("GF_ACTION", 2, integer=True)],
+                                   "GF_MAX_VER_DIST": [gcs.param("GF_MAX_VER_DIST"), gcs.param("GF_MAX_VER_DIST", 0.7)]}
+    try:
+        r.start_graph(f"takeoff_height_m:={TAKEOFF_FAILSAFE_HEIGHT_M}")
+        r.wait(lambda: r.launch.exited() or r.phase() in ("holding", "warming_up", "flying", "failed", "landing"),
+               75.0, "the bridge past its take-off", fail=False)
+        r.mark("action")
+        r.wait(r.launch.exited, 20.0, "the launch's exit after the take-off failsafe", fail=False)
+        r.sleep(2.0)
+        r.extra["after_bridge_exit"] = {"armed": r.series.armed, "mode": r.series.mode}
+        # PX4 re-asserts its Hold while the breach lasts (a NAV_LAND alone is undone within 2 s)
+        r.extra["ceiling_removed"] = gcs.param("GF_MAX_VER_DIST", 0.0)
+        m = gcs.mavutil.mavlink
+        r.mark("gcs_land")
+        for _ in range(3):
+            gcs.conn.mav.command_long_send(gcs.target_system or 1, 1, m.MAV_CMD_NAV_LAND, 0, 0, 0, 0, math.nan,
+                                           math.nan, math.nan, math.nan)
+            if r.wait(lambda: r.series.mode == "AUTO.LAND", 1.0, "AUTO.LAND after the GCS's NAV_LAND", fail=False):
+                break
+        r.wait_end(35.0)
+    finally:
+        r.extra["px4_fence_params_after"] = {
+            "GF_MAX_VER_DIST": gcs.param("GF_MAX_VER_DIST", 0.0),
+            "GF_ACTION": gcs.param("GF_ACTION", action_before if action_before is not None else 2, integer=True)}
+        with r.series.lock:
+            r.extra["system_status_changes"] = [[_rel(t, r.t0), s] for t, s in r.series.system_status if t >= r.t0]
+
+
 def offboard_refused(r: Run) -> None:
     """The autopilot refuses the offboard mode (boot parameters, PX4_REFUSE_OFFBOARD): the bridge,
     airborne after its take-off, lands and exits non-zero."""
@@ -1321,6 +1398,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("px4_fence_box", "px4", fence_box, fence_box.__doc__),
     Scenario("px4_fence_ceiling", "px4", fence_ceiling, fence_ceiling.__doc__),
     Scenario("px4_fence", "px4", fence_box_ceiling, fence_box_ceiling.__doc__),
+    Scenario("px4_takeoff_failsafe", "px4", takeoff_failsafe, takeoff_failsafe.__doc__),
     Scenario("px4_sigint_launch", "px4", sigint_launch, sigint_launch.__doc__),
     Scenario("px4_pilot_takeover", "px4", pilot_takeover, pilot_takeover.__doc__),
     Scenario("px4_offboard_refused", "px4", offboard_refused, offboard_refused.__doc__, params=PX4_REFUSE_OFFBOARD,
@@ -1340,7 +1418,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
 # px4_land, px4_fence_box and px4_fence_ceiling stay available by hand: px4_nominal ends with the land
 # topic and is timed on it, px4_fence flies the box and the ceiling at once
 PX4_ORDER = ("px4_nominal", "px4_estop", "px4_sigkill_bridge", "px4_sigstop_bridge", "px4_sigint_launch",
-             "px4_pilot_takeover", "px4_fence", "px4_sigstop_px4", "px4_graph_first", "px4_offboard_refused")
+             "px4_pilot_takeover", "px4_fence", "px4_sigstop_px4", "px4_graph_first", "px4_takeoff_failsafe",
+             "px4_offboard_refused")
 ARDUPILOT_ORDER = ("ardupilot_graph_at_boot", "ardupilot_nominal", "ardupilot_estop", "ardupilot_land",
                    "ardupilot_fence", "ardupilot_companion_loss")
 """The order that lets one boot serve most scenarios (``--all-px4`` / ``--all-ardupilot``)."""

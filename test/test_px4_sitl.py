@@ -176,6 +176,34 @@ def test_px4_sigint_launch(px4):
     assert not c.failed, c.report()
 
 
+def test_px4_takeoff_failsafe(px4):
+    """PX4's own ceiling breached during AUTO.TAKEOFF: PX4 holds in a failsafe (AUTO.LOITER,
+    system_status CRITICAL); the bridge does not take that for the take-off's end: it never
+    enters OFFBOARD, reports autopilot_took_over, ends in holding and exits 1; PX4 keeps the
+    vehicle armed until the GCS lands it; the ceiling is removed again afterwards."""
+    v = px4.verdict("px4_takeoff_failsafe")
+    c = Checks(v)
+    c.ran()
+    modes = [m for _, m, _ in v["mode_changes"]]
+    c.that("AUTO.TAKEOFF" in modes and "AUTO.LOITER" in modes[modes.index("AUTO.TAKEOFF"):],
+           f"PX4 went from AUTO.TAKEOFF to AUTO.LOITER (modes {v['mode_changes']})")
+    c.that(any(s >= 5 for _, s in v.get("system_status_changes") or []),
+           f"PX4 said it was in a failsafe (system_status {v.get('system_status_changes')})")
+    c.that(not v["offboard_seen"], f"the bridge never took the vehicle into OFFBOARD (modes {v['mode_changes']})")
+    c.that("autopilot_took_over" in v["intervention_kinds"], f"the bridge reported the takeover "
+                                                             f"({v['intervention_kinds']})")
+    c.that(v["final_phase"] == "holding" and not {"warming_up", "flying", "landing"} & set(v["phase_sequence"]),
+           f"the bridge went from taking_off to holding (phases {v['phase_sequence']})")
+    c.that(v["launch_exit_code"] == 1, f"the launch exits 1 (code {v['launch_exit_code']})")
+    after_exit = v.get("after_bridge_exit") or {}
+    c.that(after_exit.get("armed") is True and after_exit.get("mode") == "AUTO.LOITER",
+           f"PX4 held the vehicle armed after the bridge's exit ({after_exit})")
+    c.landed_disarmed()
+    restored = v.get("px4_fence_params_after") or {}
+    c.that(restored.get("GF_MAX_VER_DIST") == 0.0, f"the ceiling was removed again ({restored})")
+    assert not c.failed, c.report()
+
+
 def test_px4_offboard_refused(px4):
     """PX4 refuses OFFBOARD (COM_OF_LOSS_T=0: the setpoint stream always counts as lost; PX4 ACKs
     the mode change and stays in AUTO.LOITER): the bridge, airborne after its take-off, notices,
