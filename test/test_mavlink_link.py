@@ -289,9 +289,9 @@ def test_geofence_hold_then_land(rigs):
     # the take-off (the autopilot's, unsupervised) ends above the fence's ceiling
     rig = rigs("px4", takeoff_height_m=0.8, fence_box_xy_m=(-5.0, -5.0, 5.0, 5.0), fence_z_min_m=-1.0,
                fence_z_max_m=0.5, geofence_hold_s=0.5)
-    rig.wait_phase("flying", 20)
-    rig.command = [0.5, 0.0, 0.0, 0.0]
-    rig.wait_phase("landed", 15)
+    rig.command = [0.5, 0.0, 0.0, 0.0]  # sent once flying; on a loaded machine the landing may come first
+    rig.wait_phase("landed", 35)
+    assert rig.flight.error is None, rig.flight.error  # a landing during the switch to OFFBOARD is no failure
     kinds = rig.kinds()
     assert kinds.index(K.GEOFENCE_HOLD) < kinds.index(K.GEOFENCE_LAND)
     hold = next(iv for iv in rig.interventions if iv.kind is K.GEOFENCE_HOLD)

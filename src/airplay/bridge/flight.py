@@ -311,10 +311,15 @@ class FlightController(FlightEnding, LinkWatch):
             self.streaming = True
         self._sleep(cfg.setpoint_warmup_s)
         self._check_going("the setpoint warm-up")
-        if ap.status.flavour == "px4":
-            ap.set_mode("offboard", cfg.ack_timeout_s, verify_s=2.0)
-        elif ap.status.mode != "GUIDED":
-            ap.set_mode("offboard", cfg.ack_timeout_s, verify_s=2.0)
+        if self._landing_requested:
+            return  # landing already (the geofence, the operator): no switch to offboard control
+        try:
+            if ap.status.flavour == "px4" or ap.status.mode != "GUIDED":
+                ap.set_mode("offboard", cfg.ack_timeout_s, verify_s=2.0)
+        except CommandError:
+            if self._landing_requested:
+                return  # the landing asked for meanwhile took the autopilot out of it: not a failure
+            raise
         if self._landing_requested:
             return
         self._check_going("the switch to offboard control")
@@ -322,6 +327,7 @@ class FlightController(FlightEnding, LinkWatch):
             self._flying_since = self.clock()
         self._in_offboard = True
         self._set_phase(Phase.FLYING)
+
     def _current_z(self) -> float:
         state = self.autopilot.telemetry.state()
         return math.nan if state is None else float(state[2])
