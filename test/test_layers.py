@@ -41,9 +41,9 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"render", "sim", "tasks"}),
     # the composition root: World, the environment, lockstep rules, warm-up
     frozenset({"world", "gym"}),
-    # what runs in a world: policies and their training, data, evaluation, VLN, the vehicle bridge, the
-    # results page
-    frozenset({"policies", "training", "data", "eval", "vln", "bridge", "report"}),
+    # what runs in a world: policies and their training (sb3: Stable-Baselines3 on the vector environment),
+    # data, evaluation, VLN, the vehicle bridge, the results page
+    frozenset({"policies", "training", "sb3", "data", "eval", "vln", "bridge", "report"}),
     # the entry points: the CLI with the graph description and launcher, and the ROS nodes
     frozenset({"commands", "nodes"}),
 )

@@ -282,9 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
     cli_flags.add_scenes(ev)
     ev.add_argument("--runtime", default="inprocess", choices=("inprocess", "ros"))
     ev.add_argument("--policy", default="expert",
-                    help="policy name: expert, field_expert, random, act, dp, cnn_bc, airvln_r1, or module:factory")
+                    help="policy name: expert, field_expert, random, act, dp, cnn_bc, ppo_depth, airvln_r1, "
+                         "or module:factory")
     ev.add_argument("--checkpoint", default=None, metavar="DIR",
-                    help="checkpoint folder of a learned policy (the --out of airplay train)")
+                    help="checkpoint folder of a learned policy (the --out of airplay train; for ppo_depth "
+                         "OUT/checkpoint of examples/ppo_pointgoal.py)")
     ev.add_argument("--execution-horizon", type=int, default=0, metavar="H",
                     help="controls executed per predicted chunk (default: the policy's own, e.g. ACT 50, DP 16)")
     ev.add_argument("--policy-budget-ms", type=float, default=0.0, metavar="MS",

@@ -4,7 +4,7 @@
 The policies by name are in :mod:`airplay.policies.registry` (re-exported here):
 ``expert`` is the privileged A* expert; ``field_expert`` the privileged state-only expert
 (:mod:`airplay.tasks.field_expert`, a DAgger labeller); ``random`` draws uniform commands within the vehicle
-limits (the experiments' lower bound); ``act``, ``dp`` and ``cnn_bc`` are learned and
+limits (the experiments' lower bound); ``act``, ``dp``, ``cnn_bc`` and ``ppo_depth`` are learned and
 loaded from a checkpoint folder (:mod:`airplay.policies.checkpoint`); ``airvln_r1`` is the
 AirNav navigator (:mod:`airplay.vln.navigator`), built from ``vln`` options (backend, model,
 endpoint, ...; see :func:`airplay.vln.navigator.make_airvln_policy`); ``module:factory`` names

@@ -9,6 +9,7 @@ half-written file.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
@@ -74,10 +75,11 @@ def read_config(folder: str | Path):
     except (json.JSONDecodeError, KeyError, TypeError) as err:
         raise CheckpointError(f"{path}: not a policy config ({err})") from None
     cls = policy_class(kind)
+    names = {f.name for f in dataclasses.fields(cls.config_class)}
     if isinstance(fields, dict):  # written before these fields existed: what they were trained with
-        if "state_features" not in fields:
+        if "state_features" in names and "state_features" not in fields:
             fields = {**fields, "state_features": "full"}
-        if "image_pool" not in fields:
+        if "image_pool" in names and "image_pool" not in fields:
             fields = {**fields, "image_pool": "avg"}
     try:
         return cls, cls.config_class.from_dict(fields)

@@ -51,6 +51,8 @@ class PolicyEntry:
     ``type`` is the name; policy_class: its ``module:class`` (a learned policy's only).
     vln: reads the VLN options and flies the ``vln`` setting (an instruction per episode).
     chunked: serves controls from predicted chunks, so an execution horizon applies.
+    from_demonstrations: a learned policy that ``airplay train`` trains on demonstrations (False:
+    trained elsewhere, e.g. ``ppo_depth`` by examples/ppo_pointgoal.py).
     """
 
     name: str
@@ -59,6 +61,7 @@ class PolicyEntry:
     policy_class: str | None = None
     vln: bool = False
     chunked: bool = True
+    from_demonstrations: bool = True
 
     @property
     def default_setting(self) -> str:
@@ -92,7 +95,9 @@ def _learned(name, world, checkpoint, device, vln):
     from airplay.policies.checkpoint import load_policy, read_config
 
     if not checkpoint:
-        raise ValueError(f"policy {name!r} needs a checkpoint folder (airplay train --policy {name} --out DIR)")
+        how = f"airplay train --policy {name} --out DIR" if REGISTRY[name].from_demonstrations else \
+            "examples/ppo_pointgoal.py --out DIR"
+        raise ValueError(f"policy {name!r} needs a checkpoint folder ({how})")
     cls, _ = read_config(checkpoint)
     if cls.name != name:
         raise ValueError(f"checkpoint {checkpoint} holds a {cls.name!r} policy, not {name!r}")
@@ -114,14 +119,19 @@ REGISTRY: dict[str, PolicyEntry] = {e.name: e for e in (
     PolicyEntry("act", _learned, learned=True, policy_class="airplay.policies.act:ACTPolicy"),
     PolicyEntry("dp", _learned, learned=True, policy_class="airplay.policies.diffusion:DiffusionPolicy"),
     PolicyEntry("cnn_bc", _learned, learned=True, policy_class="airplay.policies.cnn_bc:CNNBCPolicy"),
+    PolicyEntry("ppo_depth", _learned, learned=True, policy_class="airplay.policies.ppo_depth:PPODepthPolicy",
+                from_demonstrations=False),
     PolicyEntry("airvln_r1", _airvln, vln=True, chunked=False),
 )}
 """Every built-in policy by name: ``expert`` (the privileged A* expert), ``field_expert`` (the
 privileged state-only expert, a DAgger labeller), ``random`` (uniform commands within the vehicle
-limits), the learned ``act``, ``dp`` and ``cnn_bc``, and ``airvln_r1`` (AirNav's navigator)."""
+limits), the learned ``act``, ``dp`` and ``cnn_bc`` (trained on demonstrations), ``ppo_depth``
+(trained by PPO, examples/ppo_pointgoal.py) and ``airvln_r1`` (AirNav's navigator)."""
 
 POLICY_NAMES = tuple(REGISTRY)
 LEARNED_POLICIES = tuple(name for name, e in REGISTRY.items() if e.learned)
+DEMONSTRATION_POLICIES = tuple(name for name, e in REGISTRY.items() if e.learned and e.from_demonstrations)
+"""The learned policies ``airplay train`` trains on demonstrations."""
 
 
 def policy_entry(name: str) -> PolicyEntry | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from airplay.policies.registry import LEARNED_POLICIES
+from airplay.policies.registry import DEMONSTRATION_POLICIES
 from airplay import cli_flags
 
 
@@ -89,7 +89,7 @@ def register(sub) -> None:
                                    "(ACT 34,650 updates x 32 at lr 1e-5; DP 54,450 x 32 at 1e-4; CNN-BC 5,280 x 256 "
                                    "at 3e-4). Resumes from OUT's newest checkpoint. OUT is the --checkpoint of "
                                    "airplay eval.")
-    p.add_argument("--policy", required=True, choices=LEARNED_POLICIES)
+    p.add_argument("--policy", required=True, choices=DEMONSTRATION_POLICIES)
     p.add_argument("--dataset", required=True, nargs="+",
                    help="LeRobot v3 dataset folder(s) (airplay dataset export, airplay dagger's OUT/iter_NN/data)")
     p.add_argument("--out", required=True, help="checkpoint folder (made; resumed if it holds checkpoints)")

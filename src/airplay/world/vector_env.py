@@ -313,6 +313,20 @@ class AirPlayVectorEnv(VectorEnv):
         tm["steps"] += 1
         return obs, reward, terminated, truncated, infos
 
+    def restart(self, rows) -> tuple[dict, dict]:
+        """Start new episodes now in sub-environments ``rows`` (each draws its task with its own
+        generator, as an autoreset does) and return the batch's observations and infos; the next
+        step does not reset them again. For wrappers that reset in the step where an episode
+        ends (Stable-Baselines3's ``VecEnv``: :mod:`airplay.sb3`)."""
+        if not self._started:
+            raise RuntimeError("call reset() before restart()")
+        rows = np.unique(np.asarray(rows, dtype=np.int64).reshape(-1))
+        if len(rows) and (rows.min() < 0 or rows.max() >= self.num_envs):
+            raise ValueError(f"rows must be sub-environment indices in 0..{self.num_envs - 1}, got {rows.tolist()}")
+        self._reset_rows(rows)
+        self._autoreset[rows] = False
+        return self._observe(), self._infos()
+
     def render(self):
         """The N last camera images (rgb_array mode), a tuple of (H, W, 3) uint8."""
         if self.render_mode is None or self._last_rgb is None:

@@ -1,0 +1,212 @@
+"""Train a PointGoal policy with Stable-Baselines3 PPO on airplay's vector environment (CPU torch).
+
+Observations: 64x64 depth and the goal in the heading frame; actions: [vx, vy, vz, yaw_rate]
+in [-1, 1], scaled to the vehicle's limits. The network is :class:`airplay.policies.ppo_depth.PPODepthPolicy`'s
+(a small CNN on the depth, an MLP on the goal, one Tanh layer each for actor and critic). Every
+``--eval-every-min`` minutes (and at the end) the actor is exported into a ``ppo_depth``
+checkpoint and flown greedily on held-out tasks of the same scene (sampled with another seed),
+through the same episode loop as ``airplay eval``; its success rate (SR) is logged.
+
+Writes into ``--out``:
+
+* ``checkpoint/``: ``config.json`` + ``model.safetensors``, an ordinary airplay checkpoint
+  (``airplay eval --policy ppo_depth --checkpoint OUT/checkpoint --scenes SCENE``; the policy
+  node's ``policy:=ppo_depth checkpoint:=OUT/checkpoint``);
+* ``curve.csv`` and ``curve.png``: the training curve (held-out SR, the SR of the training
+  episodes since the last row, mean episode return, against minutes and env steps);
+* ``train.json``: the arguments, steps, wall time and the last row.
+
+    PYTHONPATH=src python examples/ppo_pointgoal.py --minutes 60 --num-envs 16 --seed 0 --out out/ppo
+
+``--scene`` defaults to ``scenes/indoor_0``, generated if missing (any ``<category>_<seed>``
+folder name of the synthetic categories is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+CURVE_FIELDS = ("minutes", "env_steps", "eval_sr", "eval_successes", "eval_episodes", "train_sr", "train_episodes",
+                "ep_return_mean")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--scene", default="scenes/indoor_0", help="scene folder (a missing <category>_<seed> is generated)")
+    p.add_argument("--minutes", type=float, default=60.0, help="wall-clock budget: training and its evaluations")
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many env steps too (0: no limit)")
+    p.add_argument("--num-envs", type=int, default=16, help="sub-environments of the vector environment")
+    p.add_argument("--seed", type=int, default=0, help="seeds PPO, the environments and the training tasks")
+    p.add_argument("--out", default="out/ppo_pointgoal", help="output folder")
+    p.add_argument("--image-size", type=int, default=64, help="side of the square depth image (pixels)")
+    p.add_argument("--train-tasks", type=int, default=64, help="training tasks (sampled with --seed)")
+    p.add_argument("--eval-tasks", type=int, default=20, help="held-out tasks (sampled with --seed + 10000)")
+    p.add_argument("--eval-every-min", type=float, default=6.0, help="minutes between held-out evaluations")
+    p.add_argument("--n-steps", type=int, default=128, help="PPO rollout length per sub-environment")
+    p.add_argument("--batch-size", type=int, default=256, help="PPO minibatch size")
+    p.add_argument("--epochs", type=int, default=4, help="PPO epochs per rollout")
+    p.add_argument("--lr", type=float, default=3e-4, help="Adam learning rate")
+    p.add_argument("--threads", type=int, default=None, help="render threads (default: the CPUs)")
+    p.add_argument("--torch-threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = p.parse_args(argv)
+    for name in ("num_envs", "image_size", "train_tasks", "eval_tasks", "n_steps", "batch_size", "epochs"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.minutes <= 0 or args.eval_every_min <= 0:
+        p.error("--minutes and --eval-every-min must be > 0")
+    return args
+
+
+def scene_folder(path: str) -> Path:
+    """``path``, generated first when it is a missing ``<category>_<seed>`` synthetic scene."""
+    folder = Path(path)
+    if folder.is_dir():
+        return folder
+    m = re.fullmatch(r"(indoor|urban|vegetation)_(\d+)", folder.name)
+    if m is None:
+        raise SystemExit(f"--scene {path}: no such folder (a missing <category>_<seed> one would be generated)")
+    from airplay.scene.synthetic import make_scene
+
+    print(f"generating {folder} ...", flush=True)
+    make_scene(m.group(1), int(m.group(2)), folder, name=folder.name)
+    return folder
+
+
+def held_out_sr(policy, world, tasks) -> tuple[int, int]:
+    """(successes, episodes): ``policy`` flown greedily on each task once, as ``airplay eval`` does."""
+    from airplay.eval.runner import run_episode
+    from airplay.world.env import AirPlayEnv
+
+    env = AirPlayEnv(world, "pointgoal", tasks=list(tasks), render_backend="cpu", observations=("depth", "goal"))
+    successes = 0
+    for task in tasks:
+        successes += run_episode(env, policy, task).status == "success"
+    env.close()
+    return successes, len(tasks)
+
+
+def write_curve(out: Path, rows: list[dict]) -> None:
+    with open(out / "curve.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CURVE_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    minutes = [r["minutes"] for r in rows]
+    ax.plot(minutes, [100 * r["eval_sr"] for r in rows], "o-", label="held-out SR (greedy)")
+    ax.plot(minutes, [100 * r["train_sr"] if r["train_episodes"] else np.nan for r in rows], "s--",
+            label="training episodes' SR")
+    ax.set_xlabel("wall-clock minutes")
+    ax.set_ylabel("SR %")
+    ax.set_ylim(-2, 102)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left")
+    steps = rows[-1]["env_steps"] if rows else 0
+    ax.set_title(f"PPO PointGoal, depth + goal ({steps:,} env steps)")
+    fig.tight_layout()
+    fig.savefig(out / "curve.png", dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.vec_env import VecMonitor
+
+    from airplay.policies.checkpoint import save_json, save_policy
+    from airplay.policies.ppo_depth import PPODepthConfig
+    from airplay.sb3 import AirPlaySB3VecEnv, export_ppo_depth, ppo_policy_kwargs
+    from airplay.tasks.sampler import sample_tasks
+    from airplay.world.vector_env import AirPlayVectorEnv, load_world, task_pool
+
+    t_start = time.monotonic()
+    budget_s = 60.0 * args.minutes
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    world = load_world(scene_folder(args.scene), args.image_size)
+    train_tasks = task_pool(world, "pointgoal", args.train_tasks, args.seed)
+    eval_tasks = sample_tasks(world.scene, world.grid, args.eval_tasks, args.seed + 10_000, "pointgoal",
+                              world.protocol)
+    venv = AirPlayVectorEnv(args.num_envs, world, "pointgoal", observations=("depth", "goal"), tasks=train_tasks,
+                            render_backend="cpu", threads=args.threads)
+    env = VecMonitor(AirPlaySB3VecEnv(venv))
+    env.seed(args.seed)
+    space = venv.single_action_space
+    config = PPODepthConfig(image_size=args.image_size, action_low=tuple(float(v) for v in space.low),
+                            action_high=tuple(float(v) for v in space.high))
+    batch = min(args.batch_size, args.n_steps * args.num_envs)
+    model = PPO("MultiInputPolicy", env, n_steps=args.n_steps, batch_size=batch, n_epochs=args.epochs,
+                learning_rate=args.lr, gamma=0.99, gae_lambda=0.95, clip_range=0.2, ent_coef=0.0,
+                policy_kwargs=ppo_policy_kwargs(config), seed=args.seed, device="cpu", verbose=0)
+    rows: list[dict] = []
+    print(f"scene {world.name}: {len(train_tasks)} training tasks, {len(eval_tasks)} held-out; "
+          f"{args.num_envs} envs, {args.image_size}x{args.image_size} depth; budget {args.minutes:g} min", flush=True)
+
+    def evaluate(train: dict) -> None:
+        policy = export_ppo_depth(model, config)
+        save_policy(policy, out / "checkpoint")
+        ok, n = held_out_sr(policy, world, eval_tasks)
+        row = {"minutes": round((time.monotonic() - t_start) / 60.0, 3), "env_steps": int(model.num_timesteps),
+               "eval_sr": ok / n, "eval_successes": ok, "eval_episodes": n,
+               "train_sr": train["success"] / train["episodes"] if train["episodes"] else 0.0,
+               "train_episodes": train["episodes"],
+               "ep_return_mean": float(np.mean([e["r"] for e in model.ep_info_buffer])) if model.ep_info_buffer
+               else 0.0}
+        rows.append(row)
+        write_curve(out, rows)
+        print(f"[{row['minutes']:6.1f} min] {row['env_steps']:>9,} steps  held-out SR {100 * row['eval_sr']:5.1f}% "
+              f"({ok}/{n})  training episodes {row['train_episodes']} SR {100 * row['train_sr']:5.1f}%  "
+              f"return {row['ep_return_mean']:.2f}", flush=True)
+
+    class Budget(BaseCallback):
+        """Stops at the wall-clock budget or --max-steps; evaluates every --eval-every-min."""
+
+        def _init_callback(self) -> None:
+            self.train = {"success": 0, "episodes": 0}
+            self.last_eval = time.monotonic()
+
+        def _on_step(self) -> bool:
+            for done, info in zip(self.locals["dones"], self.locals["infos"]):
+                if done:
+                    self.train["episodes"] += 1
+                    self.train["success"] += info.get("status") == "success"
+            if args.max_steps and self.num_timesteps >= args.max_steps:
+                return False
+            return time.monotonic() - t_start < budget_s
+
+        def _on_rollout_end(self) -> None:
+            if time.monotonic() - self.last_eval >= 60.0 * args.eval_every_min:
+                evaluate(self.train)
+                self.train = {"success": 0, "episodes": 0}
+                self.last_eval = time.monotonic()
+
+    callback = Budget()
+    model.learn(total_timesteps=10**12, callback=callback, progress_bar=False)
+    evaluate(callback.train)
+    env.close()
+    summary = {"args": vars(args), "env_steps": int(model.num_timesteps),
+               "wall_minutes": round((time.monotonic() - t_start) / 60.0, 3), "final": rows[-1],
+               "scene": world.name, "held_out_task_seed": args.seed + 10_000,
+               "checkpoint": str(out / "checkpoint")}
+    save_json(out / "train.json", summary)
+    print(f"checkpoint: {out / 'checkpoint'}  curve: {out / 'curve.csv'}, {out / 'curve.png'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

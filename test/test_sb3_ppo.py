@@ -1,0 +1,189 @@
+"""Stable-Baselines3 on the vector environment (airplay.sb3), the ppo_depth policy, and the PPO
+example end to end: SB3's env checker on a registered id, the VecEnv adapter step for step
+against AirPlayVectorEnv, the exported actor against SB3's own, and a short PPO run whose
+checkpoint `airplay eval` flies."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+pytest.importorskip("stable_baselines3")
+import torch  # noqa: E402
+from stable_baselines3 import PPO  # noqa: E402
+from stable_baselines3.common.env_checker import check_env as sb3_check_env  # noqa: E402
+from stable_baselines3.common.vec_env.util import obs_space_info  # noqa: E402
+
+import airplay.gym  # noqa: E402,F401
+from airplay.cli import main as airplay_main  # noqa: E402
+from airplay.eval.results import read_episodes  # noqa: E402
+from airplay.policies import make_policy  # noqa: E402
+from airplay.policies.checkpoint import load_policy, save_policy  # noqa: E402
+from airplay.policies.base import ConfigError  # noqa: E402
+from airplay.policies.ppo_depth import PPODepthConfig, PPODepthPolicy  # noqa: E402
+from airplay.sb3 import AirPlaySB3VecEnv, export_ppo_depth, ppo_policy_kwargs  # noqa: E402
+from airplay.scene.synthetic import make_scene  # noqa: E402
+from airplay.tasks.protocol import load_protocol  # noqa: E402
+from airplay.tasks.sampler import sample_tasks  # noqa: E402
+from airplay.world import World  # noqa: E402
+from airplay.world.vector_env import AirPlayVectorEnv  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SIZE = 16
+OBS = ("depth", "goal")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sb3")
+    make_scene("indoor", 2, root / "indoor", gaussians_per_m2=4)
+    protocol = load_protocol()  # a 0.2 m SDF and grid, built in ~1 s (as test_vector_env.py)
+    protocol = replace(protocol, task=replace(protocol.task, grid_resolution_m=0.2))
+    return World.load(root / "indoor", protocol=protocol, cache_dir=root / "cache").with_camera_size(SIZE, SIZE)
+
+
+@pytest.fixture(scope="module")
+def short_tasks(world):
+    """Tasks of 0.3 s (15 steps), so that every sub-environment ends and restarts within a test."""
+    return [replace(t, time_limit_s=0.3) for t in sample_tasks(world.scene, world.grid, 4, 0, "pointgoal",
+                                                                  world.protocol)]
+
+
+def test_sb3_env_checker_on_a_registered_id(world):
+    env = gym.make("airplay/PointGoal-v0", scene=world, observations=OBS, num_tasks=2, render_backend="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SB3's advice on a non-normalized action space (the adapter normalizes)
+        sb3_check_env(env.unwrapped, warn=True, skip_render_check=True)
+
+
+def test_adapter_equals_the_vector_env_step_for_step(world, short_tasks):
+    n = 3
+    kwargs = dict(tasks=short_tasks, observations=OBS, render_backend="cpu")
+    raw = AirPlayVectorEnv(n, world, threads=1, **kwargs)
+    sb3 = AirPlaySB3VecEnv(AirPlayVectorEnv(n, world, threads=2, **kwargs))
+    assert sb3.action_space == gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    keys, shapes, dtypes = obs_space_info(sb3.observation_space)
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(-0.2, 0.2, (40, n, 4)).astype(np.float32)  # slow: no collision within 0.3 s
+
+    def same(a: dict, b: dict, what: str) -> None:
+        for key in OBS:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=f"{what}: {key}")
+
+    sb3.seed(5)
+    got = sb3.reset()
+    want, _ = raw.reset(seed=5)
+    same(got, want, "reset")
+    assert set(keys) == set(OBS)
+    for key in keys:
+        assert got[key].shape == (n, *shapes[key]) and got[key].dtype == dtypes[key]
+    restarts = 0
+    for k in range(len(actions)):
+        sb3.step_async(actions[k])
+        got, rewards, dones, infos = sb3.step_wait()
+        want, r, term, trunc, info = raw.step(sb3.env_commands(actions[k]))
+        np.testing.assert_array_equal(rewards, r.astype(np.float32), err_msg=f"step {k}: rewards")
+        np.testing.assert_array_equal(dones, term | trunc, err_msg=f"step {k}: dones")
+        assert len(infos) == n and [i["status"] for i in infos] == list(info["status"])
+        for i in range(n):
+            assert sb3.observation_space.contains({key: got[key][i] for key in OBS}), f"step {k}, env {i}"
+        if not dones.any():
+            same(got, want, f"step {k}")
+            continue
+        assert dones.all(), "the tasks are alike: every sub-environment times out at the same step"
+        assert k in (14, 29), f"step {k}: the 0.3 s tasks end every 15 steps (SB3 restarts in the same step)"
+        for i in range(n):
+            assert infos[i]["TimeLimit.truncated"] and infos[i]["status"] == "timeout"
+            same({key: infos[i]["terminal_observation"][key][None] for key in OBS},
+                 {key: want[key][i][None] for key in OBS}, f"step {k}, terminal observation {i}")
+        # SB3 restarts now; the vector environment on its next step (ignoring the action).
+        want, r, term, trunc, info = raw.step(np.zeros((n, 4)))
+        assert (r == 0).all() and (info["steps"] == 0).all()
+        same(got, want, f"step {k}: the new episodes' first observations")
+        restarts += 1
+    assert restarts == 2
+    sb3.close()
+    raw.close()
+
+
+def test_exported_actor_acts_as_sb3s_and_round_trips_a_checkpoint(world, short_tasks, tmp_path):
+    venv = AirPlaySB3VecEnv(AirPlayVectorEnv(2, world, tasks=short_tasks, observations=OBS, render_backend="cpu"))
+    space = venv.venv.single_action_space
+    config = PPODepthConfig(image_size=SIZE, action_low=tuple(map(float, space.low)),
+                            action_high=tuple(map(float, space.high)))
+    model = PPO("MultiInputPolicy", venv, n_steps=8, batch_size=16, policy_kwargs=ppo_policy_kwargs(config),
+                seed=0, device="cpu")
+    venv.seed(3)
+    obs = venv.reset()
+    sb3_actions, _ = model.predict(obs, deterministic=True)
+    policy = export_ppo_depth(model, config)
+    want = venv.env_commands(sb3_actions)
+    with torch.no_grad():
+        mine = policy.commands(torch.as_tensor(obs["depth"]), torch.as_tensor(obs["goal"])).numpy()
+    np.testing.assert_allclose(mine, want, rtol=1e-5, atol=1e-5)
+    folder = save_policy(policy, tmp_path / "ckpt")
+    loaded = make_policy("ppo_depth", world, checkpoint=str(folder))
+    assert loaded.config == config and json.loads((folder / "config.json").read_text())["type"] == "ppo_depth"
+    loaded.reset()
+    one = {"depth": obs["depth"][1], "goal": obs["goal"][1]}
+    np.testing.assert_allclose(loaded.select_action(one), want[1], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="depth"):
+        load_policy(folder).select_action({"goal": obs["goal"][0]})
+    with pytest.raises(ValueError, match="checkpoint"):
+        make_policy("ppo_depth", world)
+    venv.close()
+
+
+def _example():
+    spec = importlib.util.spec_from_file_location("ppo_pointgoal", REPO / "examples" / "ppo_pointgoal.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ppo_example_trains_and_airplay_eval_flies_its_checkpoint(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("AIRPLAY_CACHE_DIR", str(tmp_path / "cache"))
+    scene = tmp_path / "indoor_1"
+    make_scene("indoor", 1, scene, gaussians_per_m2=4, name="indoor_1")
+    out = tmp_path / "ppo"
+    assert _example().main(["--scene", str(scene), "--max-steps", "256", "--num-envs", "2", "--image-size", "16",
+                            "--n-steps", "64", "--batch-size", "64", "--epochs", "1", "--train-tasks", "2",
+                            "--eval-tasks", "1", "--threads", "1", "--torch-threads", "1", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "held-out SR" in printed
+    rows = (out / "curve.csv").read_text().splitlines()
+    assert rows[0].startswith("minutes,env_steps,eval_sr") and len(rows) == 2
+    assert int(rows[1].split(",")[1]) >= 256 and (out / "curve.png").stat().st_size > 1000
+    summary = json.loads((out / "train.json").read_text())
+    assert summary["env_steps"] >= 256 and summary["final"]["eval_episodes"] == 1
+    assert {p.name for p in (out / "checkpoint").iterdir()} == {"config.json", "model.safetensors"}
+    results = tmp_path / "eval"
+    assert airplay_main(["eval", "--policy", "ppo_depth", "--checkpoint", str(out / "checkpoint"), "--scenes",
+                         str(scene), "--episodes", "1", "--no-images", "--bootstrap", "10", "--no-progress",
+                         "--out", str(results)]) == 0
+    (episode,) = read_episodes(results)
+    assert episode.policy == "ppo_depth" and episode.status in {"success", "collision", "out_of_bounds", "timeout"}
+
+
+def test_ppo_depth_reads_any_camera_size_and_checks_its_config():
+    policy = PPODepthPolicy(PPODepthConfig())  # 64x64, the example's default
+    policy.reset()
+    for h, w in ((64, 64), (224, 224), (48, 80)):
+        command = policy.select_action({"depth": np.full((h, w, 1), 3.0, np.float32),
+                                        "goal": np.array([5.0, 1.0, 0.0], np.float32)})
+        assert command.shape == (4,) and np.isfinite(command).all()
+        assert (command >= np.array(policy.config.action_low) - 1e-6).all()
+        assert (command <= np.array(policy.config.action_high) + 1e-6).all()
+    with pytest.raises(ConfigError, match="action_high"):
+        PPODepthConfig(action_low=(0.0,) * 4, action_high=(0.0,) * 4)
+    with pytest.raises(ConfigError, match="image_size"):
+        PPODepthConfig(image_size=4)
+    with pytest.raises(ConfigError, match="depth_clip_m"):
+        PPODepthConfig(depth_clip_m=float("nan"))
