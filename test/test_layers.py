@@ -42,8 +42,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     # the composition root: World, the environment, lockstep rules, warm-up
     frozenset({"world", "gym"}),
     # what runs in a world: policies and their training (sb3: Stable-Baselines3 on the vector environment),
-    # data, evaluation, VLN, the vehicle bridge, the results page
-    frozenset({"policies", "training", "sb3", "data", "eval", "vln", "bridge", "report"}),
+    # data, evaluation, VLN, the vehicle bridge, the results page, the rerun view
+    frozenset({"policies", "training", "sb3", "data", "eval", "vln", "bridge", "report", "view"}),
     # the entry points: the CLI with the graph description and launcher, and the ROS nodes
     frozenset({"commands", "nodes"}),
 )

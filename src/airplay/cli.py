@@ -25,7 +25,8 @@ COMMAND_MODULES: tuple[str, ...] = ("airplay.bridge.commands", "airplay.policies
                                     "airplay.eval.offline_command", "airplay.eval.offline_closed_command",
                                     "airplay.eval.protocol_command",
                                     "airplay.vln.commands",
-                                    "airplay.nodes.bridge_control", "airplay.report.command")
+                                    "airplay.nodes.bridge_control", "airplay.report.command",
+                                    "airplay.view.command")
 """Modules that add sub-commands: each has ``register(sub)`` taking the sub-parsers object
 and setting ``func`` on its parsers. Their heavy imports stay inside the handlers."""
 
