@@ -102,12 +102,13 @@ class _Pipe:
 
 def inspect_page(path: str | Path, selectors_to_count: tuple[str, ...] = ("table", "img"),
                  viewport: tuple[int, int] = (1400, 1000), chromium: str | None = None,
-                 timeout_s: float = 30.0) -> PageReport:
-    """Open ``path`` in headless Chromium and report on it (see :class:`PageReport`)."""
+                 timeout_s: float = 30.0, settle_s: float = 0.0) -> PageReport:
+    """Open ``path`` (a file, or an http(s) URL) in headless Chromium and report on it (see :class:`PageReport`);
+    ``settle_s``: seconds to wait after the load event before looking."""
     exe = chromium or find_chromium()
     if exe is None:
         raise FileNotFoundError("no chromium on PATH")
-    url = Path(path).resolve().as_uri()
+    url = str(path) if str(path).startswith(("http://", "https://")) else Path(path).resolve().as_uri()
     to_chrome_r, to_chrome_w = os.pipe()
     from_chrome_r, from_chrome_w = os.pipe()
     profile = tempfile.mkdtemp(prefix="airplay-chromium-")
@@ -137,6 +138,8 @@ def inspect_page(path: str | Path, selectors_to_count: tuple[str, ...] = ("table
                                                          "mobile": False}, session=session)
         cdp.call("Page.navigate", {"url": url}, session=session)
         cdp.wait_event("Page.loadEventFired", timeout_s=timeout_s)
+        if settle_s > 0:  # a page that keeps working after its load event (a WebAssembly app)
+            time.sleep(settle_s)
         counts_js = "{" + ",".join(f"{json.dumps(s)}: document.querySelectorAll({json.dumps(s)}).length"
                                    for s in selectors_to_count) + "}"
         expression = (f"(async () => {{ const imgs = [...document.images];"

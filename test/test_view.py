@@ -138,3 +138,68 @@ def test_bad_input_exits_2_naming_the_file(tmp_path, capsys):
     assert main(["view", str(tmp_path / "missing"), "-o", str(out)]) == 2
     assert "no such file or folder" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken", "empty"]  # no .rrd, no temporary file
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _listening(port: int) -> set[str]:
+    """The IPv4 addresses (dotted) listening on TCP ``port``, from /proc/net/tcp."""
+    found = set()
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        host, hexport = local.split(":")
+        if state == "0A" and int(hexport, 16) == port:
+            found.add(".".join(str(int(host[i:i + 2], 16)) for i in (6, 4, 2, 0)))
+    return found
+
+
+def test_serve_binds_loopback_and_the_viewer_page_loads(rerun_sdk, bag, tmp_path):
+    """`--serve`: the rerun CLI serves the recording to its web viewer, both servers on 127.0.0.1
+    only; the page loads in headless Chromium (where one is installed) with rerun's viewer in it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from headless_chromium import find_chromium, inspect_page
+
+    _, path, _, _ = bag
+    web, grpc = _free_port(), _free_port()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-m", "airplay.cli", "view", str(path), "-o", str(tmp_path / "s.rrd"),
+                             "--serve", "--web-port", str(web), "--grpc-port", str(grpc)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, page = time.monotonic() + 30, None
+        while page is None and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                page = urllib.request.urlopen(f"http://127.0.0.1:{web}/", timeout=2).read().decode()
+            except OSError:
+                time.sleep(0.3)
+        assert page is not None, f"no web viewer on port {web}: {proc.poll()}"
+        assert "re_viewer" in page
+        assert _listening(web) == {"127.0.0.1"} and _listening(grpc) == {"127.0.0.1"}
+        if find_chromium() is None:
+            pytest.skip("no chromium: the viewer page was fetched but not opened in a browser")
+        url = f"http://127.0.0.1:{web}/?url=rerun%2Bhttp%3A%2F%2F127.0.0.1%3A{grpc}%2Fproxy"
+        report = inspect_page(url, selectors_to_count=("canvas",))
+        assert report.title == "Rerun Viewer" and report.counts == {"canvas": 1}
+        assert f"http://127.0.0.1:{web}/re_viewer_bg.wasm" in report.requests
+        # The viewer also asks outside hosts (fonts, rerun's telemetry, GitHub releases): offline those
+        # requests fail and are left out here; any other error fails the test.
+        errors = [e for e in report.console_errors
+                  if "ERR_NAME_NOT_RESOLVED" not in e and not e.startswith("TypeError: Failed to fetch")]
+        assert not errors, errors
+        (tmp_path / "viewer.png").write_bytes(report.screenshot_png)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        out = proc.communicate(timeout=20)[0].decode(errors="replace")
+    assert f"serving {tmp_path / 's.rrd'}" in out

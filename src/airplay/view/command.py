@@ -1,4 +1,4 @@
-"""``airplay view BAG|DATASET|RESULTS [-o out.rrd]`` (:mod:`airplay.view`)."""
+"""``airplay view BAG|DATASET|RESULTS [-o out.rrd] [--serve]`` (:mod:`airplay.view`)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,25 @@ def _cmd_view(args: argparse.Namespace) -> int:
     print(f"{source.kind} {source.path}: {len(flights)} episode(s), {frames} sample(s), scene(s) drawn: "
           f"{', '.join(shown) or 'none (pass --scenes DIR)'}")
     print(f"{out} ({out.stat().st_size / 1e6:.1f} MB); open it with: rerun {out}")
+    if args.serve:
+        return serve(out, args.web_port, args.grpc_port)
     return 0
+
+
+def serve_command(rrd: Path, web_port: int, grpc_port: int) -> list[str]:
+    """The rerun CLI serving ``rrd`` to its web viewer, both servers bound to 127.0.0.1 only."""
+    return [sys.executable, "-m", "rerun", "--serve-web", "--bind", "127.0.0.1", "--web-viewer-port", str(web_port),
+            "--port", str(grpc_port), str(rrd)]
+
+
+def serve(rrd: Path, web_port: int, grpc_port: int) -> int:
+    """Replace this process with the rerun CLI serving ``rrd`` (Ctrl-C or SIGTERM stops it)."""
+    print(f"serving {rrd} to rerun's web viewer at http://127.0.0.1:{web_port} (gRPC on 127.0.0.1:{grpc_port}); "
+          "Ctrl-C stops", flush=True)
+    sys.stderr.flush()
+    command = serve_command(rrd, web_port, grpc_port)
+    os.execv(command[0], command)
+    return 0  # not reached
 
 
 def register(sub) -> None:
@@ -66,4 +84,10 @@ def register(sub) -> None:
     p.add_argument("--episode", type=int, default=0, help="which episode of a dataset (episode_index; default 0)")
     p.add_argument("--points", type=int, default=100_000, help="at most this many splat points per scene "
                    "(0: the mesh only; default 100000)")
+    p.add_argument("--serve", action="store_true", help="then serve the recording to rerun's web viewer on "
+                   "127.0.0.1 (the rerun CLI, bound to loopback only) until stopped")
+    p.add_argument("--web-port", type=int, default=9090, help="the web viewer's HTTP port with --serve "
+                   "(default 9090)")
+    p.add_argument("--grpc-port", type=int, default=9876, help="the recording's gRPC port with --serve "
+                   "(default 9876)")
     p.set_defaults(func=_cmd_view)
