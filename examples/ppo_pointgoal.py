@@ -40,7 +40,9 @@ CURVE_FIELDS = ("minutes", "env_steps", "eval_sr", "eval_successes", "eval_episo
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scene", default="scenes/indoor_0", help="scene folder (a missing <category>_<seed> is generated)")
-    p.add_argument("--minutes", type=float, default=60.0, help="wall-clock budget: training and its evaluations")
+    p.add_argument("--minutes", type=float, default=60.0,
+                   help="wall-clock budget of training and its periodic evaluations (set-up and the final "
+                        "evaluation come on top)")
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many env steps too (0: no limit)")
     p.add_argument("--num-envs", type=int, default=16, help="sub-environments of the vector environment")
     p.add_argument("--seed", type=int, default=0, help="seeds PPO, the environments and the training tasks")
