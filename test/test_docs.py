@@ -495,9 +495,9 @@ def _all_airplay_options(parser: argparse.ArgumentParser) -> set[str]:
 
 def test_every_option_named_in_the_docs_exists():
     """A ``--flag`` in prose belongs to the command the paragraph is about: it must at least be an
-    option of some airplay command, bench script or of a program in EXTERNAL_OPTIONS."""
+    option of some airplay command, bench or example script, or of a program in EXTERNAL_OPTIONS."""
     known = _all_airplay_options(_airplay_parser()) | EXTERNAL_OPTIONS
-    for script in (ROOT / "bench").glob("*.py"):
+    for script in [*(ROOT / "bench").glob("*.py"), *(ROOT / "examples").glob("*.py")]:
         known |= _script_options(script)
     problems = []
     for path, _, prose in _docs():
