@@ -1305,6 +1305,12 @@ def pilot_takeover(r: Run) -> None:
         "armed": r.series.armed, "mode": r.series.mode, "landed_state": landed,
         "height_est": None if est is None else round(est[2] - r.h.ground_z, 3),
         "height_true": None if truth is None or r.truth0 is None else round(truth[3] - r.truth0[2], 3)}
+    _gcs_land(r)
+
+
+def _gcs_land(r: Run) -> None:
+    """The GCS (the harness's link) sends NAV_LAND (event ``gcs_land``), up to 3 times until PX4
+    is in AUTO.LAND, then waits for the launch's exit and the disarm."""
     gcs = r.ap.listeners[0]
     m = gcs.mavutil.mavlink
     r.mark("gcs_land")
@@ -1342,14 +1348,7 @@ def takeoff_failsafe(r: Run) -> None:
         r.extra["after_bridge_exit"] = {"armed": r.series.armed, "mode": r.series.mode}
         # PX4 re-asserts its Hold while the breach lasts (a NAV_LAND alone is undone within 2 s)
         r.extra["ceiling_removed"] = gcs.param("GF_MAX_VER_DIST", 0.0)
-        m = gcs.mavutil.mavlink
-        r.mark("gcs_land")
-        for _ in range(3):
-            gcs.conn.mav.command_long_send(gcs.target_system or 1, 1, m.MAV_CMD_NAV_LAND, 0, 0, 0, 0, math.nan,
-                                           math.nan, math.nan, math.nan)
-            if r.wait(lambda: r.series.mode == "AUTO.LAND", 1.0, "AUTO.LAND after the GCS's NAV_LAND", fail=False):
-                break
-        r.wait_end(35.0)
+        _gcs_land(r)
     finally:
         r.extra["px4_fence_params_after"] = {
             "GF_MAX_VER_DIST": gcs.param("GF_MAX_VER_DIST", 0.0),

@@ -297,6 +297,26 @@ def make(world):
 '''
 
 
+def _graph_with_plugin_policy(module: str, source: str, scene_dir, tmp_path, monkeypatch) -> Path:
+    """Run the graph over 4 episodes with the user's policy ``module:make`` (written from
+    ``source`` into a plugins folder on both this process's and the nodes' import path); the
+    evaluator must exit 0. Returns the results folder."""
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / f"{module}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "plugins"), os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "out"
+    procs = {}
+    try:
+        procs.update(start_graph([f"scenes:={scene_dir}", "episodes:=4", "render_images:=false",
+                                  f"policy:={module}:make", f"out:={out}"], tmp_path))
+        code = evaluator_exit(procs, tmp_path, 240)
+    finally:
+        stop_all(procs)
+    assert code == 0, _logs(tmp_path)
+    return out
+
+
 @pytest.mark.slow
 def test_a_failing_policy_fails_its_episodes_and_the_run_goes_on(scene_dir, tmp_path, monkeypatch):
     """A policy that raises on one observation (or in reset) ends that episode as policy_error,
@@ -304,19 +324,7 @@ def test_a_failing_policy_fails_its_episodes_and_the_run_goes_on(scene_dir, tmp_
     runtimes write the same file."""
     from airplay.eval.runner import EvalConfig, evaluate_inprocess
 
-    (tmp_path / "plugins").mkdir()
-    (tmp_path / "plugins" / "failing_policy.py").write_text(FAILING_POLICY)
-    monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "plugins"), os.environ.get("PYTHONPATH", "")]))
-    out = tmp_path / "out"
-    procs = {}
-    try:
-        procs.update(start_graph([f"scenes:={scene_dir}", "episodes:=4", "render_images:=false",
-                                  "policy:=failing_policy:make", f"out:={out}"], tmp_path))
-        code = evaluator_exit(procs, tmp_path, 240)
-    finally:
-        stop_all(procs)
-    assert code == 0, _logs(tmp_path)
+    out = _graph_with_plugin_policy("failing_policy", FAILING_POLICY, scene_dir, tmp_path, monkeypatch)
     lines = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert [line["status"] for line in lines] == ["success", "policy_error", "policy_error", "success"]
     assert lines[1]["error"] == "ValueError: boom at call 4" and lines[1]["steps"] == 3
@@ -360,19 +368,7 @@ def test_a_policy_reading_the_velocity_flies_as_in_process(scene_dir, tmp_path, 
     byte-identical episodes in both runtimes."""
     from airplay.eval.runner import EvalConfig, evaluate_inprocess
 
-    (tmp_path / "plugins").mkdir()
-    (tmp_path / "plugins" / "velocity_policy.py").write_text(VELOCITY_POLICY)
-    monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "plugins"), os.environ.get("PYTHONPATH", "")]))
-    out = tmp_path / "out"
-    procs = {}
-    try:
-        procs.update(start_graph([f"scenes:={scene_dir}", "episodes:=4", "render_images:=false",
-                                  "policy:=velocity_policy:make", f"out:={out}"], tmp_path))
-        code = evaluator_exit(procs, tmp_path, 240)
-    finally:
-        stop_all(procs)
-    assert code == 0, _logs(tmp_path)
+    out = _graph_with_plugin_policy("velocity_policy", VELOCITY_POLICY, scene_dir, tmp_path, monkeypatch)
     inproc = tmp_path / "inproc"
     evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=4, policy="velocity_policy:make",
                                   render_images=False), inproc, progress=False)
