@@ -21,7 +21,7 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.py")),
-        (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.xml")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.xml") + glob("config/*.json")),
     ],
     install_requires=[
         "numpy>=1.24",
@@ -75,6 +75,7 @@ setup(
             "evaluator_node = airplay.nodes.start:evaluator_node",
             "mavlink_bridge_node = airplay.nodes.start:mavlink_bridge_node",
             "recorder_node = airplay.nodes.start:recorder_node",
+            "viewer_node = airplay.nodes.start:viewer_node",
         ],
     },
 )

@@ -132,3 +132,29 @@ def test_a_typed_config_gives_the_graph_of_the_same_launch_arguments(tmp_path):
     policy = {n.name: n for n in sim_eval_nodes(vln)}["policy"].parameters
     assert policy["max_new_tokens"] == 32 and policy["image_size"] == "56,56"
     assert policy["vln_backend"] == "transformers"
+
+
+def test_viewer_adds_the_viewer_node_and_the_evaluator_waits_for_it():
+    """viewer:=true (sim_eval and collect): the viewer node with its sinks, the run's episode and lockstep
+    settings; the evaluator waits for it. Default: no viewer node, nothing for the evaluator to wait for."""
+    from airplay.node_schemas import VIEWER
+
+    assert "viewer" not in {n.name for n in sim_eval_graph()}
+    assert "viewer" not in next(n for n in sim_eval_graph() if n.name == "evaluator").parameters
+    tokens = ["viewer:=true", "viewer_out:=run.rrd", "viewer_web_port:=9191", "episodes:=2", "lockstep:=false",
+              "render_images:=false"]
+    nodes = {n.name: n for n in sim_eval_graph(parse_launch_arguments(tokens, SIM_EVAL_ARGUMENTS))}
+    viewer = nodes["viewer"]
+    assert (viewer.module, viewer.executable, viewer.required) == ("airplay.nodes.viewer_node", "viewer_node", False)
+    assert nodes["evaluator"].parameters["viewer"] is True
+    p = viewer.parameters
+    assert (p["out"], p["connect"], p["web_port"], p["grpc_port"]) == ("run.rrd", "", 9191, 9876)
+    assert (p["episodes"], p["lockstep"], p["render_images"], p["use_sim_time"]) == (2, False, False, True)
+    VIEWER.check({k: v for k, v in p.items() if k != "use_sim_time"})  # every parameter is the node's
+    collect = {n.name for n in collect_graph(parse_launch_arguments(["viewer:=true"], COLLECT_ARGUMENTS))}
+    assert {"viewer", "recorder"} <= collect
+    for bad, words in (("viewer:=maybe", "launch argument viewer:=maybe must be true or false"),
+                       ("viewer_web_port:=0", "launch argument viewer_web_port:=0 must be a port number 1..65535"),
+                       ("viewer_grpc_port:=x", "launch argument viewer_grpc_port:=x must be an integer")):
+        with pytest.raises(GraphArgumentError, match=words):
+            sim_eval_graph(parse_launch_arguments(["viewer:=true", bad], SIM_EVAL_ARGUMENTS))

@@ -397,6 +397,9 @@ def test_launch_file_under_launch_ros():
     assert len(nodes) == len(sim_eval_graph()) == 4
     # Every node's exit is watched (a non-zero code fails the launch), the required one's too.
     assert sum(isinstance(a, RegisterEventHandler) for a in actions) == 4
+    context.launch_configurations.update(viewer="true", viewer_out="run.rrd")  # the live view's node
+    actions = opaque.execute(context)
+    assert len([a for a in actions if isinstance(a, Node)]) == 5
 
 
 def test_setup_installs_node_executables_and_launch_files():

@@ -81,7 +81,7 @@ def test_both_launchers_start_every_node_of_every_graph_through_start():
     setup_text = (REPO / "setup.py").read_text()
     seen = set()
     for name, (build, _arguments) in GRAPHS.items():
-        for spec in build({"scene": "s"} if name == "fly" else {}):
+        for spec in build({"scene": "s"} if name == "fly" else {"viewer": "true"}):
             seen.add(spec.executable)
             assert f'"{spec.executable} = airplay.nodes.start:{spec.executable}"' in setup_text, spec.executable
             entry = getattr(start, spec.executable)
@@ -89,4 +89,4 @@ def test_both_launchers_start_every_node_of_every_graph_through_start():
                     if isinstance(n, ast.Constant)] == [spec.module], spec.executable
             assert node_command(spec, "python")[:4] == ["python", "-m", "airplay.nodes.start", spec.module]
     assert seen == {"sim_node", "renderer_node", "policy_node", "evaluator_node", "mavlink_bridge_node",
-                    "recorder_node"}
+                    "recorder_node", "viewer_node"}

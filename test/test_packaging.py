@@ -37,7 +37,8 @@ def test_colcon_build_installs_the_ros_layout(tmp_path_factory):
         assert (install / "share" / "airplay" / "launch" / name).is_file(), name
     # `ros2 run airplay airplay` looks in lib/<package>; so does ros2 launch for the node executables.
     assert (install / "lib" / "airplay" / "airplay").is_file()
-    for node in ("sim_node", "renderer_node", "policy_node", "evaluator_node", "recorder_node", "mavlink_bridge_node"):
+    for node in ("sim_node", "renderer_node", "policy_node", "evaluator_node", "recorder_node", "mavlink_bridge_node",
+                 "viewer_node"):
         assert (install / "lib" / "airplay" / node).is_file(), node
     site = next((install / "lib").glob("python3*/site-packages"))
     assert (site / "airplay" / "scene" / "ply_io.py").is_file()

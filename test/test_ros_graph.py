@@ -7,6 +7,7 @@ Every process gets a deadline; every process is killed in a ``finally``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -156,11 +157,14 @@ def test_graph_equals_inprocess(scene_dir, tmp_path):
     expected = [(f.trajectory, f.status, f.steps) for f in expected]
 
     out = tmp_path / "out"
+    # The live view (viewer:=true) watches the graph; the in-process run below is watched the same way.
+    view = importlib.util.find_spec("rerun") is not None
+    viewer = ["viewer:=true", f"viewer_out:={tmp_path / 'graph.rrd'}"] if view else []
     listener = StatusListener()
     procs = {}
     try:
         procs.update(start_graph([f"scenes:={scene_dir}", f"episodes:={EPISODES}", "seed:=0", "policy:=expert",
-                                  "setting:=pointgoal", "lockstep:=true",
+                                  "setting:=pointgoal", "lockstep:=true", *viewer,
                                   f"out:={out}", f"render_images:={str(RENDER_IMAGES).lower()}"], tmp_path))
         # A hang guard, not a speed check: ~25 s idle, several times that on a loaded 2-core machine.
         code = evaluator_exit(procs, tmp_path, 600 if RENDER_IMAGES else 240)
@@ -193,8 +197,15 @@ def test_graph_equals_inprocess(scene_dir, tmp_path):
     assert summary["meta"]["runtime"] == "ros"
     # The same files as `airplay eval --runtime inprocess`, to the last digit (but for meta).
     inproc = tmp_path / "inproc"
+    observer = None
+    if view:
+        from airplay.view.live import EnvObserver, LiveView
+
+        observer = EnvObserver(LiveView(out=tmp_path / "inproc.rrd", images=False))
     evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=EPISODES, render_images=False), inproc,
-                       progress=False)
+                       progress=False, observer=observer)
+    if view:
+        observer.live.close()
     assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
     reference = json.loads((inproc / "summary.json").read_text())
     assert {k: v for k, v in summary.items() if k != "meta"} == {k: v for k, v in reference.items() if k != "meta"}
@@ -206,6 +217,33 @@ def test_graph_equals_inprocess(scene_dir, tmp_path):
         got_traj = np.asarray(got["trajectory"], np.float64)
         assert got_traj.shape == trajectory.shape
         assert np.abs(got_traj[-1] - trajectory[-1]).max() <= 1e-6, f"episode {k}: final position"
+    if view:  # the graph's live view and the in-process one: the same entities, rows and sim times
+        _assert_same_views(tmp_path / "graph.rrd", tmp_path / "inproc.rrd", total_steps)
+
+
+def _assert_same_views(graph_rrd: Path, inproc_rrd: Path, total_steps: int) -> None:
+    """Both recordings, read with rerun's own reader (test_view.read_rrd): the same entities, each
+    episode's start and end status, goal and path. Observations and commands at the same sim times,
+    the graph's a subset: the viewer is outside lockstep (it must not change the episodes), and
+    where it falls more than the publishers' history (10 messages) behind the graph on a loaded
+    machine it misses some, which its log counts."""
+    import pyarrow as pa
+    from test_view import read_rrd
+
+    def times(batches, entity):
+        return sorted(t for b in batches[entity] if "sim_time" in b.schema.names
+                      for t in b.column("sim_time").cast(pa.int64()).to_pylist())
+
+    (g_rows, g_static, g_batches), (rows, static, batches) = read_rrd(graph_rrd), read_rrd(inproc_rrd)
+    camera = {"/world/vehicle/camera/rgb", "/world/vehicle/camera/depth", "/goal_image"}
+    assert set(g_rows) - camera == set(rows) and g_static == static
+    assert rows["/world/vehicle"] == total_steps + EPISODES and rows["/command/vx"] == total_steps
+    assert g_rows["/status"] == rows["/status"] == 2 * EPISODES and g_rows["/world/goal"] == rows["/world/goal"]
+    assert times(g_batches, "/status") == times(batches, "/status")
+    for entity in ("/world/vehicle", "/command/vx"):
+        got, want = times(g_batches, entity), times(batches, entity)
+        assert set(got) <= set(want) and len(got) >= 0.9 * len(want), (entity, len(got), len(want))
+    assert static["/world/scene/indoor_1/mesh"] == 1
 
 
 @pytest.mark.slow

@@ -124,7 +124,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from airplay.eval.runner import EvalConfig, evaluate_inprocess
+    from airplay.eval.runner import EvalConfig
     from airplay.policies.registry import default_setting, reads_vln_options
 
     if args.make_default_scenes:
@@ -151,10 +151,68 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(f"error: {', '.join(scaled)}: not available for {what} (the in-process runtime's PointGoal, "
               "ImageGoal and goal-free settings only)", file=sys.stderr)
         return 2
+    viewing = args.view or bool(args.view_out)
+    if viewing and (setting == "vln" or reads_vln_options(args.policy) or args.workers != 1 or args.ray):
+        what = "VLN evaluation" if setting == "vln" or reads_vln_options(args.policy) else "--workers N / --ray"
+        print(f"error: --view/--view-out: not available for {what} (episodes flown in this process, or the ROS "
+              "graph)", file=sys.stderr)
+        return 2
     if setting == "vln" or reads_vln_options(args.policy):
         from airplay.vln.commands import eval_vln
 
         return eval_vln(args, cfg, vln_backend)
+    if viewing:
+        return _eval_with_view(args, cfg)
+    return _run_eval(args, cfg)
+
+
+def _eval_with_view(args: argparse.Namespace, cfg) -> int:
+    """``airplay eval --view / --view-out``: the run streamed to rerun (:mod:`airplay.view.live`): to a
+    web viewer on 127.0.0.1 that this process serves (and keeps serving after the run, until Ctrl-C),
+    and/or into an .rrd file."""
+    from airplay.view.live import EnvObserver, LiveViewError, RerunServer, open_live_view
+
+    view_out = str(Path(args.view_out).resolve()) if args.view_out else None
+    try:
+        if args.runtime == "ros":
+            server = RerunServer(args.view_web_port, args.view_grpc_port) if args.view else None
+            live = None
+        else:
+            live, server = open_live_view(out=view_out, serve=args.view, web_port=args.view_web_port,
+                                          grpc_port=args.view_grpc_port, images=cfg.render_images)
+    except LiveViewError as err:
+        print(f"error: --view: {err}", file=sys.stderr)
+        return 2
+    if server is not None:
+        print(f"live view: open {server.web_url}", flush=True)
+    try:
+        if live is None:
+            code = _run_eval(args, cfg, viewer={"viewer": True, "viewer_out": view_out or "",
+                                                "viewer_connect": server.url if server else ""})
+        else:
+            try:
+                code = _run_eval(args, cfg, observer=EnvObserver(live))
+            finally:
+                live.close()
+        if view_out:
+            print(f"live view recorded in {view_out}; open it with: rerun {view_out}")
+        if server is not None:
+            print(f"the run has ended; the web viewer keeps serving {server.web_url} until Ctrl-C", flush=True)
+            try:
+                server.wait()
+            except KeyboardInterrupt:
+                pass
+        return code
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _run_eval(args: argparse.Namespace, cfg, observer=None, viewer: dict | None = None) -> int:
+    """The evaluation in the chosen runtime; ``observer`` watches in-process episodes, ``viewer``: the
+    sim_eval graph's viewer settings (airplay.graph.SimEvalConfig)."""
+    from airplay.eval.runner import evaluate_inprocess
+
     if args.runtime == "ros":
         # The same evaluation through the ROS graph (sim, renderer, policy, evaluator processes).
         from airplay.graph import SimEvalConfig, sim_eval_nodes
@@ -165,11 +223,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                               execution_horizon=cfg.execution_horizon, setting=cfg.setting, episodes=cfg.episodes,
                               seed=cfg.seed, out=args.out, policy_budget_ms=float(cfg.policy_budget_ms),
                               render_backend=cfg.render_backend, render_images=cfg.render_images,
-                              bootstrap=cfg.bootstrap, wind=cfg.wind)
+                              bootstrap=cfg.bootstrap, wind=cfg.wind, **(viewer or {}))
         return launch_graph(sim_eval_nodes(graph), env={**os.environ, "AIRPLAY_COMMAND": cfg.command})
     try:
         evaluate_inprocess(cfg, Path(args.out), progress=not args.no_progress, workers=args.workers, ray=args.ray,
-                           resume=args.resume)
+                           resume=args.resume, observer=observer)
     except ValueError as err:  # bad arguments, a folder --resume cannot continue (ResumeError)
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -317,6 +375,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--resume", action="store_true",
                     help="continue an interrupted run in --out: keep the finished episodes of OUT/episodes.jsonl "
                          "(refused if OUT/eval_config.json differs from this run's settings) and fly the rest")
+    ev.add_argument("--view", action="store_true",
+                    help="stream the run live to rerun's web viewer, served on 127.0.0.1 (--view-web-port): camera, "
+                         "depth, trajectory and goal over the scene, commands, episode status; it keeps serving "
+                         "after the run until Ctrl-C (needs rerun-sdk; one process: not with --workers/--ray)")
+    ev.add_argument("--view-out", metavar="RRD", default=None,
+                    help="write the live view to this rerun recording (.rrd), with or without --view")
+    ev.add_argument("--view-web-port", type=int, default=9090, help="--view: the web viewer's port (default 9090)")
+    ev.add_argument("--view-grpc-port", type=int, default=9876,
+                    help="--view: the rerun gRPC port the web viewer reads (default 9876)")
     cli_flags.add_no_progress(ev)
     ev.add_argument("--make-default-scenes", metavar="DIR", default=None,
                     help="first generate DIR/{indoor,urban,vegetation}_0 if missing")

@@ -86,6 +86,11 @@ SIM_EVAL_ARGUMENTS: dict[str, LaunchArgument] = {
     # setting:=vln with policy:=airvln_r1 (docs/vln.md; airplay.vln.options)
     **{p.name: _from_schema(p) for p in schemas.VLN_BACKEND},
     **_schema_arguments(schemas.EPISODE, ("vln_config", "vln_episodes")),
+    # the live view (airplay.nodes.viewer_node, docs/evaluation.md)
+    "viewer": _A("false", "true: add the viewer node, which streams the run to rerun (camera, depth, trajectory and "
+                          "goal over the scene, commands, episode status) and serves rerun's web viewer on "
+                          "127.0.0.1:viewer_web_port while the graph runs (or writes viewer_out)"),
+    **{f"viewer_{name}": _from_schema(schemas.VIEWER[name]) for name in ("out", "connect", "web_port", "grpc_port")},
 }
 """Launch arguments of the sim_eval graph: default and description of each."""
 
@@ -178,6 +183,11 @@ class SimEvalConfig:
     render_images: bool = _default(schemas.RENDER_IMAGES)
     bootstrap: int = _default(schemas.EVALUATOR["bootstrap"])
     vln: dict = field(default_factory=dict)
+    viewer: bool = False
+    viewer_out: str = _default(schemas.VIEWER["out"])
+    viewer_connect: str = _default(schemas.VIEWER["connect"])
+    viewer_web_port: int = _default(schemas.VIEWER["web_port"])
+    viewer_grpc_port: int = _default(schemas.VIEWER["grpc_port"])
 
 
 def sim_eval_config(arguments: dict[str, str] | None = None) -> SimEvalConfig:
@@ -194,7 +204,16 @@ def sim_eval_config(arguments: dict[str, str] | None = None) -> SimEvalConfig:
         wind=_wind(v, "wind"),
         render_backend=_choice(v, "render_backend", schemas.RENDER_BACKENDS),
         render_images=_flag(v, "render_images"), bootstrap=_number(v, "bootstrap", int),
-        vln={k: v[k] for k in _VLN_ARGUMENTS})
+        vln={k: v[k] for k in _VLN_ARGUMENTS}, viewer=_flag(v, "viewer"), viewer_out=v["viewer_out"],
+        viewer_connect=v["viewer_connect"], viewer_web_port=_port(v, "viewer_web_port"),
+        viewer_grpc_port=_port(v, "viewer_grpc_port"))
+
+
+def _port(values: dict[str, str], key: str) -> int:
+    port = _number(values, key, int)
+    if not 1 <= port <= 65535:
+        raise GraphArgumentError(f"launch argument {key}:={values[key]} must be a port number 1..65535")
+    return port
 
 
 def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
@@ -203,7 +222,8 @@ def sim_eval_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
 
 
 def sim_eval_nodes(cfg: SimEvalConfig) -> list[NodeSpec]:
-    """The closed-loop evaluation graph: sim, renderer, policy, evaluator (DESIGN.md section 4)."""
+    """The closed-loop evaluation graph: sim, renderer, policy, evaluator (DESIGN.md section 4),
+    and with ``viewer`` the viewer node (:mod:`airplay.nodes.viewer_node`)."""
     common = {"use_sim_time": True}
     episode = {"scenes": cfg.scenes, "setting": cfg.setting, "episodes": cfg.episodes, "seed": cfg.seed}
     lockstep, budget_ms, render_images = cfg.lockstep, float(cfg.policy_budget_ms), cfg.render_images
@@ -225,9 +245,12 @@ def sim_eval_nodes(cfg: SimEvalConfig) -> list[NodeSpec]:
         NodeSpec("evaluator", "airplay.nodes.evaluator_node", "evaluator_node",
                  {**common, **episode, "policy": cfg.policy, **learned, "out": cfg.out,
                   "render_images": render_images, "bootstrap": cfg.bootstrap,
-                  "policy_budget_ms": budget_ms, **wind},
+                  "policy_budget_ms": budget_ms, **wind, **({"viewer": True} if cfg.viewer else {})},
                  required=True),
-    ]
+    ] + ([NodeSpec("viewer", "airplay.nodes.viewer_node", "viewer_node",
+                   {**common, **episode, "lockstep": lockstep, "render_images": render_images,
+                    "out": cfg.viewer_out, "connect": cfg.viewer_connect, "web_port": cfg.viewer_web_port,
+                    "grpc_port": cfg.viewer_grpc_port})] if cfg.viewer else [])
 
 
 _VLN_ARGUMENTS = (*(p.name for p in schemas.VLN_BACKEND), "vln_config", "vln_episodes")

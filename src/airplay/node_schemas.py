@@ -1,4 +1,4 @@
-"""The parameters of the sim, renderer, policy, evaluator and recorder nodes, one schema each.
+"""The parameters of the sim, renderer, policy, evaluator, recorder and viewer nodes, one schema each.
 
 Each node declares exactly its schema's parameters (``airplay.nodes.params``), and the graphs
 (:mod:`airplay.graph`) take their launch arguments' defaults and descriptions from here. The
@@ -99,6 +99,8 @@ EVALUATOR = EPISODE.with_params(
                                     "time (0: no limit)", unit="s", min=0.0, finite=True, dynamic=True),
     RENDER_IMAGES,
     Param("bootstrap", 1000, "bootstrap resamples of the confidence intervals in summary.json", min=0),
+    Param("viewer", False, "the graph has a viewer node: the first episode waits until it subscribes to "
+                           "episode/progress"),
 )
 
 RECORDER = EPISODE.with_params(
@@ -116,5 +118,19 @@ RECORDER = EPISODE.with_params(
           unit="s", min=0.0, finite=True),
 )
 
-SCHEMAS = {s.node: s for s in (SIM, RENDERER, POLICY_NODE, EVALUATOR, RECORDER)}
+VIEWER = EPISODE.with_params(
+    "viewer",
+    LOCKSTEP,
+    RENDER_IMAGES,
+    Param("out", "", "write the live view to this rerun recording (.rrd; empty: none)"),
+    Param("connect", "", "stream the live view to the rerun gRPC server at this URL, e.g. "
+                         "rerun+http://127.0.0.1:9876/proxy (empty: none)"),
+    Param("web_port", 9090, "port of rerun's web viewer on 127.0.0.1, served by the node when out and connect "
+                            "are both empty", min=1, max=65535),
+    Param("grpc_port", 9876, "port of the rerun gRPC server on 127.0.0.1 that the web viewer reads, with "
+                             "web_port", min=1, max=65535),
+    Param("points", 100_000, "at most this many splat points drawn per scene (0: the collision mesh only)", min=0),
+)
+
+SCHEMAS = {s.node: s for s in (SIM, RENDERER, POLICY_NODE, EVALUATOR, RECORDER, VIEWER)}
 """Node name -> its schema (the mavlink_bridge's is in airplay.bridge.parameters)."""

@@ -67,15 +67,16 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-def fly_job(job: EpisodeJob) -> dict:
+def fly_job(job: EpisodeJob, observer=None) -> dict:
     """Fly one task: ``{"scene_dir", "index", "result": EpisodeResult, "trajectory": (T, 3) map m,
-    "steps", "flying_s"}`` (``flying_s``: reset, policy, steps and rendering, not the scene set-up)."""
+    "steps", "flying_s"}`` (``flying_s``: reset, policy, steps and rendering, not the scene set-up).
+    ``observer``: see :func:`airplay.eval.runner.run_episode` (in this process only)."""
     from airplay.eval.runner import run_episode, task_result
 
     world, tasks, env, policy = scene_state(job)
     task = tasks[job.index]
     t0 = time.perf_counter()
-    flown = run_episode(env, policy, task, job.cfg.policy_budget_ms)
+    flown = run_episode(env, policy, task, job.cfg.policy_budget_ms, observer)
     flying_s = time.perf_counter() - t0
     result = task_result(world, task, job.cfg, flown.trajectory, flown.status, flown.error)
     return {"scene_dir": job.scene_dir, "index": job.index, "result": result, "trajectory": flown.trajectory,

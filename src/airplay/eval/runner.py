@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -166,10 +167,24 @@ class Flown:
     error: str | None = None
 
 
-def run_episode(env: AirPlayEnv, policy, task, budget_ms: float = 0.0) -> Flown:
+def run_episode(env: AirPlayEnv, policy, task, budget_ms: float = 0.0, observer=None) -> Flown:
     """Fly one task to its end. The policy is called through :mod:`airplay.policies.guard`: where
-    it raises (or a step exceeds ``budget_ms`` of CPU time) the episode ends at that observation."""
+    it raises (or a step exceeds ``budget_ms`` of CPU time) the episode ends at that observation.
+
+    ``observer`` (e.g. :class:`airplay.view.live.EnvObserver`, ``airplay eval --view``) is told
+    ``episode_started(env, task, obs)`` after the reset, ``episode_step(env, command, obs)`` after
+    each step (``command``: what was applied to the previous observation) and
+    ``episode_ended(env, flown)``; it only watches (the episode is the same without it)."""
+    flown = _fly(env, policy, task, budget_ms, observer)
+    if observer is not None:
+        observer.episode_ended(env, flown)
+    return flown
+
+
+def _fly(env: AirPlayEnv, policy, task, budget_ms: float, observer) -> Flown:
     obs, info = env.reset(options={"task": task})
+    if observer is not None:
+        observer.episode_started(env, task, obs)
     error = guard.reset(policy, task)
     if error is not None and info["status"] == "running":
         return Flown(np.asarray(env.trajectory), guard.POLICY_ERROR, info["steps"], error)
@@ -178,18 +193,21 @@ def run_episode(env: AirPlayEnv, policy, task, budget_ms: float = 0.0) -> Flown:
         if step.status is not None:
             return Flown(np.asarray(env.trajectory), step.status, info["steps"], step.error)
         obs, _, _, _, info = env.step(step.command)
+        if observer is not None:
+            observer.episode_step(env, step.command, obs)
     return Flown(np.asarray(env.trajectory), info["status"], info["steps"])
 
 
 def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True, workers: int = 1,
-                       ray: str | None = None, resume: bool = False) -> dict:
+                       ray: str | None = None, resume: bool = False, observer=None) -> dict:
     """Run the evaluation, write results into ``out_dir``, print the table; return the summary.
 
     ``workers`` > 1: the episodes are flown by a spawn process pool of that many processes
     (:mod:`airplay.eval.episode_jobs`); ``ray``: as Ray tasks at that address ("local": a
     private instance); the files are the same as from one process (``summary.json`` apart
     from :data:`RUN_FIELDS`). ``resume``: keep the finished episodes of an earlier run in
-    ``out_dir`` and fly the rest (:mod:`airplay.eval.journal`). ValueError names a bad argument.
+    ``out_dir`` and fly the rest (:mod:`airplay.eval.journal`). ``observer``: watches every
+    episode (:func:`run_episode`; one process only). ValueError names a bad argument.
     """
     import importlib.util
     import sys
@@ -205,6 +223,8 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True, wo
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"--workers must be an integer >= 1, got {workers!r}")
+    if observer is not None and (workers > 1 or ray):
+        raise ValueError("--view shows episodes flown in this process: not with --workers N > 1 or --ray")
     if ray and importlib.util.find_spec("ray") is None:
         raise ValueError("--ray needs the ray package, which is not importable here (pip install 'ray[default]'), "
                          "or run without --ray (--workers N uses a local process pool)")
@@ -239,7 +259,8 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True, wo
         bar = tqdm(total=len(jobs), unit="ep", disable=not progress, dynamic_ncols=True,
                    desc=f"eval ({engine})" if not in_process else "eval")
         appender = jr.Appender(out_dir)
-        results = run_jobs(fly_job, jobs, workers, ray)
+        fly = fly_job if observer is None else partial(fly_job, observer=observer)
+        results = run_jobs(fly, jobs, workers, ray)
         run_steps, flying_s, flown = 0, 0.0, 0  # this run's episodes; flying: time inside episodes, all workers
         try:
             for rec in results:

@@ -11,7 +11,11 @@ cold numba cache on a loaded machine can take minutes). Then, for each scene fol
 (:class:`airplay.world.lockstep.EpisodeCommand`: episode k, scene_dir, index i, the task, the
 success radius) and waits for the sim's terminal ``episode/status`` of episode k, however long
 it takes: no wall-clock limit ends an episode of a slow graph. Each finished episode is logged
-with the run's progress (episodes done, control steps per second).
+with the run's progress (episodes done, control steps per second) and published on
+``episode/progress`` (std_msgs/String JSON: episode, done, episodes, scene_dir, index, status,
+steps; reliable). With ``viewer:=true`` the start-up also waits for a subscriber of
+``episode/progress`` (the viewer node, :mod:`airplay.nodes.viewer_node`), so that the live view
+has every episode; the viewer is no member of the run (its leaving stops nothing).
 
 A node that leaves the graph (its process ended: DDS removes it at once on a clean exit, after
 the Fast DDS participant lease for a killed process) is what ends things early: the sim, or
@@ -122,6 +126,8 @@ class EvaluatorNode(Node):
         self.total_steps = 0
         self.outcomes: list[tuple] = []  # scene_dir, index, status, steps, trajectory, error, policy report (vln)
         self.command_pub = self.create_publisher(String, "episode/command", RELIABLE)
+        self.viewer = values["viewer"]
+        self.progress_pub = self.create_publisher(String, "episode/progress", RELIABLE)
         self.status_sub = self.create_subscription(String, "episode/status", self.on_status, EPISODE_STATUS)
         self.report_sub = self.create_subscription(String, "episode/policy", self.on_report, RELIABLE)
         if self.vln:
@@ -139,6 +145,8 @@ class EvaluatorNode(Node):
             missing.append("episode/status has 0 publishers (need sim)")
         if self.vln and self.report_sub.get_publisher_count() < 1:
             missing.append("episode/policy has 0 publishers (need policy)")
+        if self.viewer and self.progress_pub.get_subscription_count() < 1:
+            missing.append("episode/progress has 0 subscribers (need viewer)")
         return missing
 
     def _endpoints(self, topic: str, publishers: bool) -> dict[bytes, str]:
@@ -312,6 +320,9 @@ class EvaluatorNode(Node):
                                f"{steps} steps" + (f" ({error})" if error else "")
                                + f" | {self.total_steps} steps in {elapsed:.0f} s = "
                                f"{self.total_steps / max(elapsed, 1e-9):.0f} steps/s")
+        self.progress_pub.publish(json_message({"episode": self.k, "done": self.k + 1, "episodes": len(self.plan),
+                                                "scene_dir": scene_dir, "index": index, "status": status,
+                                                "steps": steps}))
         self.next_episode()
 
     # -- results ---------------------------------------------------------------------------

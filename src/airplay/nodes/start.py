@@ -77,5 +77,9 @@ def recorder_node() -> int:
     return run("airplay.nodes.recorder_node")
 
 
+def viewer_node() -> int:
+    return run("airplay.nodes.viewer_node")
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

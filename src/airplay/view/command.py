@@ -51,10 +51,11 @@ def _cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
-def serve_command(rrd: Path, web_port: int, grpc_port: int) -> list[str]:
-    """The rerun CLI serving ``rrd`` to its web viewer, both servers bound to 127.0.0.1 only."""
+def serve_command(rrd: Path | None, web_port: int, grpc_port: int) -> list[str]:
+    """The rerun CLI serving ``rrd`` to its web viewer, both servers bound to 127.0.0.1 only
+    (``rrd`` None: a gRPC proxy that SDKs stream to, :class:`airplay.view.live.RerunServer`)."""
     return [sys.executable, "-m", "rerun", "--serve-web", "--bind", "127.0.0.1", "--web-viewer-port", str(web_port),
-            "--port", str(grpc_port), str(rrd)]
+            "--port", str(grpc_port), *([str(rrd)] if rrd is not None else [])]
 
 
 def serve(rrd: Path, web_port: int, grpc_port: int) -> int:

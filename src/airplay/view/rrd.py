@@ -41,13 +41,14 @@ def _color(status: str) -> tuple[int, int, int]:
     return STATUS_COLORS.get(status, DEFAULT_COLOR)
 
 
-def log_scene(rec, name: str, folder: Path, points: int) -> None:
-    """The scene's collision mesh and up to ``points`` splat means (a seeded subsample), static."""
+def log_scene(rec, name: str, folder, points: int) -> None:
+    """The scene's collision mesh and up to ``points`` splat means (a seeded subsample), static.
+    ``folder``: the scene folder, or a loaded :class:`~airplay.scene.scene.Scene`."""
     import rerun as rr
 
     from airplay.scene.scene import Scene
 
-    scene = Scene.load(folder)
+    scene = folder if isinstance(folder, Scene) else Scene.load(folder)
     mesh = scene.mesh
     rec.log(f"world/scene/{name}/mesh", rr.Mesh3D(vertex_positions=np.asarray(mesh.vertices, np.float32),
                                                   triangle_indices=np.asarray(mesh.faces, np.uint32),
@@ -70,50 +71,137 @@ def _yaw_quaternion(yaw: float):
     return rr.Quaternion(xyzw=[0.0, 0.0, math.sin(yaw / 2.0), math.cos(yaw / 2.0)])
 
 
+def set_time(rec, t_ns: int, step: int | None = None) -> None:
+    """Put the following rows at sim time ``t_ns`` (and sample ``step`` on the ``step`` timeline)."""
+    rec.set_time(TIMELINE, duration=np.timedelta64(int(t_ns), "ns"))
+    if step is not None:
+        rec.set_time("step", sequence=int(step))
+
+
+def log_camera(rec, mount=None, k=None, width: int | None = None, height: int | None = None) -> None:
+    """The camera mount (``world/vehicle/camera``, static) and, with an image size, its pinhole model
+    (``k`` None: a 90-degree placeholder). Without a mount: an optical frame at the vehicle's origin."""
+    import rerun as rr
+
+    t = (mount or CameraMount()).base_from_camera()
+    camera = [rr.Transform3D(translation=t[:3, 3], mat3x3=t[:3, :3])]
+    if width and height:
+        k = k if k is not None else np.array([[width / 2.0, 0, width / 2.0], [0, width / 2.0, height / 2.0],
+                                              [0, 0, 1]])
+        camera.append(rr.Pinhole(image_from_camera=k, width=width, height=height,
+                                 camera_xyz=rr.ViewCoordinates.RDF))
+    rec.log("world/vehicle/camera", *camera, static=True)
+
+
+def log_command_names(rec) -> None:
+    """Names of the ``command/*`` series (static)."""
+    import rerun as rr
+
+    for name in COMMAND_NAMES:
+        rec.log(f"command/{name}", rr.SeriesLines(names=name), static=True)
+
+
+def log_trajectory(rec, position: np.ndarray, status: str = "", static: bool = True) -> None:
+    """``world/trajectory``: the flown path (T, 3), coloured by ``status``."""
+    import rerun as rr
+
+    rec.log("world/trajectory", rr.LineStrips3D([np.asarray(position, np.float32)], colors=[_color(status)]),
+            static=static)
+
+
+def log_goal(rec, goal, static: bool = True) -> None:
+    """``world/goal``: the goal position (map m)."""
+    import rerun as rr
+
+    rec.log("world/goal", rr.Points3D([np.asarray(goal, np.float32)], colors=[(250, 200, 0)], radii=0.25,
+                                      labels=["goal"]), static=static)
+
+
+def log_goal_image(rec, image, static: bool = True) -> None:
+    import rerun as rr
+
+    rec.log("goal_image", rr.Image(image), static=static)
+
+
+def log_vehicle(rec, position, yaw: float) -> None:
+    """``world/vehicle``: position (map m) and heading (rad) at the current time."""
+    import rerun as rr
+
+    rec.log("world/vehicle", rr.Transform3D(translation=np.asarray(position, np.float64),
+                                            quaternion=_yaw_quaternion(float(yaw))))
+
+
+def log_rgb(rec, rgb) -> None:
+    import rerun as rr
+
+    rec.log("world/vehicle/camera/rgb", rr.Image(rgb))
+
+
+def log_depth(rec, depth) -> None:
+    """The depth image (m; non-finite pixels as 0, rerun's "no depth")."""
+    import rerun as rr
+
+    depth = np.asarray(depth, np.float32)
+    depth = depth.reshape(depth.shape[0], depth.shape[1])
+    rec.log("world/vehicle/camera/depth", rr.DepthImage(np.where(np.isfinite(depth), depth, 0.0), meter=1.0))
+
+
+def log_command(rec, command) -> None:
+    """``command/vx`` ... ``command/yaw_rate`` (heading frame m/s, rad/s) at the current time."""
+    import rerun as rr
+
+    for j, name in enumerate(COMMAND_NAMES):
+        rec.log(f"command/{name}", rr.Scalars(float(command[j])))
+
+
+def log_status(rec, text: str, warn: bool = False) -> None:
+    """One line of the ``status`` text log at the current time."""
+    import rerun as rr
+
+    rec.log("status", rr.TextLog(text, level=rr.TextLogLevel.WARN if warn else rr.TextLogLevel.INFO))
+
+
 def log_flight(rec, flight: Flight, mount=None) -> None:
     """One episode of a bag or a dataset at the fixed entity paths of the module docstring."""
     import rerun as rr
 
     n = len(flight.times_ns)
-    color = _color(flight.status)
     rec.log("metadata", rr.TextDocument(json.dumps(flight.metadata, indent=2, default=str)), static=True)
     if n:
-        rec.log("world/trajectory", rr.LineStrips3D([flight.position.astype(np.float32)], colors=[color]),
-                static=True)
+        log_trajectory(rec, flight.position, flight.status)
     if flight.goal is not None:
-        rec.log("world/goal", rr.Points3D([flight.goal], colors=[(250, 200, 0)], radii=0.25, labels=["goal"]),
-                static=True)
+        log_goal(rec, flight.goal)
     if flight.goal_image is not None:
-        rec.log("goal_image", rr.Image(flight.goal_image), static=True)
+        log_goal_image(rec, flight.goal_image)
     # the scene's camera mount; without the scene, an optical frame at the vehicle's origin, looking forward
-    t = (mount or CameraMount()).base_from_camera()
-    camera = [rr.Transform3D(translation=t[:3, 3], mat3x3=t[:3, :3])]
     images = flight.rgb if flight.rgb is not None else flight.depth
-    if images is not None:
-        h, w = images.shape[1:3]
-        k = flight.camera_k if flight.camera_k is not None else np.array(
-            [[w / 2.0, 0, w / 2.0], [0, w / 2.0, h / 2.0], [0, 0, 1]])  # 90 degrees horizontal: a placeholder
-        camera.append(rr.Pinhole(image_from_camera=k, width=w, height=h, camera_xyz=rr.ViewCoordinates.RDF))
-    rec.log("world/vehicle/camera", *camera, static=True)
-    for name in COMMAND_NAMES:
-        rec.log(f"command/{name}", rr.SeriesLines(names=name), static=True)
+    h, w = images.shape[1:3] if images is not None else (None, None)
+    log_camera(rec, mount, flight.camera_k, w, h)
+    log_command_names(rec)
     for i in range(n):
-        rec.set_time(TIMELINE, duration=np.timedelta64(int(flight.times_ns[i]), "ns"))
-        rec.set_time("step", sequence=i)
-        yaw = float(flight.yaw[i]) if flight.yaw is not None else 0.0
-        rec.log("world/vehicle", rr.Transform3D(translation=flight.position[i], quaternion=_yaw_quaternion(yaw)))
+        set_time(rec, flight.times_ns[i], i)
+        log_vehicle(rec, flight.position[i], float(flight.yaw[i]) if flight.yaw is not None else 0.0)
         if flight.rgb is not None:
-            rec.log("world/vehicle/camera/rgb", rr.Image(flight.rgb[i]))
+            log_rgb(rec, flight.rgb[i])
         if flight.depth is not None:
-            depth = np.where(np.isfinite(flight.depth[i]), flight.depth[i], 0.0).astype(np.float32)
-            rec.log("world/vehicle/camera/depth", rr.DepthImage(depth, meter=1.0))
+            log_depth(rec, flight.depth[i])
         if flight.action is not None:
-            for j, name in enumerate(COMMAND_NAMES):
-                rec.log(f"command/{name}", rr.Scalars(float(flight.action[i][j])))
+            log_command(rec, flight.action[i])
     rec.reset_time()  # statuses have a sim time, not a step
     for t, text in flight.statuses:
-        rec.set_time(TIMELINE, duration=np.timedelta64(int(t), "ns"))
-        rec.log("status", rr.TextLog(text, level=rr.TextLogLevel.INFO))
+        set_time(rec, t)
+        log_status(rec, text)
+
+
+def log_episode_path(rec, scene: str | None, name: str, position: np.ndarray, status: str) -> str:
+    """``world/<scene>/<task_id>``: an ended episode's path (static, coloured and labelled by its
+    status); returns the entity path."""
+    import rerun as rr
+
+    base = f"world/{rr.escape_entity_path_part(scene or 'scene')}/{rr.escape_entity_path_part(name)}"
+    rec.log(base, rr.LineStrips3D([np.asarray(position, np.float32)], colors=[_color(status)], labels=[status]),
+            static=True)
+    return base
 
 
 def log_results(rec, flights: list[Flight]) -> None:
@@ -122,18 +210,14 @@ def log_results(rec, flights: list[Flight]) -> None:
     import rerun as rr
 
     for f in flights:
-        base = f"world/{rr.escape_entity_path_part(f.scene or 'scene')}/{rr.escape_entity_path_part(f.name)}"
-        color = _color(f.status)
         if len(f.position):
-            rec.log(base, rr.LineStrips3D([f.position.astype(np.float32)], colors=[color], labels=[f.status]),
-                    static=True)
+            base = log_episode_path(rec, f.scene, f.name, f.position, f.status)
             times = rr.TimeColumn(TIMELINE, duration=f.times_ns.astype("timedelta64[ns]"))
             rec.send_columns(f"{base}/position", indexes=[times],
                              columns=rr.Points3D.columns(positions=f.position.astype(np.float32)))
         for t, text in f.statuses:
-            rec.set_time(TIMELINE, duration=np.timedelta64(int(t), "ns"))
-            level = rr.TextLogLevel.INFO if f.status == "success" else rr.TextLogLevel.WARN
-            rec.log("status", rr.TextLog(f"{f.scene} {f.name}: {f.status} {text}", level=level))
+            set_time(rec, t)
+            log_status(rec, f"{f.scene} {f.name}: {f.status} {text}", warn=f.status != "success")
 
 
 def write_recording(source: Source, scenes: dict[str, Path], out: Path, *, points: int = 100_000):
