@@ -63,6 +63,13 @@ def test_sb3_env_checker_on_a_registered_id(world):
         sb3_check_env(env.unwrapped, warn=True, skip_render_check=True)
 
 
+def test_adapter_refuses_the_vln_instruction(world):
+    venv = AirPlayVectorEnv(1, world, "vln", num_tasks=1, observations=("depth", "instruction"))
+    with pytest.raises(ValueError, match="observations: SB3's VecEnv takes arrays"):
+        AirPlaySB3VecEnv(venv)
+    venv.close()
+
+
 def test_adapter_equals_the_vector_env_step_for_step(world, short_tasks):
     n = 3
     kwargs = dict(tasks=short_tasks, observations=OBS, render_backend="cpu")

@@ -47,14 +47,19 @@ def test_registered_ids_pass_the_env_checker(world, env_id):
         check_env(env.unwrapped, skip_render_check=True)
     obs, info = env.reset(seed=1)
     setting = airplay.gym.ENV_IDS[env_id]
-    want = {"rgb", "depth"} | ({"goal"} if setting == "pointgoal" else {"goal_image"} if setting == "imagegoal"
-                               else set())
-    assert set(obs) == want, "default observations: rgb, depth and the goal; no state unless asked"
+    want = {"rgb", "depth"} | {"pointgoal": {"goal"}, "imagegoal": {"goal_image"}, "vln": {"instruction"}}.get(
+        setting, set())
+    assert set(obs) == want, "default observations: rgb, depth and the goal (or instruction); no state unless asked"
     assert obs["rgb"].shape == (SIZE, SIZE, 3) and obs["rgb"].std() > 5
     assert info["status"] == "running"
     venv = gym.make_vec(env_id, num_envs=2, scene=world, num_tasks=2, render_backend="cpu")
     assert isinstance(venv, AirPlayVectorEnv) and venv.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
     assert venv.single_observation_space == env.observation_space
+    if setting == "vln":  # the instruction: a Text observation, batched as a tuple of strings
+        assert isinstance(env.observation_space["instruction"], gym.spaces.Text)
+        assert isinstance(obs["instruction"], str) and len(obs["instruction"]) > 10
+        batch, _ = venv.reset(seed=1)
+        assert batch["instruction"][0] == obs["instruction"] and venv.observation_space.contains(batch)
     venv.close()
 
 

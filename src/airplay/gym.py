@@ -6,10 +6,13 @@
     env = gym.make("airplay/PointGoal-v0", scene="path/to/scene", image_size=64)
     envs = gym.make_vec("airplay/PointGoal-v0", num_envs=16, scene="path/to/scene", image_size=64)
 
-Ids: ``airplay/PointGoal-v0``, ``airplay/ImageGoal-v0`` and ``airplay/GoalFree-v0``. ``make``
-builds :func:`airplay.world.vector_env.make_env` (one vehicle, :class:`AirPlayEnv`);
+Ids: ``airplay/PointGoal-v0``, ``airplay/ImageGoal-v0``, ``airplay/GoalFree-v0`` and
+``airplay/VLN-v0`` (goal-free tasks with an instruction, a Text observation:
+:mod:`airplay.world.vln_env`). ``make`` builds :func:`airplay.world.vector_env.make_env` (one
+vehicle, :class:`AirPlayEnv`);
 ``make_vec`` builds :class:`airplay.world.vector_env.AirPlayVectorEnv` (its
-``vector_entry_point``: N vehicles stepped and rendered as one batch) unless another
+``vector_entry_point``: N vehicles stepped and rendered as one batch, ``scene`` one scene or a
+list of scenes) unless another
 ``vectorization_mode`` ("sync", "async") is asked for. Keyword options are those of
 :func:`~airplay.world.vector_env.make_env` (scene, image_size, observations, tasks, num_tasks,
 task_seed, reward_progress, reward_success, reward_collision, render_backend), and ``threads``
@@ -24,7 +27,7 @@ import gymnasium
 from airplay.world.vector_env import AirPlayVectorEnv, make_env, make_vector_env
 
 ENV_IDS = {"airplay/PointGoal-v0": "pointgoal", "airplay/ImageGoal-v0": "imagegoal",
-           "airplay/GoalFree-v0": "goalfree"}
+           "airplay/GoalFree-v0": "goalfree", "airplay/VLN-v0": "vln"}
 """The registered ids and their task settings."""
 
 

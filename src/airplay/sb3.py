@@ -51,6 +51,9 @@ class AirPlaySB3VecEnv(VecEnv):
     def __init__(self, venv: AirPlayVectorEnv, normalize_actions: bool = True) -> None:
         if not isinstance(venv, AirPlayVectorEnv):
             raise ValueError(f"venv must be an AirPlayVectorEnv, got {type(venv).__name__}")
+        if "instruction" in venv.single_observation_space.spaces:
+            raise ValueError("observations: SB3's VecEnv takes arrays, not the VLN instruction (a Text space); "
+                             "leave 'instruction' out of observations")
         self.venv = venv
         space = venv.single_action_space
         self.normalize_actions = bool(normalize_actions)

@@ -1,17 +1,23 @@
 """Many vehicles as one batch: :class:`AirPlayVectorEnv`, and the factories behind the Gymnasium ids.
 
-``AirPlayVectorEnv`` is Gymnasium's ``VectorEnv`` over N vehicles in one scene. Each step is
-one compiled flight-model call for all N (:meth:`airplay.sim.flight.FlightSim.move`), one
-compiled collision and bounds call (:meth:`~airplay.sim.flight.FlightSim.check`), the
-episode bookkeeping in numpy, and all N camera views rendered in one call
-(:class:`airplay.world.camera_batch.CameraBatch`: threads across cameras, pose-cell cuts shared).
+``AirPlayVectorEnv`` is Gymnasium's ``VectorEnv`` over N vehicles in one scene, or in several
+(``scene`` a list: sub-environment i flies in ``scene[i % len(scene)]``). Each step is, per
+scene, one compiled flight-model call for its vehicles (:meth:`airplay.sim.flight.FlightSim.move`)
+and one compiled collision and bounds call against its SDF and region
+(:meth:`~airplay.sim.flight.FlightSim.check`), then the episode bookkeeping for all N in numpy,
+and each scene's camera views rendered in one call (:class:`airplay.world.camera_batch.CameraBatch`:
+threads across cameras, pose-cell cuts shared).
 
-Sub-environment i behaves as the single environment :func:`make_env` gives, step for step:
-the same tasks (one pool per scene, setting and ``task_seed``), the same draw of a task per
-episode (the sub-environment's generator, seeded ``seed + i`` by ``reset(seed=seed)`` as
-Gymnasium seeds a ``SyncVectorEnv``), the same observations bit for bit, rewards,
-terminations and infos. So the same seeds give the same observations whatever N or the
-number of render threads.
+Sub-environment i behaves as the single environment :func:`make_env` gives for its scene, step
+for step: the same tasks (one pool per scene, setting and ``task_seed``), the same draw of a
+task per episode (the sub-environment's generator, seeded ``seed + i`` by ``reset(seed=seed)``
+as Gymnasium seeds a ``SyncVectorEnv``), the same observations bit for bit, rewards,
+terminations and infos. So the same seeds give the same observations whatever N, the grouping
+of sub-environments into scenes or the number of render threads.
+
+Setting "vln" (``airplay/VLN-v0``): goal-free tasks whose observations also hold the instruction
+(:mod:`airplay.world.vln_env`); batched, ``obs["instruction"]`` is a tuple of N strings (the
+batch of a Text space is a Tuple).
 
 Autoreset: ``AutoresetMode.NEXT_STEP`` (Gymnasium's default): the step after a sub-environment
 terminates or truncates resets it, ignoring its action, and returns the new episode's first
@@ -28,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from threading import Lock
 
+import gymnasium
 import numpy as np
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
@@ -41,8 +48,11 @@ from airplay.tasks.sampler import SETTINGS, Task, sample_tasks
 from airplay.world.camera_batch import CameraBatch
 from airplay.world.env import (FAILURE_REWARD, MAX_DEPTH_M, SUCCESS_REWARD, AirPlayEnv, check_reward_weights,
                                observation_keys)
+from airplay.world.vln_env import INSTRUCTION_KEY, AirPlayVLNEnv, split_observations, vln_tasks
 from airplay.world.world import World
 
+GYM_SETTINGS = SETTINGS + ("vln",)
+"""The settings of the registered ids: the protocol's three and VLN."""
 DEFAULT_OBSERVATIONS = ("rgb", "depth", "goal")
 """The registered environments' default keys ("goal" left out for goal-free tasks; the state
 only where asked for)."""
@@ -60,8 +70,10 @@ _CACHE_LOCK = Lock()
 
 def gym_observations(observations: Sequence[str] | None, setting: str) -> tuple[str, ...]:
     """``observations`` for the registered environments: None gives :data:`DEFAULT_OBSERVATIONS`
-    (without "goal" for goal-free tasks)."""
+    (without "goal" for goal-free tasks; rgb, depth and the instruction for "vln")."""
     if observations is None:
+        if setting == "vln":
+            return ("rgb", "depth", INSTRUCTION_KEY)
         return tuple(k for k in DEFAULT_OBSERVATIONS if k != "goal" or setting != "goalfree")
     return observations
 
@@ -120,8 +132,40 @@ def task_pool(world: World, setting: str, num_tasks: int = 16, task_seed: int = 
     return list(entry[1])
 
 
+def scene_tasks(world: World, setting: str, tasks=None, num_tasks: int = 16,
+                task_seed: int = 0) -> tuple[list[Task], list[str] | None]:
+    """The tasks of one scene and, for "vln", their instructions (else None): ``tasks`` as given
+    (for "vln": :class:`~airplay.vln.episodes.VLNEpisode` s), or the protocol's ``num_tasks``
+    sampled with ``task_seed`` (for "vln": goal-free tasks, instructions generated from their
+    A* paths and the scene's landmarks, :func:`airplay.vln.episodes.episodes_from_tasks`)."""
+    if setting != "vln":
+        return (task_pool(world, setting, num_tasks, task_seed) if tasks is None else list(tasks)), None
+    if tasks is not None:
+        return vln_tasks(list(tasks), world.protocol)
+    from airplay.vln.episodes import episodes_from_tasks
+
+    pool = task_pool(world, "goalfree", num_tasks, task_seed)
+    episodes = episodes_from_tasks(pool, world.scene.spec.landmarks, int(task_seed))
+    return pool, [e.instruction for e in episodes]
+
+
+def _check_setting(setting: str) -> None:
+    if setting not in GYM_SETTINGS:
+        raise ValueError(f"unknown setting {setting!r}; choose one of {', '.join(GYM_SETTINGS)}")
+
+
+def _single_env(world: World, setting: str, tasks: list[Task], texts: list[str] | None, observations,
+                **kwargs) -> AirPlayEnv:
+    """The one-vehicle environment of ``setting`` over ``tasks`` (drawn at random per episode)."""
+    if setting == "vln":
+        keys, with_instruction = split_observations(observations)
+        return AirPlayVLNEnv(world, tasks, texts, with_instruction, observations=keys, **kwargs)
+    return AirPlayEnv(world, setting, tasks=tasks, observations=gym_observations(observations, setting),
+                      task_order="random", **kwargs)
+
+
 def make_env(scene, setting: str = "pointgoal", *, image_size=None, observations: Sequence[str] | None = None,
-             tasks: list[Task] | None = None, num_tasks: int = 16, task_seed: int = 0,
+             tasks: list | None = None, num_tasks: int = 16, task_seed: int = 0,
              reward_progress: float = 1.0, reward_success: float = SUCCESS_REWARD,
              reward_collision: float = FAILURE_REWARD, render_backend: Backend = "auto",
              render_mode: str | None = None, cache_dir: str | Path | None = None) -> AirPlayEnv:
@@ -131,12 +175,13 @@ def make_env(scene, setting: str = "pointgoal", *, image_size=None, observations
         scene: a scene folder (kept per process: many environments share its World) or a
             :class:`World` (``gymnasium.make`` cannot copy one into the spec: a checker that
             remakes the environment from its spec needs the folder).
-        setting: "pointgoal", "imagegoal" or "goalfree".
+        setting: "pointgoal", "imagegoal", "goalfree" or "vln" (:class:`AirPlayVLNEnv`).
         image_size: the camera's size, an int (square) or (width, height), the scene camera's
             field of view (None: the scene camera's size).
-        observations: keys from "rgb", "depth", "goal", "state" (default: rgb, depth and the goal).
-        tasks: the episodes' tasks (default: ``num_tasks`` sampled by the protocol with ``task_seed``);
-            each ``reset`` draws one with the environment's seeded generator.
+        observations: keys from "rgb", "depth", "goal", "state" ("instruction" for "vln"; default:
+            rgb, depth and the goal, or the instruction).
+        tasks: the episodes' tasks (for "vln": VLNEpisode s; default: ``num_tasks`` sampled by the
+            protocol with ``task_seed``); each ``reset`` draws one with the environment's seeded generator.
         reward_progress, reward_success, reward_collision: the reward's weights
             (:mod:`airplay.world.env`; collision also covers leaving the region).
         render_backend: "auto", "cpu" or "gsplat".
@@ -144,12 +189,15 @@ def make_env(scene, setting: str = "pointgoal", *, image_size=None, observations
 
     Episodes end as the protocol says (success radius, collision, bounds, the task's time limit).
     """
+    if isinstance(scene, (list, tuple)):
+        raise ValueError("scene: gymnasium.make builds one environment from one scene; a list of scenes is for "
+                         "gymnasium.make_vec / AirPlayVectorEnv")
+    _check_setting(setting)
     world = load_world(scene, image_size, cache_dir)
-    if tasks is None:
-        tasks = task_pool(world, setting, num_tasks, task_seed)
-    return AirPlayEnv(world, setting, tasks=list(tasks), render_backend=render_backend, render_mode=render_mode,
-                      observations=gym_observations(observations, setting), reward_progress=reward_progress,
-                      reward_success=reward_success, reward_collision=reward_collision, task_order="random")
+    tasks, texts = scene_tasks(world, setting, tasks, num_tasks, task_seed)
+    return _single_env(world, setting, tasks, texts, observations, render_backend=render_backend,
+                       render_mode=render_mode, reward_progress=reward_progress, reward_success=reward_success,
+                       reward_collision=reward_collision)
 
 
 def make_vector_env(num_envs: int = 1, scene=None, setting: str = "pointgoal", **kwargs) -> "AirPlayVectorEnv":
@@ -157,14 +205,63 @@ def make_vector_env(num_envs: int = 1, scene=None, setting: str = "pointgoal", *
     return AirPlayVectorEnv(num_envs, scene, setting, **kwargs)
 
 
+def _merge_spaces(spaces: list, what: str):
+    """One space holding every scene's observations: Boxes of one shape and dtype widened to
+    the union of their bounds, Text spaces to the union of their characters and lengths.
+    ValueError naming ``what`` where the shapes differ."""
+    first = spaces[0]
+    if all(s == first for s in spaces[1:]):
+        return first
+    if isinstance(first, gymnasium.spaces.Dict):
+        return gymnasium.spaces.Dict({k: _merge_spaces([s[k] for s in spaces], f"{what}[{k!r}]") for k in first})
+    if isinstance(first, gymnasium.spaces.Text):
+        return gymnasium.spaces.Text(max(s.max_length for s in spaces), min_length=min(s.min_length for s in spaces),
+                                     charset="".join(sorted(set().union(*(s.character_set for s in spaces)))))
+    if isinstance(first, gymnasium.spaces.Box) and all(s.shape == first.shape and s.dtype == first.dtype
+                                                        for s in spaces):
+        return gymnasium.spaces.Box(np.min([s.low for s in spaces], axis=0), np.max([s.high for s in spaces], axis=0),
+                                    first.shape, first.dtype)
+    raise ValueError(f"{what}: the scenes' spaces differ ({', '.join(map(str, spaces))})")
+
+
+class _Scene:
+    """One scene of the batch: its World, the sub-environments in it (``rows``), their flight
+    model and collision kernels, their cameras, tasks and (VLN) instructions."""
+
+    def __init__(self, index: int, world: World, rows: np.ndarray, tasks: list[Task], texts: list[str] | None,
+                 render_backend: Backend, threads: int | None) -> None:
+        self.index, self.world, self.rows = index, world, rows
+        self.tasks, self.texts = tasks, texts
+        self.flight = FlightSim(world.vehicle, world.checker, len(rows))
+        self.camera = CameraBatch(world, len(rows), render_backend, threads, MAX_DEPTH_M)
+        self.local = np.full(int(rows.max()) + 1, -1, dtype=np.int64)
+        self.local[rows] = np.arange(len(rows))  # sub-environment -> row of this scene's batch
+
+
+def _scene_entries(scene, num_envs: int) -> list:
+    """The scene argument as a list of entries (one scene: a list of one)."""
+    if not isinstance(scene, (list, tuple)):
+        return [scene]
+    if not scene:
+        raise ValueError("scene: an empty list; give a scene, or a list of scenes (one per sub-environment, "
+                         "or cycled)")
+    if len(scene) > num_envs:
+        raise ValueError(f"scene: {len(scene)} scenes for num_envs={num_envs}; give at most one per "
+                         "sub-environment")
+    return list(scene)
+
+
 class AirPlayVectorEnv(VectorEnv):
-    """N vehicles in one scene, stepped, checked and rendered as one batch (module docstring).
+    """N vehicles in one scene or several, stepped, checked and rendered as one batch (module docstring).
 
     Args:
         num_envs: N, the number of sub-environments (>= 1).
-        scene, setting, image_size, observations, tasks, num_tasks, task_seed, reward_progress,
-            reward_success, reward_collision, render_backend, cache_dir: as :func:`make_env`, for every
-            sub-environment.
+        scene: a scene (folder or :class:`World`) for every sub-environment, or a list of scenes:
+            sub-environment i flies in ``scene[i % len(scene)]`` (at most N scenes).
+        setting, image_size, observations, num_tasks, task_seed, reward_progress, reward_success,
+            reward_collision, render_backend, cache_dir: as :func:`make_env`, for every sub-environment.
+        tasks: as :func:`make_env`'s for one scene; with a list of scenes, a list of task lists
+            (one per scene, None entries sampled).
         threads: render threads (default: the CPUs this process may use); the images do not
             depend on it.
         render_mode: None or "rgb_array" (``render()`` gives the N last camera images).
@@ -173,47 +270,82 @@ class AirPlayVectorEnv(VectorEnv):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50, "autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, num_envs: int, scene, setting: str = "pointgoal", *, image_size=None,
-                 observations: Sequence[str] | None = None, tasks: list[Task] | None = None, num_tasks: int = 16,
+                 observations: Sequence[str] | None = None, tasks: list | None = None, num_tasks: int = 16,
                  task_seed: int = 0, reward_progress: float = 1.0, reward_success: float = SUCCESS_REWARD,
                  reward_collision: float = FAILURE_REWARD, render_backend: Backend = "auto",
                  threads: int | None = None, render_mode: str | None = None,
                  cache_dir: str | Path | None = None) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
-        if setting not in SETTINGS:
-            raise ValueError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
+        _check_setting(setting)
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        names = gym_observations(observations, setting)
-        keys = observation_keys(names, setting)
+        if setting == "vln":
+            keys, with_instruction = split_observations(observations)
+            keys = observation_keys(keys, "goalfree") + ((INSTRUCTION_KEY,) if with_instruction else ())
+        else:
+            keys = observation_keys(gym_observations(observations, setting), setting)
         check_reward_weights(reward_progress, reward_success, reward_collision)
-        world = load_world(scene, image_size, cache_dir)
-        self.world, self.setting, self.num_envs, self.render_mode = world, setting, int(num_envs), render_mode
-        self.tasks = list(tasks) if tasks is not None else task_pool(world, setting, num_tasks, task_seed)
-        if not self.tasks:
-            raise ValueError("tasks must hold at least one task")
-        # One single environment gives the spaces (exactly those of make_env's).
-        proto = AirPlayEnv(world, setting, tasks=self.tasks, render_images=False, observations=names,
-                           task_order="random")
-        self.single_observation_space = proto.observation_space
-        self.single_action_space = proto.action_space
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        image_size_of(image_size)
+        n = self.num_envs = int(num_envs)
+        entries = _scene_entries(scene, n)
+        several = isinstance(scene, (list, tuple))
+        if several and tasks is not None and (len(tasks) != len(entries) or any(
+                t is not None and not isinstance(t, (list, tuple)) for t in tasks)):
+            raise ValueError(f"tasks: with a list of {len(entries)} scenes, give a list of {len(entries)} task lists "
+                             "(one per scene; None samples that scene's)")
+        per_scene_tasks = list(tasks) if several and tasks is not None else [tasks] * len(entries)
+        worlds = []
+        for j, entry in enumerate(entries):
+            try:
+                worlds.append(load_world(entry, image_size, cache_dir))
+            except ValueError as e:
+                raise ValueError(f"scene[{j}]: {e}" if several else str(e)) from e
+        sizes = [(w.scene.spec.camera.intrinsics.width, w.scene.spec.camera.intrinsics.height) for w in worlds]
+        if len(set(sizes)) > 1:
+            raise ValueError("image_size: the scenes' cameras differ in size ("
+                             + ", ".join(f"scene[{j}] {w}x{h}" for j, (w, h) in enumerate(sizes))
+                             + "); pass image_size to render every scene at one size")
+        self.setting, self.render_mode = setting, render_mode
         self.observation_keys = keys
+        assignment = np.arange(n) % len(entries)  # sub-environment i -> scene entry
+        kwargs = dict(render_backend=render_backend, reward_progress=reward_progress,
+                      reward_success=reward_success, reward_collision=reward_collision)
+        self.scenes: list[_Scene] = []
+        obs_spaces, act_spaces = [], []
+        for j, world in enumerate(worlds):
+            scene_tasks_j, texts = scene_tasks(world, setting, per_scene_tasks[j], num_tasks, task_seed)
+            if not scene_tasks_j:
+                raise ValueError(f"tasks{f'[{j}]' if several else ''} must hold at least one task")
+            # One single environment gives the spaces (exactly those of make_env's).
+            proto = _single_env(world, setting, scene_tasks_j, texts, observations, render_images=False, **kwargs)
+            obs_spaces.append(proto.observation_space)
+            act_spaces.append(proto.action_space)
+            self.scenes.append(_Scene(j, world, np.flatnonzero(assignment == j), scene_tasks_j, texts,
+                                      render_backend, threads))
+        if any(a != act_spaces[0] for a in act_spaces[1:]):
+            raise ValueError("scene: the scenes' vehicles take different command limits ("
+                             + ", ".join(f"scene[{j}] {a}" for j, a in enumerate(act_spaces))
+                             + "); one batch needs one action space")
+        self.single_observation_space = _merge_spaces(obs_spaces, "observations")
+        self.single_action_space = act_spaces[0]
+        self.observation_space = batch_space(self.single_observation_space, n)
+        self.action_space = batch_space(self.single_action_space, n)
+        first = self.scenes[0]
+        self.world, self.worlds, self.tasks = first.world, worlds, first.tasks
+        self.scene_of = assignment
         self.reward_progress = float(reward_progress)
         self.reward_success, self.reward_collision = float(reward_success), float(reward_collision)
-        self.flight = FlightSim(world.vehicle, world.checker, self.num_envs)
-        self.vehicles = self.flight.vehicles
-        self.camera = CameraBatch(world, self.num_envs, render_backend, threads, MAX_DEPTH_M)
-        cam = world.scene.spec.camera.intrinsics
+        cam = first.world.scene.spec.camera.intrinsics
         self._hw = (cam.height, cam.width)
         self._want_rgb = "rgb" in keys or render_mode == "rgb_array"
         self._want_depth = "depth" in keys
-        self._dt = world.vehicle.control_dt_s
-        self._radius = world.protocol.success_radius_m
-        n = self.num_envs
+        self._dt = np.empty(n)
+        self._radius = np.empty(n)
+        for s in self.scenes:
+            self._dt[s.rows] = s.world.vehicle.control_dt_s
+            self._radius[s.rows] = s.world.protocol.success_radius_m
         self._rngs = [seeding.np_random(None)[0] for _ in range(n)]
-        self._task_index = np.zeros(n, dtype=np.int64)
         self._goals = np.zeros((n, 3))
         self._time_limits = np.zeros(n)
         self._steps = np.zeros(n, dtype=np.int64)
@@ -222,6 +354,7 @@ class AirPlayVectorEnv(VectorEnv):
         self._path_length = np.zeros(n)
         self._status = np.zeros(n, dtype=np.int64)
         self._task_ids = np.full(n, None, dtype=object)
+        self._instructions = [""] * n
         self._autoreset = np.zeros(n, dtype=bool)
         self._goal_images = np.zeros((n, *self._hw, 3), np.uint8) if setting == "imagegoal" else None
         self._last_rgb: np.ndarray | None = None
@@ -269,13 +402,22 @@ class AirPlayVectorEnv(VectorEnv):
         if not finite.all():
             i = int(np.flatnonzero(~finite)[0])
             raise ValueError(f"actions must be finite; sub-environment {i} got {cmd[i].tolist()}")
-        before = self.vehicles.position.copy()
+        before = self._gather("position")
         t1 = time.perf_counter()
-        self.flight.move(cmd)
+        if len(self.scenes) == 1:
+            self.scenes[0].flight.move(cmd)
+        else:
+            for s in self.scenes:
+                s.flight.move(cmd[s.rows])
         t2 = time.perf_counter()
-        codes = self.flight.check()
+        if len(self.scenes) == 1:
+            codes = self.scenes[0].flight.check()
+        else:
+            codes = np.empty(n, dtype=np.int8)
+            for s in self.scenes:
+                codes[s.rows] = s.flight.check()
         t3 = time.perf_counter()
-        pos = self.vehicles.position
+        pos = self._gather("position")
         dx, dy, dz = pos[:, 0] - before[:, 0], pos[:, 1] - before[:, 1], pos[:, 2] - before[:, 2]
         moved = np.sqrt(dx * dx + dy * dy + dz * dz)  # the single environment's kernel's sums
         gx, gy, gz = self._goals[:, 0] - pos[:, 0], self._goals[:, 1] - pos[:, 1], self._goals[:, 2] - pos[:, 2]
@@ -334,7 +476,8 @@ class AirPlayVectorEnv(VectorEnv):
         return tuple(self._last_rgb)
 
     def close_extras(self, **kwargs) -> None:
-        self.camera.close()
+        for s in self.scenes:
+            s.camera.close()
 
     def reset_timings(self) -> None:
         """Zero :attr:`timings` (seconds per part, and steps)."""
@@ -342,34 +485,62 @@ class AirPlayVectorEnv(VectorEnv):
         self._last_render_s = 0.0
 
     # -- internals -------------------------------------------------------------------------------
+    def _gather(self, name: str) -> np.ndarray:
+        """The vehicles' ``name`` (a :class:`~airplay.sim.dynamics.QuadrotorBatch` property) for
+        all N sub-environments, in sub-environment order (a copy)."""
+        if len(self.scenes) == 1:
+            return np.array(getattr(self.scenes[0].flight.vehicles, name))
+        first = getattr(self.scenes[0].flight.vehicles, name)
+        out = np.empty((self.num_envs, *first.shape[1:]), first.dtype)
+        for s in self.scenes:
+            out[s.rows] = getattr(s.flight.vehicles, name)
+        return out
+
     def _reset_rows(self, rows: np.ndarray) -> None:
-        """New episodes for sub-environments ``rows``: each draws a task with its generator, as
-        :meth:`AirPlayEnv.reset` does with ``task_order="random"``."""
-        tasks = [self.tasks[int(self._rngs[i].integers(len(self.tasks)))] for i in rows]
-        starts = np.array([t.start_position for t in tasks], dtype=np.float64).reshape(-1, 3)
-        self.flight.reset_rows(rows, starts, np.array([t.start_yaw for t in tasks], dtype=np.float64))
-        pos = self.vehicles.position
-        for i, task in zip(rows, tasks):
-            self._goals[i] = np.ascontiguousarray(task.goal_position, dtype=np.float64).reshape(3)
-            self._time_limits[i] = task.time_limit_s
-            self._distance[i] = self._min_distance[i] = float(np.linalg.norm(task.goal_position - pos[i]))
-        self._task_ids[rows] = [t.task_id for t in tasks]
+        """New episodes for sub-environments ``rows``: each draws a task of its scene with its
+        generator, as :meth:`AirPlayEnv.reset` does with ``task_order="random"``."""
+        rows = np.asarray(rows, dtype=np.int64)
+        for s in self.scenes:
+            mine = rows[self.scene_of[rows] == s.index]
+            if len(mine) == 0:
+                continue
+            draws = [int(self._rngs[i].integers(len(s.tasks))) for i in mine]
+            tasks = [s.tasks[k] for k in draws]
+            starts = np.array([t.start_position for t in tasks], dtype=np.float64).reshape(-1, 3)
+            s.flight.reset_rows(s.local[mine], starts, np.array([t.start_yaw for t in tasks], dtype=np.float64))
+            pos = s.flight.vehicles.position
+            for i, task in zip(mine, tasks):
+                self._goals[i] = np.ascontiguousarray(task.goal_position, dtype=np.float64).reshape(3)
+                self._time_limits[i] = task.time_limit_s
+                self._distance[i] = self._min_distance[i] = float(np.linalg.norm(task.goal_position
+                                                                                 - pos[s.local[i]]))
+            self._task_ids[mine] = [t.task_id for t in tasks]
+            if s.texts is not None:
+                for i, k in zip(mine, draws):
+                    self._instructions[i] = s.texts[k]
+            if self._goal_images is not None and "goal_image" in self.observation_keys:
+                goals = np.array([t.goal_position for t in tasks], dtype=np.float64).reshape(-1, 3)
+                yaws = np.array([t.goal_yaw for t in tasks], dtype=np.float64)
+                imgs = np.empty((len(mine), *self._hw, 3), np.uint8)
+                s.camera.render(goals, yaws, imgs, None)
+                self._goal_images[mine] = imgs
         self._steps[rows] = 0
         self._path_length[rows] = 0.0
-        self._status[rows] = np.where(self._distance[rows] <= self._radius, _SUCCESS, _RUNNING)
-        if self._goal_images is not None and "goal_image" in self.observation_keys:
-            goals = np.array([t.goal_position for t in tasks], dtype=np.float64).reshape(-1, 3)
-            yaws = np.array([t.goal_yaw for t in tasks], dtype=np.float64)
-            imgs = np.empty((len(rows), *self._hw, 3), np.uint8)
-            self.camera.render(goals, yaws, imgs, None)
-            self._goal_images[rows] = imgs
+        self._status[rows] = np.where(self._distance[rows] <= self._radius[rows], _SUCCESS, _RUNNING)
 
     def _observe(self) -> dict:
         n, (h, w), keys = self.num_envs, self._hw, self.observation_keys
         t = time.perf_counter()
         rgb = np.empty((n, h, w, 3), np.uint8) if self._want_rgb else None
         depth = np.empty((n, h, w, 1), np.float32) if self._want_depth else None
-        self.camera.render(self.vehicles.position, self.vehicles.yaw, rgb, depth)
+        if rgb is not None or depth is not None:
+            if len(self.scenes) == 1:
+                v = self.scenes[0].flight.vehicles
+                self.scenes[0].camera.render(v.position, v.yaw, rgb, depth)
+            else:  # each scene's cameras as one batch, into the rows of its sub-environments
+                pos, yaw = self._gather("position"), self._gather("yaw")
+                for s in self.scenes:
+                    s.camera.render(pos, yaw, rgb, depth, which=s.rows)
         self._last_render_s = time.perf_counter() - t
         self.timings["render"] += self._last_render_s
         self._last_rgb = rgb
@@ -378,12 +549,12 @@ class AirPlayVectorEnv(VectorEnv):
             obs["rgb"] = rgb
         if "depth" in keys:
             obs["depth"] = depth
-        v = self.vehicles
         if "state" in keys:
-            obs["state"] = np.concatenate([v.position, v.quat_xyzw, v.velocity, v.angular_velocity_body],
+            obs["state"] = np.concatenate([self._gather(k) for k in ("position", "quat_xyzw", "velocity",
+                                                                     "angular_velocity_body")],
                                           axis=1).astype(np.float32)
         if "goal" in keys:
-            pos, yaw = v.position, v.yaw
+            pos, yaw = self._gather("position"), self._gather("yaw")
             goal = np.empty((n, 3), np.float32)
             for i in range(n):  # the single environment's arithmetic, one vehicle at a time
                 d = self._goals[i] - pos[i]
@@ -391,6 +562,8 @@ class AirPlayVectorEnv(VectorEnv):
             obs["goal"] = goal
         elif "goal_image" in keys:
             obs["goal_image"] = self._goal_images.copy()
+        if INSTRUCTION_KEY in keys:
+            obs[INSTRUCTION_KEY] = tuple(self._instructions)
         return obs
 
     def _infos(self) -> dict:
@@ -408,4 +581,3 @@ class AirPlayVectorEnv(VectorEnv):
             info["_" + key] = ones.copy()
         assert len(info["status"]) == n
         return info
-
