@@ -1,0 +1,105 @@
+"""Where a DAgger rollout step's time goes, and what the vector environment's batched render costs per view.
+
+Workload: the synthetic indoor scene (seed 2, default density; built in a temporary folder, or
+``--scene DIR``), its camera at ``--size`` pixels square, a ``cnn_bc`` policy of the default
+config (untrained: inference costs the same) flying 3 PointGoal tasks through
+:func:`airplay.policies.dagger.fly_episode` with the ``field_expert`` labelling every state
+(beta 0.3), after one warm-up episode; torch on one thread. Printed: ms per step split into
+render (``World.camera_images``), label (the expert), policy (``select_action``), env step
+(flight model + collision, no images) and the rest (frame copies); then ms per view of
+:class:`airplay.world.camera_batch.CameraBatch` (what ``AirPlayVectorEnv`` renders with) for 8
+views per call with 1 and 2 threads.
+
+Run it as DAgger's pool workers run (``--workers`` equal to the cores: one numba thread each):
+
+    NUMBA_NUM_THREADS=1 PYTHONPATH=src python bench/dagger_rollout.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=64, help="camera pixels, square (default 64)")
+    parser.add_argument("--scene", type=Path, default=None, help="a scene folder (default: synthetic indoor, seed 2)")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from airplay.data.collect_flight import world_with_camera
+    from airplay.policies import make_policy
+    from airplay.policies.dagger import fly_episode
+    from airplay.policies.dataset import ChunkDataset, EpisodeData
+    from airplay.policies.train import build_policy
+    from airplay.scene.synthetic import make_scene
+    from airplay.tasks.sampler import sample_tasks
+    from airplay.world import World
+    from airplay.world.camera_batch import CameraBatch
+    from airplay.world.env import AirPlayEnv
+
+    torch.set_num_threads(1)
+    size = args.size
+    with tempfile.TemporaryDirectory() as tmp:
+        scene = args.scene
+        if scene is None:
+            scene = Path(tmp) / "indoor"
+            make_scene("indoor", 2, scene)
+        world = world_with_camera(World.load(scene), (size, size))
+        env = AirPlayEnv(world, "pointgoal", tasks=[], render_backend="cpu", render_images=False)
+        expert = make_policy("field_expert", world)
+        tasks = sample_tasks(world.scene, world.grid, 6, 0, "pointgoal", world.protocol)
+        ep = fly_episode(world, env, expert, expert, tasks[0], "cpu", 0.0, np.random.default_rng(0))
+        ds = ChunkDataset([EpisodeData(rgb=ep["rgb"], state=ep["state"], action=ep["label"], goal=ep["goal"])], size)
+        policy = build_policy("cnn_bc", ds, image_size=size).eval()
+        times = {"render": 0.0, "label": 0.0, "policy": 0.0, "env step": 0.0}
+
+        def timed(obj, name, key):
+            f = getattr(obj, name)
+
+            def g(*a, **k):
+                t = time.perf_counter()
+                r = f(*a, **k)
+                times[key] += time.perf_counter() - t
+                return r
+            object.__setattr__(obj, name, g)  # World is a frozen dataclass
+
+        timed(world, "camera_images", "render")
+        timed(expert, "select_action", "label")
+        timed(policy, "select_action", "policy")
+        timed(env, "step", "env step")
+        fly_episode(world, env, policy, expert, tasks[5], "cpu", 0.3, np.random.default_rng(1))  # warm-up
+        for k in times:
+            times[k] = 0.0
+        t0 = time.perf_counter()
+        steps = 0
+        for task in tasks[1:4]:
+            steps += fly_episode(world, env, policy, expert, task, "cpu", 0.3, np.random.default_rng(1))["steps"] + 1
+        wall = time.perf_counter() - t0
+        print(f"DAgger rollout, {size}x{size}, cnn_bc (default config), torch 1 thread: {steps} steps, "
+              f"{1e3 * wall / steps:.2f} ms/step = " + ", ".join(f"{k} {1e3 * v / steps:.2f}" for k, v in times.items())
+              + f", rest {1e3 * (wall - sum(times.values())) / steps:.2f}")
+        pos = np.array([t.start_position for t in tasks] * 2)[:8]
+        yaw = np.array([t.start_yaw for t in tasks] * 2)[:8]
+        for threads in (1, 2):
+            cam = CameraBatch(world, 8, "cpu", threads)
+            rgb = np.empty((8, size, size, 3), np.uint8)
+            cam.render(pos, yaw, rgb, None)
+            t = time.perf_counter()
+            k = 0
+            while time.perf_counter() - t < 3.0:
+                cam.render(pos + 0.01 * (k % 7), yaw, rgb, None)
+                k += 1
+            print(f"CameraBatch, 8 views a call, {threads} thread(s): {1e3 * (time.perf_counter() - t) / (8 * k):.2f} "
+                  "ms/view")
+            cam.close()
+
+
+if __name__ == "__main__":
+    main()
