@@ -158,10 +158,13 @@ class AirPlayEnv(gym.Env):
         self.action_space = gym.spaces.Box(low=low, high=high, dtype=np.float32)
         h, w = self.camera.height, self.camera.width
         # Bounds: positions inside the SDF's box (the episode ends out of bounds before
-        # leaving it), speeds within twice the model's limits, rotation rates within 4 pi.
+        # leaving it), speeds within twice the model's limits, body rates within 1 / control period:
+        # the model's rates are the vee map of R_prev^T R (components of sin(angle) * axis, so at
+        # most 1) over the period (``airplay.sim.dynamics``), and an abrupt command tilts the
+        # vehicle by up to ~0.95 rad in one period.
         lo_p, hi_p = self.world.sdf.origin_m, self.world.sdf.upper_m
         v_max = 2.0 * max(v.max_speed_xy_m_s, v.max_speed_up_m_s, v.max_speed_down_m_s)
-        w_max = 4.0 * np.pi
+        w_max = 1.0 / v.control_dt_s
         state_low = np.concatenate([lo_p, -np.ones(4), -v_max * np.ones(3), -w_max * np.ones(3)]).astype(np.float32)
         state_high = np.concatenate([hi_p, np.ones(4), v_max * np.ones(3), w_max * np.ones(3)]).astype(np.float32)
         reach = float(np.linalg.norm(hi_p - lo_p))
