@@ -26,7 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = ("airplay.bridge.commands", "airplay.policies
                                     "airplay.eval.protocol_command",
                                     "airplay.vln.commands",
                                     "airplay.nodes.bridge_control", "airplay.report.command",
-                                    "airplay.view.command")
+                                    "airplay.view.command", "airplay.aeroground.commands")
 """Modules that add sub-commands: each has ``register(sub)`` taking the sub-parsers object
 and setting ``func`` on its parsers. Their heavy imports stay inside the handlers."""
 

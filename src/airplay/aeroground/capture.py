@@ -56,7 +56,8 @@ def save_png(path: Path, rgb: np.ndarray) -> None:
     """PNG with fixed encoder settings (same pixels, same bytes)."""
     from PIL import Image
 
-    Image.fromarray(np.ascontiguousarray(rgb, dtype=np.uint8)).save(path, format="PNG", optimize=False, compress_level=6)
+    image = Image.fromarray(np.ascontiguousarray(rgb, dtype=np.uint8))
+    image.save(path, format="PNG", optimize=False, compress_level=6)
 
 
 class SceneCapture:
@@ -209,7 +210,7 @@ def load_groups(capture_dir: Path) -> tuple[dict[str, list[dict]], list[dict]]:
     """({scene: instance dicts}, group records sorted by scene and index) of a capture folder."""
     capture_dir = Path(capture_dir)
     if not (capture_dir / "capture.json").is_file():
-        raise CaptureError(f"{capture_dir}: no capture.json; run `airplay aeroground capture --out {capture_dir}` first")
+        raise CaptureError(f"{capture_dir}: no capture.json; run `airplay aeroground capture --out {capture_dir}`")
     instances, groups = {}, []
     for scene_dir in sorted(p for p in capture_dir.iterdir() if (p / "instances.json").is_file()):
         instances[scene_dir.name] = json.loads((scene_dir / "instances.json").read_text())

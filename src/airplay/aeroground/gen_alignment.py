@@ -43,7 +43,8 @@ def single_target_matching(g: Group, rng) -> dict:
                 f"same place, with candidate objects marked {', '.join(labels)}. Which candidate is the same object "
                 f"as the target?")
     return {
-        "images": [{"view": source, "role": source, "marks": [{"type": "box", "box": g.vbox(source, target), "label": "T"}]},
+        "images": [{"view": source, "role": source,
+                    "marks": [{"type": "box", "box": g.vbox(source, target), "label": "T"}]},
                    {"view": dest, "role": dest, "marks": [{"type": "box", "box": g.vbox(dest, i), "label": lab}
                                                           for lab, i in labels.items()]}],
         "question": question, "answer_type": "choice",
@@ -75,8 +76,8 @@ def multi_target_matching(g: Group, rng) -> dict:
                 f"view of the same place with candidates marked {', '.join(labels)}. Match each target to its "
                 "candidate. Answer with the full mapping in the form 1-X, 2-Y.")
     return {
-        "images": [{"view": "ground", "role": "ground", "marks": [{"type": "box", "box": g.vbox("ground", t), "label": n}
-                                                                  for n, t in numbers.items()]},
+        "images": [{"view": "ground", "role": "ground",
+                    "marks": [{"type": "box", "box": g.vbox("ground", t), "label": n} for n, t in numbers.items()]},
                    {"view": aerial, "role": aerial, "marks": [{"type": "box", "box": g.vbox(aerial, i), "label": lab}
                                                               for lab, i in labels.items()]}],
         "question": question, "answer_type": "mapping", "options": None, "targets": list(numbers),

@@ -9,8 +9,7 @@ import math
 
 import numpy as np
 
-from airplay.aeroground.items import (MIN_IMAGE_DIFFERENCE, Group, Reject, image_difference, ordering_options,
-                                      shuffled_choice)
+from airplay.aeroground.items import (MIN_IMAGE_DIFFERENCE, Group, Reject, image_difference, ordering_options)
 from airplay.aeroground.tasks import LETTERS
 
 MIN_LOCALIZATION_SEPARATION_M = 2.0
@@ -73,9 +72,9 @@ def occlusion(g: Group, rng) -> dict:
     ids = [ids[int(k)] for k in rng.permutation(3)]
     labels = {LETTERS[k]: i for k, i in enumerate(ids)}
     answer = next(lab for lab, i in labels.items() if i == hidden[0])
+    marks = [{"type": "box", "box": g.vbox(aerial, i), "label": lab} for lab, i in labels.items()]
     return {"images": [{"view": "ground", "role": "ground", "marks": []},
-                       {"view": aerial, "role": aerial, "marks": [{"type": "box", "box": g.vbox(aerial, i), "label": lab}
-                                                                  for lab, i in labels.items()]}],
+                       {"view": aerial, "role": aerial, "marks": marks}],
             "question": ("Image 1 is the ground robot's camera view. Image 2 is the UAV's aerial view with objects "
                          f"marked {', '.join(labels)}, all in front of the ground robot. Which of them is hidden from "
                          "the ground robot's view?"),
@@ -100,8 +99,8 @@ def view_transformation(g: Group, rng) -> dict:
             "around": "turns around (180 degrees)"}[turn]
     return {"images": [{"view": "ground", "role": "current"}] + [{"view": v, "role": f"option {lab}"}
                                                                 for lab, v in labelled.items()],
-            "question": (f"Image 1 is what the ground robot sees now. The robot stays in place and {what}. Which of the "
-                         f"images 2-5 (options {', '.join(labelled)} in that order) shows what it sees then?"),
+            "question": (f"Image 1 is what the ground robot sees now. The robot stays in place and {what}. Which "
+                         f"of the images 2-5 (options {', '.join(labelled)} in that order) shows what it sees then?"),
             "answer_type": "choice", "options": {lab: f"image {k + 2}" for k, lab in enumerate(labelled)},
             "answer": answer,
             "evidence": {"turn": turn, "turn_deg": TURNS[turn][1],
@@ -137,8 +136,8 @@ def reverse_sequence(g: Group, rng) -> dict:
     options, answer = ordering_options(rng, truth)
     return {"images": [{"view": aerial, "role": aerial, "marks": [{"type": "path", "uv": uv, "label": "S"}]}]
             + [{"view": views[int(v)], "role": f"ground {k + 1}"} for k, v in enumerate(shown)],
-            "question": ("Image 1 is the UAV's aerial view with the ground robot's path drawn from S to the arrow head. "
-                         f"Images 2-{len(views) + 1} are the robot's camera views along that path, shuffled and "
+            "question": ("Image 1 is the UAV's aerial view with the ground robot's path drawn from S to the arrow "
+                         f"head. Images 2-{len(views) + 1} are the robot's camera views along that path, shuffled and "
                          f"numbered 1-{len(views)}. In which order did the robot see them, walking from S?"),
             "answer_type": "choice", "options": options, "answer": answer,
             "evidence": {"path_xy": path, "image_path_index": {str(k + 1): int(v) for k, v in enumerate(shown)}},
@@ -161,8 +160,8 @@ def trajectory(g: Group, rng) -> dict:
     return {"images": [{"view": v, "role": f"ground {k + 1}"} for k, v in enumerate(views)]
             + [{"view": aerial, "role": aerial, "marks": marks}],
             "question": (f"Images 1-{len(views)} are the ground robot's camera views, in order, as it walked. The last "
-                         "image is the UAV's aerial view with candidate paths A, B, C and D (arrow heads at their ends). "
-                         "Which path did the robot walk?"),
+                         "image is the UAV's aerial view with candidate paths A, B, C and D (arrow heads at their "
+                         "ends). Which path did the robot walk?"),
             "answer_type": "choice", "options": {lab: f"path {lab}" for lab in cands}, "answer": answer,
             "evidence": {"walked_yaw_deg": round(math.degrees(walked), 3),
                          "candidate_turn_deg": {lab: t for lab, (t, _) in cands.items()},

@@ -49,7 +49,8 @@ class Instance:
 
     def to_dict(self) -> dict:
         return {"id": self.id, "category": self.category, "name": self.name,
-                "centre_m": [round(float(v), 3) for v in self.centre_m], "size_m": [round(float(v), 3) for v in self.size_m],
+                "centre_m": [round(float(v), 3) for v in self.centre_m],
+                "size_m": [round(float(v), 3) for v in self.size_m],
                 "footprint_m": [round(float(v), 3) for v in self.footprint]}
 
 

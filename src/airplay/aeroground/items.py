@@ -2,8 +2,9 @@
 
 Thresholds (the paper filters ambiguous items; ours, with the reason each rejection counts under):
 
-* a target must cover at least :data:`MIN_PIXELS_GROUND` visible pixels in a ground view and
-  :data:`MIN_PIXELS_AERIAL` in an aerial view ("target too small");
+* a target must cover at least :data:`MIN_AREA_GROUND` of a ground image's pixels and
+  :data:`MIN_AREA_AERIAL` of an aerial image's (60 and 30 pixels at the default 192x144 and
+  192x192) to count as visible; fewer visible targets than a task needs rejects the item;
 * distances to order must differ by at least :data:`MIN_DISTANCE_GAP_M` and
   :data:`MIN_DISTANCE_GAP_FRACTION` of the smaller one ("near-equal distances");
 * an angle within :data:`ANGLE_MARGIN_DEG` of a quadrant boundary is ambiguous
@@ -23,8 +24,8 @@ import numpy as np
 from airplay.aeroground.cameras import View
 from airplay.aeroground.tasks import LETTERS
 
-MIN_PIXELS_GROUND = 60
-MIN_PIXELS_AERIAL = 30
+MIN_AREA_GROUND = 60 / (192 * 144)
+MIN_AREA_AERIAL = 30 / (192 * 192)
 MIN_DISTANCE_GAP_M = 1.0
 MIN_DISTANCE_GAP_FRACTION = 0.15
 ANGLE_MARGIN_DEG = 15.0
@@ -66,7 +67,9 @@ class Group:
     def visible(self, view: str, min_px: int | None = None) -> list[int]:
         """Instance ids with at least ``min_px`` visible pixels (default by the view's kind), sorted."""
         if min_px is None:
-            min_px = MIN_PIXELS_GROUND if self.views[view].kind == "ground" else MIN_PIXELS_AERIAL
+            v = self.views[view]
+            area = MIN_AREA_GROUND if v.kind == "ground" else MIN_AREA_AERIAL
+            min_px = max(1, int(round(area * v.camera.width * v.camera.height)))
         return sorted(int(k) for k, b in self.rec["views"][view]["instances"].items() if b["pixels"] >= min_px)
 
     def aerial(self) -> list[str]:

@@ -51,6 +51,23 @@ def _entry(mean: float, samples: np.ndarray | None) -> dict[str, Any]:
     return {"mean": float(mean), "ci95": ci}
 
 
+def bootstrap_mean_ci(values: np.ndarray, bootstrap: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """``{"mean", "ci95": [lo, hi]}`` of the mean of ``values`` (N,), with a 95% percentile
+    bootstrap over the values (resampled with replacement, ``np.random.default_rng(seed)``);
+    NaN bounds when ``bootstrap`` is 0 or there are no values. For per-item scores (one
+    stratum); :func:`aggregate` does the per-scene stratified version for episodes."""
+    v = np.asarray(values, dtype=float).ravel()
+    if v.size == 0:
+        return {"mean": float("nan"), "ci95": [float("nan"), float("nan")]}
+    samples = None
+    if bootstrap > 0:
+        rng = np.random.default_rng(seed)
+        chunk = max(1, _CHUNK_ELEMENTS // v.size)
+        samples = np.concatenate([v[rng.integers(0, v.size, size=(min(chunk, bootstrap - b0), v.size))].mean(axis=1)
+                                  for b0 in range(0, bootstrap, chunk)])
+    return _entry(float(v.mean()), samples)
+
+
 def aggregate(
     results: Sequence[EpisodeResult],
     success_radius_m: float = DEFAULT_SUCCESS_RADIUS_M,
