@@ -124,10 +124,23 @@ def test_oracle_scores_100_and_random_lands_on_chance(bench):
     rand = summarize(many, {it["id"]: random_response(it, rng) for it in many}, bootstrap=200)
     lo, hi = rand["overall"]["accuracy"]["ci95"]
     assert lo <= rand["overall"]["chance"] <= hi
-    assert lo <= rand["overall"]["random_simulated"] <= hi
+    sim_lo, sim_hi = rand["random_simulated_ci95"]  # the scorer's own simulated random answerer
+    assert sim_lo <= rand["overall"]["chance"] <= sim_hi
     bad = ["", "A B", "Z", "\u0410", "maybe"] * 99
     malformed = summarize(items, {it["id"]: reply for it, reply in zip(items, bad)}, bootstrap=0)
     assert malformed["overall"]["accuracy"]["mean"] == 0.0
+
+
+def test_reference_answerers_through_the_cli(bench, tmp_path):
+    assert main(["aeroground", "eval", "--backend", "oracle", "--items", str(bench / "items"), "--out",
+                 str(tmp_path / "oracle"), "--bootstrap", "50", "--no-progress"]) == 0
+    summary = json.loads((tmp_path / "oracle" / "summary.json").read_text())
+    assert summary["overall"]["accuracy"]["mean"] == 1.0 and summary["answered"] == summary["items"]
+    assert set(summary["breakdowns"]) >= {"view_config", "aerial_ground_distance_m", "target_pixel_area"}
+    assert main(["aeroground", "eval", "--backend", "random", "--items", str(bench / "items"), "--out",
+                 str(tmp_path / "random"), "--bootstrap", "50", "--no-progress"]) == 0
+    page = (tmp_path / "random" / "results.html").read_text()
+    assert "24.6 %" in page and "average (all questions)" in page
 
 
 def test_parquet_and_human_page(bench):

@@ -63,19 +63,25 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from airplay.aeroground.evaluate import evaluate
-    from airplay.vln.backends import BackendError, make_backend
+    from airplay.aeroground import evaluate as ev
 
-    try:
-        backend = make_backend(args.backend, model=args.model, endpoint=args.endpoint, device=args.device,
-                               max_new_tokens=args.max_new_tokens, served_model=args.served_model)
-    except BackendError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    settings = {"backend": args.backend, "model": args.model or args.served_model or args.endpoint}
-    s = evaluate(backend, Path(args.items), Path(args.out), tasks=args.tasks, limit=args.limit,
-                 bootstrap=args.bootstrap, seed=args.seed, image_size=args.image_size,
-                 progress=not args.no_progress, settings=settings)
+    if args.backend == "random":
+        answerer, model = ev.random_answerer(args.seed), "random choice"
+    elif args.backend == "oracle":
+        answerer, model = ev.oracle_answerer(), "oracle (reads the evidence)"
+    else:
+        from airplay.vln.backends import BackendError, make_backend
+
+        try:
+            backend = make_backend(args.backend, model=args.model, endpoint=args.endpoint, device=args.device,
+                                   max_new_tokens=args.max_new_tokens, served_model=args.served_model)
+        except BackendError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        answerer, model = ev.backend_answerer(backend, args.image_size), args.model or backend.model_name
+    settings = {"backend": args.backend, "model": model}
+    s = ev.evaluate(answerer, Path(args.items), Path(args.out), tasks=args.tasks, limit=args.limit,
+                    bootstrap=args.bootstrap, seed=args.seed, progress=not args.no_progress, settings=settings)
     o = s["overall"]
     print(f"{'task':<24}{'n':>6}{'acc %':>8}{'random %':>10}{'CAA':>8}")
     for task, e in s["per_task"].items():
@@ -135,7 +141,9 @@ def register(sub) -> None:
     c.set_defaults(func=_cmd_check)
 
     e = s.add_parser("eval", help="ask a VLM every item and score it")
-    e.add_argument("--backend", required=True, choices=("transformers", "openai"))
+    e.add_argument("--backend", required=True, choices=("transformers", "openai", "random", "oracle"),
+                   help="a VLM (transformers, openai), or a reference answerer: random (seeded uniform choice) or "
+                        "oracle (reads the evidence)")
     e.add_argument("--model", default=None, help="local model folder (transformers)")
     e.add_argument("--endpoint", default=None, help="OpenAI-compatible API base (openai), e.g. http://127.0.0.1:8000/v1")
     e.add_argument("--served-model", default=None, help="model name on the server (default: its first)")

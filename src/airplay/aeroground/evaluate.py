@@ -4,6 +4,10 @@ RESULTS/responses.jsonl holds one line per answered item (id, task, reply, parse
 correct, seconds); a rerun with the same RESULTS continues after the items already there.
 RESULTS/summary.json is :func:`airplay.aeroground.scoring.summarize` plus the run's
 settings; RESULTS/results.html renders it (:mod:`airplay.aeroground.pages`).
+
+The answerer is a VLM backend (:func:`backend_answerer`) or, for reference rows,
+:func:`random_answerer` (a seeded uniform choice) or :func:`oracle_answerer` (reads the
+evidence through :mod:`airplay.aeroground.checker`).
 """
 
 from __future__ import annotations
@@ -38,10 +42,34 @@ def select_items(items: list[dict], tasks: list[str] | None = None, limit: int |
     return out
 
 
-def evaluate(backend, items_dir: Path, out_dir: Path, tasks: list[str] | None = None, limit: int | None = None,
-             bootstrap: int = 1000, seed: int = 0, image_size=None, progress: bool = True,
+def backend_answerer(backend, image_size=None):
+    """``answer(item, items_dir) -> reply`` asking ``backend`` (``generate(Prompt) -> str``)."""
+    def answer(item: dict, items_dir: Path) -> str:
+        images = [_load_image(items_dir / im["path"]) for im in item["images"]]
+        return backend.generate(build_prompt(item, images, image_size))
+
+    return answer
+
+
+def random_answerer(seed: int = 0):
+    """A uniformly random valid answer per item (seeded), as the random-choice baseline."""
+    from airplay.aeroground.scoring import random_response
+
+    rng = np.random.default_rng(seed)
+    return lambda item, items_dir: random_response(item, rng)
+
+
+def oracle_answerer():
+    """The answer the item's evidence implies."""
+    from airplay.aeroground.checker import oracle_response
+
+    return lambda item, items_dir: oracle_response(item)
+
+
+def evaluate(answerer, items_dir: Path, out_dir: Path, tasks: list[str] | None = None, limit: int | None = None,
+             bootstrap: int = 1000, seed: int = 0, progress: bool = True,
              settings: dict | None = None) -> dict:
-    """Run ``backend`` (``generate(Prompt) -> str``) over the items; returns the summary."""
+    """Ask ``answerer`` (``answer(item, items_dir) -> reply``) every item; returns the summary."""
     from tqdm import tqdm
 
     items_dir, out_dir = Path(items_dir), Path(out_dir)
@@ -58,9 +86,8 @@ def evaluate(backend, items_dir: Path, out_dir: Path, tasks: list[str] | None = 
         for it in tqdm(items, unit="item", disable=not progress, desc="aeroground eval"):
             if it["id"] in done:
                 continue
-            images = [_load_image(items_dir / im["path"]) for im in it["images"]]
             t0 = time.perf_counter()
-            reply = backend.generate(build_prompt(it, images, image_size))
+            reply = answerer(it, items_dir)
             s = score(it, reply)
             f.write(json.dumps({"id": it["id"], "task": it["task"], "reply": reply, "parsed": s["parsed"],
                                 "correct": s["correct"], "seconds": round(time.perf_counter() - t0, 3)}) + "\n")

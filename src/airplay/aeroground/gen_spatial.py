@@ -73,15 +73,27 @@ def multi_target_relation(g: Group, rng) -> dict:
     return _ordering_item(g, rng, with_reference=True)
 
 
+REGION_TRIES = 6
+
+
 def region_counting(g: Group, rng) -> dict:
+    """Up to :data:`REGION_TRIES` regions are drawn; the reason of the last failure is counted."""
     nadirs = [a for a in g.aerial() if g.views[a].config == "nadir"]
     if not nadirs:
         raise Reject("no nadir view")
-    aerial = nadirs[int(rng.integers(len(nadirs)))]
+    for attempt in range(REGION_TRIES):
+        try:
+            return _region_item(g, rng, nadirs[int(rng.integers(len(nadirs)))])
+        except Reject:
+            if attempt == REGION_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _region_item(g: Group, rng, aerial: str) -> dict:
     view = g.views[aerial]
     alt = view.position_m[2] - g.agent_z
-    categories = sorted({g.instances[i]["category"] for i in g.rec["views"][aerial]["instances"]
-                         for i in [int(i)]})
+    categories = sorted({g.instances[int(i)]["category"] for i in g.rec["views"][aerial]["instances"]})
     if not categories:
         raise Reject("no objects in view")
     category = categories[int(rng.integers(len(categories)))]

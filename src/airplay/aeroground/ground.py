@@ -5,8 +5,9 @@ rays cast straight down from above the mesh give every surface under the point; 
 is the highest upward-facing surface (face normal z > :data:`UP_NORMAL_Z`) with nothing
 overhanging it within :data:`HEADROOM_M` (a table top, a tree crown, a low ceiling) and at
 most :data:`GROUND_STEP_M` above the lowest upward-facing surface there (so a roof or a
-table top is not ground, a pavement over the base slab is). The point is walkable when it
-has such a ground, no mesh surface lies within :data:`CLEARANCE_M`
+table top is not ground, a pavement over the base slab is), and below the lower bound of
+the navigable region's flight band (the top of a wall or a roof is not ground either). The
+point is walkable when it has such a ground, no mesh surface lies within :data:`CLEARANCE_M`
 horizontally at :data:`PROBE_HEIGHTS_M` (rays in :data:`PROBE_DIRECTIONS` directions), and
 the point lies outside every instance footprint grown by :data:`CLEARANCE_M`. The robot is
 kinematic: a pose is (x, y, ground z, yaw), nothing more.
@@ -86,6 +87,8 @@ class GroundProbe:
         if not grounds:
             return None
         gz = surf[grounds[0]][0]
+        if gz >= self.region.z_min:
+            return None
         angles = np.arange(PROBE_DIRECTIONS) * 2 * math.pi / PROBE_DIRECTIONS
         dirs = np.column_stack([np.cos(angles), np.sin(angles), np.zeros_like(angles)])
         for h in PROBE_HEIGHTS_M:
