@@ -176,3 +176,17 @@ def test_tiny_model_end_to_end(backend, bench, tiny_vl_model, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["answered"] == len(rows) == summary["items"]
     assert "AeroGround results" in (out / "results.html").read_text()
+
+
+def test_bad_input_names_the_file_and_field(tmp_path):
+    from airplay.aeroground.build import load_items
+    from airplay.aeroground.instances import scene_instances
+
+    with pytest.raises(ValueError, match=r"scene.yaml: landmarks\[1\]: 'size'"):
+        scene_instances([{"kind": "car", "name": "red car", "position": [0, 0, 0], "size": [1, 1, 1]},
+                         {"kind": "car", "name": "blue car", "position": [0, 0, 0]}], "scene.yaml")
+    (tmp_path / "items.jsonl").write_text('{"id": 1}\n{not json\n')
+    with pytest.raises(ValueError, match=r"items.jsonl:2: not JSON"):
+        load_items(tmp_path)
+    with pytest.raises(ValueError, match="run `airplay aeroground build"):
+        load_items(tmp_path / "missing")
