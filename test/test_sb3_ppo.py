@@ -64,7 +64,7 @@ def test_sb3_env_checker_on_a_registered_id(world):
 
 
 def test_adapter_refuses_the_vln_instruction(world):
-    venv = AirPlayVectorEnv(1, world, "vln", num_tasks=1, observations=("depth", "instruction"))
+    venv = gym.make_vec("airplay/VLN-v0", num_envs=1, scene=world, num_tasks=1, observations=("depth", "instruction"))
     with pytest.raises(ValueError, match="observations: SB3's VecEnv takes arrays"):
         AirPlaySB3VecEnv(venv)
     venv.close()

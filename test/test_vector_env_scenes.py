@@ -134,3 +134,16 @@ def test_bad_scene_lists_name_the_argument(worlds, short_tasks, change, name):
 def test_make_refuses_a_list_of_scenes(worlds):
     with pytest.raises(ValueError, match="scene: gymnasium.make builds one environment"):
         gym.make("airplay/PointGoal-v0", scene=list(worlds), num_tasks=1)
+
+
+def test_vln_default_episodes_per_scene(worlds):
+    """make_vec("airplay/VLN-v0") over two scenes makes each scene's default episodes (its own
+    landmarks' instructions); the world layer's class alone asks for them, naming ``tasks``."""
+    venv = gym.make_vec("airplay/VLN-v0", num_envs=2, scene=list(worlds), num_tasks=1,
+                        observations=("depth", "instruction"), render_backend="cpu")
+    obs, info = venv.reset(seed=0)
+    assert [t.split("-")[0] for t in info["task_id"]] == [worlds[0].name, worlds[1].name]
+    assert all(isinstance(s, str) and s for s in obs["instruction"])
+    venv.close()
+    with pytest.raises(ValueError, match=r"tasks: the vln setting flies given VLN episodes"):
+        AirPlayVectorEnv(2, list(worlds), "vln", num_tasks=1, observations=("depth",))

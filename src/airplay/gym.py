@@ -8,7 +8,7 @@
 
 Ids: ``airplay/PointGoal-v0``, ``airplay/ImageGoal-v0``, ``airplay/GoalFree-v0`` and
 ``airplay/VLN-v0`` (goal-free tasks with an instruction, a Text observation:
-:mod:`airplay.world.vln_env`). ``make`` builds :func:`airplay.world.vector_env.make_env` (one
+:mod:`airplay.world.vln_env`, entry points :mod:`airplay.vln.gym_env`). ``make`` builds :func:`airplay.world.vector_env.make_env` (one
 vehicle, :class:`AirPlayEnv`);
 ``make_vec`` builds :class:`airplay.world.vector_env.AirPlayVectorEnv` (its
 ``vector_entry_point``: N vehicles stepped and rendered as one batch, ``scene`` one scene or a
@@ -36,8 +36,9 @@ def register() -> None:
     for env_id, setting in ENV_IDS.items():
         if env_id in gymnasium.registry:
             continue
-        gymnasium.register(env_id, entry_point="airplay.world.vector_env:make_env",
-                           vector_entry_point="airplay.world.vector_env:make_vector_env",
+        # VLN-v0's entry points add the default episodes (instructions are made above the world layer)
+        where = "airplay.vln.gym_env" if setting == "vln" else "airplay.world.vector_env"
+        gymnasium.register(env_id, entry_point=f"{where}:make_env", vector_entry_point=f"{where}:make_vector_env",
                            kwargs={"setting": setting}, disable_env_checker=False)
 
 

@@ -135,18 +135,15 @@ def task_pool(world: World, setting: str, num_tasks: int = 16, task_seed: int = 
 def scene_tasks(world: World, setting: str, tasks=None, num_tasks: int = 16,
                 task_seed: int = 0) -> tuple[list[Task], list[str] | None]:
     """The tasks of one scene and, for "vln", their instructions (else None): ``tasks`` as given
-    (for "vln": :class:`~airplay.vln.episodes.VLNEpisode` s), or the protocol's ``num_tasks``
-    sampled with ``task_seed`` (for "vln": goal-free tasks, instructions generated from their
-    A* paths and the scene's landmarks, :func:`airplay.vln.episodes.episodes_from_tasks`)."""
+    (for "vln": :class:`~airplay.vln.episodes.VLNEpisode` s, which ``airplay/VLN-v0``'s entry
+    points in :mod:`airplay.vln.gym_env` make when none are given), or the protocol's
+    ``num_tasks`` sampled with ``task_seed``."""
     if setting != "vln":
         return (task_pool(world, setting, num_tasks, task_seed) if tasks is None else list(tasks)), None
-    if tasks is not None:
-        return vln_tasks(list(tasks), world.protocol)
-    from airplay.vln.episodes import episodes_from_tasks
-
-    pool = task_pool(world, "goalfree", num_tasks, task_seed)
-    episodes = episodes_from_tasks(pool, world.scene.spec.landmarks, int(task_seed))
-    return pool, [e.instruction for e in episodes]
+    if tasks is None:
+        raise ValueError("tasks: the vln setting flies given VLN episodes; gymnasium.make('airplay/VLN-v0') "
+                         "(airplay.vln.gym_env) makes the default ones")
+    return vln_tasks(list(tasks), world.protocol)
 
 
 def _check_setting(setting: str) -> None:
