@@ -67,17 +67,17 @@ sim-eval: $(STAMP)
 TEST_ENV := ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST FASTDDS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml \
 	FASTRTPS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml
 
-# The ArduPilot SITL group, which mostly waits on an autopilot flying in real time, runs in a
-# second pytest beside the rest of the suite (SITL runs take /tmp/airplay-sitl.lock in turn); its
-# report follows the suite's, and either failing fails the target.
-BESIDE := test/test_ardupilot_sitl.py
+# The SITL groups (ArduPilot, then PX4), which mostly wait on an autopilot flying in real time,
+# run in a second pytest beside the rest of the suite (SITL runs take /tmp/airplay-sitl.lock in
+# turn); its report follows the suite's, and either failing fails the target.
+BESIDE := test/test_ardupilot_sitl.py test/test_px4_sitl.py
 test: $(STAMP) chromium
 	@$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --basetemp=$(CURDIR)/.pytest-beside $(BESIDE) \
 	  > .pytest-beside.log 2>&1 & beside=$$!; \
-	echo "== $(BESIDE) runs beside the suite (report at the end)"; \
-	$(TEST_ENV) $(PY) -m pytest -q --durations=15 --ignore=$(BESIDE); suite=$$?; \
+	echo "== the SITL groups run beside the suite (report at the end): $(BESIDE)"; \
+	$(TEST_ENV) $(PY) -m pytest -q --durations=15 $(addprefix --ignore=,$(BESIDE)); suite=$$?; \
 	wait $$beside; other=$$?; \
-	echo "== $(BESIDE) (ran beside the suite; exit $$other)"; cat .pytest-beside.log; \
+	echo "== the SITL groups (ran beside the suite; exit $$other)"; cat .pytest-beside.log; \
 	if [ $$suite -ne 0 ]; then exit $$suite; fi; exit $$other
 
 # Markers in pyproject.toml: slow (> ~5 s on 2 cores), sitl (PX4/ArduPilot SITL).
