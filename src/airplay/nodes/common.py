@@ -43,8 +43,21 @@ RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=
                       durability=DurabilityPolicy.VOLATILE)
 """Commands (cmd_vel), odom in lockstep and episode control: reliable, depth 10."""
 
+LATEST_ONLY = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
+                         durability=DurabilityPolicy.VOLATILE)
+"""A real-time consumer that only wants the freshest message (the renderer's ``odom`` without
+lockstep): reliable KEEP_LAST 1, so a consumer slower than the stream skips the backlog
+instead of working through it ever later (a 10-deep queue of 50 Hz odoms is 0.2 s of lag
+per frame behind, enough under load for the bridge's 0.5 s stale-command hold)."""
+
 SENSOR_DATA = qos_profile_sensor_data
 """Camera streams without lockstep (best effort, depth 5), as on a vehicle."""
+
+LATEST_SENSOR = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST,
+                           durability=DurabilityPolicy.VOLATILE)
+"""A real-time consumer of camera streams (the policy without lockstep): best effort, the
+freshest frame only, so that a policy slower than the camera acts on the newest view rather
+than a queue of older ones."""
 
 LOCKSTEP_IMAGES = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
                              durability=DurabilityPolicy.VOLATILE)

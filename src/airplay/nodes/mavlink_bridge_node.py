@@ -47,7 +47,9 @@ import json
 import logging
 import math
 import time
+from collections import deque
 
+import numpy as np
 from geometry_msgs.msg import TwistStamped
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
@@ -60,6 +62,9 @@ from std_msgs.msg import Bool, Empty, String
 from airplay.nodes.common import (EPISODE_STATUS, RELIABLE, ParameterError, command_from_twist, json_message,
                                   ns_from_stamp, odometry_from_state, run_node)
 from airplay.nodes.params import declare_schema
+
+COMMAND_AGE_WINDOW = 3000
+"""How many of the latest commands' ages on arrival the bridge keeps for its exit summary (60 s at 50 Hz)."""
 
 
 class MavlinkBridgeNode(LifecycleNode):
@@ -104,6 +109,7 @@ class MavlinkBridgeNode(LifecycleNode):
         self.create_service(Trigger, "land", self.on_land_service)
         self.create_service(Trigger, "~/arm", self.on_arm_service)
         self.wall = Clock(clock_type=ClockType.SYSTEM_TIME)
+        self._command_ages_ms: deque[float] = deque(maxlen=COMMAND_AGE_WINDOW)
         self.create_timer(1.0 / self.settings.control_rate_hz, self.on_tick,
                           clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.trigger_configure()
@@ -191,7 +197,9 @@ class MavlinkBridgeNode(LifecycleNode):
 
     def on_cmd_vel(self, msg: TwistStamped) -> None:
         if self.flight is not None:
-            self.flight.on_command(command_from_twist(msg), ns_from_stamp(msg.header.stamp) * 1e-9)
+            stamp_ns = ns_from_stamp(msg.header.stamp)
+            self._command_ages_ms.append((self.wall.now().nanoseconds - stamp_ns) * 1e-6)
+            self.flight.on_command(command_from_twist(msg), stamp_ns * 1e-9)
 
     def on_policy_report(self, msg: String) -> None:
         """The policy ended its episode: with "stop": true (STOP, its step budget) land while flying."""
@@ -307,7 +315,20 @@ class MavlinkBridgeNode(LifecycleNode):
             except Exception as exc:  # noqa: BLE001 - shutting down: report and go on
                 self.get_logger().warning(f"final status not published: {exc}")
         self._close_flight()
+        self._log_command_ages()
         super().destroy_node()
+
+    def _log_command_ages(self) -> None:
+        """The commands' age on arrival (their stamp is the odom's they answer, so this is odom ->
+        camera -> policy -> bridge), over the latest :data:`COMMAND_AGE_WINDOW`: what a policy's
+        real-time loop costs, next to ``command_timeout_s``. Printed, as rosout may be gone."""
+        import sys
+
+        if self._command_ages_ms:
+            ages = np.asarray(self._command_ages_ms)
+            p50, p95 = np.percentile(ages, [50, 95])
+            print(f"cmd_vel age on arrival over the last {ages.size} commands: p50 {p50:.1f} ms, p95 {p95:.1f} ms, "
+                  f"max {ages.max():.1f} ms", file=sys.stderr, flush=True)
 
 
 def main(args=None) -> int:

@@ -1,4 +1,8 @@
-"""``renderer``: RGB + depth for every ``odom`` of a live episode, stamped with the odom's stamp.
+"""``renderer``: RGB + depth for ``odom`` poses of a live episode, stamped with the odom's stamp.
+
+In lockstep it renders every odom (each is a control step); in real time (a vehicle, the
+``fly`` graph) the freshest one only, so that it never falls behind the stream
+(:data:`airplay.nodes.common.LATEST_ONLY`).
 
 Same images as :class:`airplay.world.env.AirPlayEnv`: the scene's camera on its mount, the
 gimbal-stabilised pose (position + yaw), the scene's background, depth from the collision
@@ -35,8 +39,8 @@ from std_msgs.msg import String
 
 from airplay.frames import heading_of_state
 from airplay.node_schemas import RENDERER
-from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LOCKSTEP_IMAGES, RELIABLE, SENSOR_DATA, GateLog,
-                                  WorldCache, camera_info, episode_parameters, first_scene,
+from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LATEST_ONLY, LOCKSTEP_IMAGES, RELIABLE,
+                                  SENSOR_DATA, GateLog, WorldCache, camera_info, episode_parameters, first_scene,
                                   image_from_depth, image_from_rgb, json_payload, ns_from_stamp, run_node,
                                   state_from_odometry)
 from airplay.nodes.params import declare_schema
@@ -68,7 +72,8 @@ class RendererNode(Node):
         self.depth_pub = self.create_publisher(Image, "camera/depth/image_raw", qos)
         self.info_pub = self.create_publisher(CameraInfo, "camera/camera_info", qos)
         self.goal_image_pub = self.create_publisher(Image, "goal_image", RELIABLE)
-        self.create_subscription(Odometry, "odom", self.on_odom, RELIABLE)
+        # lockstep: every odom is a control step; real time: render the freshest pose, skip a backlog
+        self.create_subscription(Odometry, "odom", self.on_odom, RELIABLE if self.lockstep else LATEST_ONLY)
         self.create_subscription(String, "episode/status", self.on_episode_status, EPISODE_STATUS)
         self.create_subscription(String, "episode/command", self.on_episode_command, RELIABLE)  # last: ready
 
