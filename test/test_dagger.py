@@ -111,3 +111,22 @@ def test_bad_inputs_are_named(setup, tmp_path):
         config(root, beta=2.0)
     assert main(["dagger", "--checkpoint", str(tmp_path), "--dataset", str(root / "demos"), "--scenes",
                  str(root / "indoor"), "--out", str(tmp_path / "x")]) == 2
+
+
+def test_delayed_commands_are_executed_late(setup):
+    """``delay_steps``: each command is executed that many periods after its observation (hover
+    before the first); 0 is the undelayed flight."""
+    _, world = setup
+    env = AirPlayEnv(world, "pointgoal", tasks=[], render_backend="cpu", render_images=False)
+    expert = make_policy("field_expert", world)
+    task = sample_tasks(world.scene, world.grid, 1, 0, "pointgoal", world.protocol)[0]
+    flights = {d: fly_episode(world, env, expert, expert, task, "cpu", 0.0, np.random.default_rng(0), delay_steps=d)
+               for d in (0, 3)}
+    speed = {d: np.linalg.norm(ep["state"][:, 7:10], axis=1) for d, ep in flights.items()}
+    assert speed[0][3] > 0.05  # the expert sets off at once
+    np.testing.assert_allclose(speed[3][:4], 0.0, atol=1e-6)  # three periods of hover: still at rest
+    assert speed[3][5] > 0.0
+    assert flights[3]["status"] == "success"
+    np.testing.assert_array_equal(flights[0]["command"][:20], flights[0]["label"][:20])
+    with pytest.raises(ValueError, match="delay_steps must be an integer >= 0"):
+        fly_episode(world, env, expert, expert, task, "cpu", 0.0, np.random.default_rng(0), delay_steps=-1)

@@ -73,6 +73,21 @@ publisher and on every airplay subscriber. A subscription that DDS matches only 
 was sent (discovery is pairwise and not instantaneous) still receives it, so no node waits for
 ever on an episode start it never heard. Volatile subscribers (``ros2 topic echo``) match too."""
 
+def one_compute_thread(torch_too: bool = False) -> None:
+    """Real time: numba's (and torch's) parallel kernels on one thread. The nodes of a real-time
+    loop (renderer, policy, bridge, the vehicle) share the machine's cores; a 64x64 frame or a
+    small network gains nothing from a second thread, and pool threads that spin waiting for work
+    take CPU time the other nodes of the loop need (with 2 threads each, the renderer and a
+    CNN-BC policy used ~65 % and ~70 % of a core on the rehearsal vehicle, at 2 cores)."""
+    import numba
+
+    numba.set_num_threads(1)
+    if torch_too:
+        import torch
+
+        torch.set_num_threads(1)
+
+
 CONTROL_DT_NS = 20_000_000  # 50 Hz; checked against the vehicle's control_dt_s by the sim
 
 

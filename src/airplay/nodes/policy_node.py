@@ -80,9 +80,9 @@ from airplay.frames import heading_of_state
 from airplay.node_schemas import POLICY_NODE
 from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LATEST_SENSOR, LOCKSTEP_IMAGES, RELIABLE, EpisodeTasks,
                                   GateLog, ParameterError, WorldCache, depth_from_image, episode_parameters,
-                                  first_scene, json_message, json_payload, ns_from_stamp, rgb_from_image, run_node,
-                                  SIM_STATE_TOPIC, state_from_odometry, state_from_sim_state,
-                                  twist_from_command)
+                                  first_scene, json_message, json_payload, ns_from_stamp, one_compute_thread,
+                                  rgb_from_image, run_node, SIM_STATE_TOPIC, state_from_odometry,
+                                  state_from_sim_state, twist_from_command)
 from airplay.nodes.params import declare_schema
 
 
@@ -103,6 +103,8 @@ class PolicyNode(Node):
         self.setting = p["setting"]
         self.policy_name = values["policy"]
         self.lockstep = values["lockstep"]
+        if not self.lockstep:
+            one_compute_thread(torch_too=True)  # real time: leave the cores to the loop's other nodes
         if not is_policy_name(self.policy_name):
             raise ParameterError(f"parameter 'policy' must be one of {', '.join(POLICY_NAMES)} or module:factory, "
                                  f"got {self.policy_name!r}")

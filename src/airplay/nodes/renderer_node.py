@@ -41,8 +41,8 @@ from airplay.frames import heading_of_state
 from airplay.node_schemas import RENDERER
 from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LATEST_ONLY, LOCKSTEP_IMAGES, RELIABLE,
                                   SENSOR_DATA, GateLog, WorldCache, camera_info, episode_parameters, first_scene,
-                                  image_from_depth, image_from_rgb, json_payload, ns_from_stamp, run_node,
-                                  state_from_odometry)
+                                  image_from_depth, image_from_rgb, json_payload, ns_from_stamp, one_compute_thread,
+                                  run_node, state_from_odometry)
 from airplay.nodes.params import declare_schema
 
 
@@ -57,6 +57,8 @@ class RendererNode(Node):
         self.backend = values["render_backend"]
         self.render_images = values["render_images"]
         self.lockstep = values["lockstep"]
+        if not self.lockstep:
+            one_compute_thread()  # real time: leave the cores to the loop's other nodes
         self.worlds = WorldCache()
         self.world = None
         self.prepared = None   # the scene folder warmed up last

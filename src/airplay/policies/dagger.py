@@ -137,22 +137,30 @@ def _policy(checkpoint: str):
 
 
 def fly_episode(world, env, policy, labeller, task, backend: str, beta: float, rng: np.random.Generator,
-                noise_std: float = 0.0) -> dict:
+                noise_std: float = 0.0, delay_steps: int = 0) -> dict:
     """Fly ``task`` with ``policy`` (its command executed, or with probability ``beta`` per step
     the label), labelling every observed state with ``labeller`` (a state-only expert policy).
     ``noise_std`` > 0 adds Gaussian noise of that standard deviation (m/s, rad/s) to each
     executed command, within the action limits (DART: with ``policy`` the expert, the
-    demonstrations then show how to come back to the path).
+    demonstrations then show how to come back to the path). ``delay_steps`` > 0 executes each
+    command that many control periods after its observation (hovering until the first one),
+    as a real-time loop's camera -> policy -> vehicle latency does: demonstrations flown so
+    show the states a delayed policy reaches, labelled with what the expert would do there.
 
     Returns arrays over the T observations before the episode ended: rgb (T, H, W, 3) uint8,
     state (T, 13) float32, goal (T, 3) float32 (heading frame, m), label (T, 4) and command
     (T, 4) float32 ([vx vy vz] heading frame m/s, yaw rate rad/s); and status, steps."""
+    from collections import deque
+
     from airplay.data.collect_flight import with_dart_noise
 
+    if isinstance(delay_steps, bool) or not isinstance(delay_steps, (int, np.integer)) or delay_steps < 0:
+        raise ValueError(f"delay_steps must be an integer >= 0, got {delay_steps!r}")
     obs, info = env.reset(options={"task": task})
     policy.reset(task)
     labeller.reset(task)
     frames = {"rgb": [], "state": [], "goal": [], "label": [], "command": []}
+    queued = deque([np.zeros(4, np.float32)] * int(delay_steps))  # commands decided, not yet executed
     while info["status"] == "running":
         rgb = world.camera_images(env.position, env.yaw, backend, depth=False)[0]
         obs = {**obs, "rgb": rgb}
@@ -161,7 +169,9 @@ def fly_episode(world, env, policy, labeller, task, backend: str, beta: float, r
         for key, value in (("rgb", rgb), ("state", obs["state"]), ("goal", obs["goal"]), ("label", label),
                            ("command", command)):
             frames[key].append(np.array(value))
-        executed = label if beta > 0 and rng.random() < beta else command
+        decided = label if beta > 0 and rng.random() < beta else command
+        queued.append(decided)
+        executed = queued.popleft()
         if noise_std > 0:
             executed = with_dart_noise(executed, rng, noise_std, env.action_space)
         obs, _, _, _, info = env.step(executed)
