@@ -190,3 +190,19 @@ def test_bad_input_names_the_file_and_field(tmp_path):
         load_items(tmp_path)
     with pytest.raises(ValueError, match="run `airplay aeroground build"):
         load_items(tmp_path / "missing")
+
+
+def test_a_ground_pose_outside_the_scene_is_refused_naming_the_coordinate(bench):
+    from airplay.aeroground.ground import check_in_scene
+    from airplay.scene.scene import Scene
+
+    scene = Scene.load(bench / "scenes" / "urban_1")
+    group = json.loads(next((bench / "capture" / "urban_1").glob("*/group.json")).read_text())
+    x, y, z = (group["ground_pose"][k] for k in ("x", "y", "z"))
+    check_in_scene(scene, x, y, z)  # a captured pose is in the scene
+    lo, hi = scene.mesh.bounds[:, 2]
+    for (px, py, pz), words in [((x + 1e3, y, z), "(x, y) = "), ((x, y, lo - 1.0), "z = "),
+                                ((x, y, hi + 1.0), "z = "), ((x, float("nan"), z), "not finite")]:
+        with pytest.raises(ValueError) as err:
+            check_in_scene(scene, px, py, pz)
+        assert words in str(err.value) and ("urban_1" in str(err.value) or words == "not finite")

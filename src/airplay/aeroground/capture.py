@@ -30,9 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from airplay.aeroground.cameras import aerial_camera, aerial_view, ground_camera, ground_view
-from airplay.aeroground.ground import GroundProbe
+from airplay.aeroground.cameras import View, aerial_camera, aerial_view, ground_camera, ground_view
+from airplay.aeroground.ground import GroundPose, GroundProbe
 from airplay.aeroground.instances import face_owners, instance_mask, scene_instances, view_boxes
+from airplay.scene.camera import PinholeCamera
 
 CAPTURE_VERSION = 1
 PATH_STEPS = 2
@@ -138,20 +139,35 @@ class SceneCapture:
         return record, images
 
     def _render(self, views) -> dict[str, np.ndarray]:
-        from airplay.render.api import render
+        return render_views(self.scene, views, self.backend)
 
-        out = {}
-        for kind in ("ground", "aerial"):
-            vs = [v for v in views if v.kind == kind]
-            if not vs:
-                continue
-            cam = vs[0].camera
-            res = render(self.scene.gaussians, np.stack([v.viewmat() for v in vs]), cam.K, cam.width, cam.height,
-                         backend=self.backend, background=self.spec.background_rgb)
-            rgb = res.rgb_uint8
-            for i, v in enumerate(vs):
-                out[v.name] = rgb[i]
-        return out
+
+def render_views(scene, views, backend: str = "auto") -> dict[str, np.ndarray]:
+    """{view name: RGB (H, W, 3) uint8} of ``views`` in ``scene`` (an :class:`airplay.scene.scene.Scene`):
+    the same renderer as the rest of airplay, over the scene's background, one batch per kind."""
+    from airplay.render.api import render
+
+    out = {}
+    for kind in ("ground", "aerial"):
+        vs = [v for v in views if v.kind == kind]
+        if not vs:
+            continue
+        cam = vs[0].camera
+        res = render(scene.gaussians, np.stack([v.viewmat() for v in vs]), cam.K, cam.width, cam.height,
+                     backend=backend, background=scene.spec.background_rgb)
+        rgb = res.rgb_uint8
+        for i, v in enumerate(vs):
+            out[v.name] = rgb[i]
+    return out
+
+
+def render_ground_view(scene, pose: GroundPose, backend: str = "auto",
+                       camera: PinholeCamera | None = None) -> tuple[np.ndarray, View]:
+    """(RGB (H, W, 3) uint8, its :class:`View`) of the ground camera of an agent at ``pose``
+    (its base on the ground, map frame): :data:`.cameras.GROUND_CAMERA_HEIGHT_M` above it, level, along
+    its heading, with :func:`.cameras.ground_camera`'s intrinsics unless ``camera`` is given."""
+    view = ground_view("ground", (pose.x, pose.y), pose.z, pose.yaw_rad, camera or ground_camera())
+    return render_views(scene, [view], backend)["ground"], view
 
 
 def capture(scene_dirs: list[Path], out_dir: Path, groups: int, seed: int = 0, backend: str = "auto",

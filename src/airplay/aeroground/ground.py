@@ -42,6 +42,19 @@ class GroundPose:
         return {"x": round(self.x, 4), "y": round(self.y, 4), "z": round(self.z, 4), "yaw_rad": round(self.yaw_rad, 6)}
 
 
+def check_in_scene(scene, x: float, y: float, z: float) -> None:
+    """Raise ValueError naming the coordinate unless a ground agent's base at (x, y, z) (map, m)
+    lies in ``scene``'s bounds: (x, y) inside the navigable polygon and z within the collision
+    mesh's height range (all finite)."""
+    if not all(math.isfinite(v) for v in (x, y, z)):
+        raise ValueError(f"position ({x}, {y}, {z}) is not finite")
+    if not bool(scene.spec.navigable.contains_xy(np.array([[x, y]], dtype=np.float64))[0]):
+        raise ValueError(f"(x, y) = ({x:.3f}, {y:.3f}) m is outside scene {scene.name}'s navigable polygon")
+    lo, hi = (float(v) for v in scene.mesh.bounds[:, 2])
+    if not lo <= z <= hi:
+        raise ValueError(f"z = {z:.3f} m is outside scene {scene.name}'s mesh height range [{lo:.3f}, {hi:.3f}] m")
+
+
 class GroundProbe:
     """Walkable-ground queries on one scene: mesh (``trimesh``, map frame) through a
     :class:`airplay.scene.mesh_depth.MeshRaycaster`, the navigable region and the instance footprints."""

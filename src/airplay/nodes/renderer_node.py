@@ -25,25 +25,45 @@ compiles inside an episode; a command for a new scene does the same ahead of its
 
 Publishes ``camera/image_raw`` (rgb8), ``camera/depth/image_raw`` (32FC1, m) and
 ``camera/camera_info``; QoS: see :data:`airplay.nodes.common.LOCKSTEP_IMAGES`.
+
+A ground robot beside the UAV (AeroGround, :mod:`airplay.aeroground`): for each
+``ground/pose`` (geometry_msgs/PoseStamped, frame ``map``, ENU; position = the robot's base on
+the ground, yaw from the orientation by :func:`airplay.frames.yaw_from_quat`) it publishes
+``ground/camera/image_raw`` (rgb8) and ``ground/camera/camera_info``, frame
+``ground_camera_optical``, stamped with the pose's stamp: the AeroGround ground camera (1 m
+above the base, level, forward, its own intrinsics;
+:func:`airplay.aeroground.capture.render_ground_view`) in the current scene, the live
+episode's, else the one prepared last (the first of ``scenes``, or the latest
+``episode/command``'s). A pose in another frame, outside the scene's bounds
+(:func:`airplay.aeroground.ground.check_in_scene`), with a zero quaternion, or with no scene
+yet is refused with a logged error naming the field; nothing is published for it. Same QoS as
+the UAV camera; with ``render_images:=false`` zero images.
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
+from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 
-from airplay.frames import heading_of_state
+from airplay.frames import heading_of_state, yaw_from_quat
 from airplay.node_schemas import RENDERER
 from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LATEST_ONLY, LOCKSTEP_IMAGES, RELIABLE,
                                   SENSOR_DATA, GateLog, WorldCache, camera_info, episode_parameters, first_scene,
                                   image_from_depth, image_from_rgb, json_payload, ns_from_stamp, one_compute_thread,
                                   run_node, state_from_odometry)
 from airplay.nodes.params import declare_schema
+
+GROUND_POSE_TOPIC = "ground/pose"
+GROUND_IMAGE_TOPIC = "ground/camera/image_raw"
+GROUND_INFO_TOPIC = "ground/camera/camera_info"
+GROUND_CAMERA_FRAME = "ground_camera_optical"
 
 
 class RendererNode(Node):
@@ -74,6 +94,10 @@ class RendererNode(Node):
         self.depth_pub = self.create_publisher(Image, "camera/depth/image_raw", qos)
         self.info_pub = self.create_publisher(CameraInfo, "camera/camera_info", qos)
         self.goal_image_pub = self.create_publisher(Image, "goal_image", RELIABLE)
+        self.ground_rgb_pub = self.create_publisher(Image, GROUND_IMAGE_TOPIC, qos)
+        self.ground_info_pub = self.create_publisher(CameraInfo, GROUND_INFO_TOPIC, qos)
+        self.create_subscription(PoseStamped, GROUND_POSE_TOPIC, self.on_ground_pose,
+                                 RELIABLE if self.lockstep else LATEST_ONLY)
         # lockstep: every odom is a control step; real time: render the freshest pose, skip a backlog
         self.create_subscription(Odometry, "odom", self.on_odom, RELIABLE if self.lockstep else LATEST_ONLY)
         self.create_subscription(String, "episode/status", self.on_episode_status, EPISODE_STATUS)
@@ -150,6 +174,46 @@ class RendererNode(Node):
         if not self.render_images:
             return np.zeros((cam.height, cam.width, 3), np.uint8), np.zeros((cam.height, cam.width, 1), np.float32)
         return self.world.camera_images(position, yaw, self.backend, depth=depth, max_depth_m=MAX_DEPTH_M)
+
+    def ground_scene(self):
+        """The scene the ground camera renders: the live episode's, else the one prepared last; None before either."""
+        if self.world is not None:
+            return self.world.scene
+        if self.prepared is not None:
+            return self.worlds.get(self.prepared).scene
+        return None
+
+    def on_ground_pose(self, msg: PoseStamped) -> None:
+        """Render and publish the ground camera at a ``ground/pose`` (module docstring)."""
+        from airplay.aeroground.cameras import ground_camera
+        from airplay.aeroground.capture import render_ground_view
+        from airplay.aeroground.ground import GroundPose, check_in_scene
+
+        def refuse(field: str, why: str) -> None:
+            self.get_logger().error(f"{GROUND_POSE_TOPIC}: {field}: {why}; no ground camera image published")
+
+        if msg.header.frame_id != "map":
+            return refuse("header.frame_id", f"must be 'map' (ENU), got {msg.header.frame_id!r}")
+        q = msg.pose.orientation
+        if not (math.isfinite(q.x + q.y + q.z + q.w) and q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w > 1e-12):
+            return refuse("pose.orientation", f"not a rotation: ({q.x}, {q.y}, {q.z}, {q.w})")
+        scene = self.ground_scene()
+        if scene is None:
+            return refuse("scene", "none to render yet (no scenes parameter, episode or episode/command)")
+        p = msg.pose.position
+        try:
+            check_in_scene(scene, p.x, p.y, p.z)
+        except ValueError as exc:
+            return refuse("pose.position", str(exc))
+        stamp = ns_from_stamp(msg.header.stamp)
+        camera = ground_camera()
+        if self.render_images:
+            pose = GroundPose(float(p.x), float(p.y), float(p.z), yaw_from_quat(q.x, q.y, q.z, q.w))
+            rgb, _ = render_ground_view(scene, pose, self.backend, camera)
+        else:
+            rgb = np.zeros((camera.height, camera.width, 3), np.uint8)
+        self.ground_rgb_pub.publish(image_from_rgb(rgb, stamp, GROUND_CAMERA_FRAME))
+        self.ground_info_pub.publish(camera_info(camera, stamp, GROUND_CAMERA_FRAME))
 
     def on_odom(self, msg: Odometry) -> None:
         from airplay.world.lockstep import CURRENT, DUPLICATE, HELD
