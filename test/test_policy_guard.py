@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from airplay.policies import guard, is_policy_name, make_policy, plugin_factory
+from airplay.policies import guard, is_policy_name, plugin_factory
 
 
 class Scripted:
