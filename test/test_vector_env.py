@@ -18,6 +18,7 @@ from airplay.tasks.sampler import sample_tasks
 from airplay.tasks.protocol import load_protocol
 from airplay.world import World
 from airplay.world.vector_env import AirPlayVectorEnv, make_env
+from vector_rollouts import assert_steps_equal, random_actions
 
 SIZE = 16  # pixels: the images are compared, not looked at
 OBS = ("rgb", "depth", "goal", "state")
@@ -63,12 +64,6 @@ def test_registered_ids_pass_the_env_checker(world, env_id):
     venv.close()
 
 
-def _actions(n: int, steps: int, seed: int = 0) -> np.ndarray:
-    """Random commands, per sub-environment from its own stream (so N does not change them)."""
-    return np.stack([np.random.default_rng(seed + i).uniform(-1.0, 1.0, (steps, 4)) for i in range(n)], axis=1) \
-        * np.array([2.0, 2.0, 0.5, 1.0])
-
-
 @pytest.mark.parametrize("n,threads", [(1, 1), (3, 2), (8, 1), (8, 2)])
 def test_vector_env_equals_n_single_envs(world, short_tasks, n, threads):
     kwargs = dict(tasks=short_tasks, observations=OBS, render_backend="cpu", reward_progress=2.0,
@@ -76,24 +71,7 @@ def test_vector_env_equals_n_single_envs(world, short_tasks, n, threads):
     singles = SyncVectorEnv([lambda: make_env(world, **kwargs) for _ in range(n)],
                             autoreset_mode=AutoresetMode.NEXT_STEP)
     batch = AirPlayVectorEnv(n, world, threads=threads, **kwargs)
-    steps = 32
-    actions = _actions(n, steps).astype(np.float32)
-    a, ia = singles.reset(seed=7)
-    b, ib = batch.reset(seed=7)
-    ended = 0
-    for k in range(steps + 1):
-        for key in OBS:
-            np.testing.assert_array_equal(a[key], b[key], err_msg=f"step {k}, {key}")
-        for key in ("status", "task_id", "steps", "time_s", "distance_to_goal_m", "min_distance_m", "path_length_m"):
-            np.testing.assert_array_equal(ia[key], ib[key], err_msg=f"step {k}, info {key}")
-        if k == steps:
-            break
-        a, ra, ta, tra, ia = singles.step(actions[k])
-        b, rb, tb, trb, ib = batch.step(actions[k])
-        np.testing.assert_array_equal(ra, rb, err_msg=f"step {k}, reward")
-        np.testing.assert_array_equal(ta, tb, err_msg=f"step {k}, terminated")
-        np.testing.assert_array_equal(tra, trb, err_msg=f"step {k}, truncated")
-        ended += int(np.sum(ta | tra))
+    _, _, ended = assert_steps_equal(singles, batch, random_actions(n, 32).astype(np.float32), OBS, seed=7)
     assert ended >= n, "every sub-environment should have ended (and reset) at least once"
     batch.close()
 
@@ -103,7 +81,7 @@ def test_same_seeds_same_observations_whatever_n(world, short_tasks):
     four = AirPlayVectorEnv(4, world, tasks=short_tasks, observations=OBS, render_backend="cpu", threads=2)
     o1, _ = one.reset(seed=[12])
     o4, _ = four.reset(seed=[3, 12, 5, 6])
-    actions = _actions(4, 10)
+    actions = random_actions(4, 10)
     for k in range(10):
         for key in OBS:
             np.testing.assert_array_equal(o1[key][0], o4[key][1])

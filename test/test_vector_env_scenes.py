@@ -18,6 +18,7 @@ from airplay.tasks.sampler import sample_tasks
 from airplay.vln.episodes import episodes_from_tasks
 from airplay.world import World
 from airplay.world.vector_env import AirPlayVectorEnv, make_env
+from vector_rollouts import assert_steps_equal, random_actions
 
 SIZE = 16  # pixels: the images are compared, not looked at
 
@@ -51,11 +52,6 @@ def short_tasks(worlds):
     return {"pointgoal": point, "vln": vln}
 
 
-def _actions(n: int, steps: int) -> np.ndarray:
-    return np.stack([np.random.default_rng(i).uniform(-1.0, 1.0, (steps, 4)) for i in range(n)], axis=1) \
-        * np.array([2.0, 2.0, 0.5, 1.0])
-
-
 @pytest.mark.parametrize("setting,obs_keys,threads", [
     ("pointgoal", ("rgb", "depth", "goal", "state"), 2),
     ("vln", ("rgb", "state", "instruction"), 1),
@@ -73,30 +69,9 @@ def test_multi_scene_equals_single_envs(worlds, short_tasks, setting, obs_keys, 
                              for i in range(n)], autoreset_mode=AutoresetMode.NEXT_STEP,
                             observation_mode=(batch.observation_space, batch.single_observation_space))
     assert list(batch.scene_of) == [0, 1, 0]
-    steps = 24
-    actions = _actions(n, steps).astype(np.float32)
-    a, ia = singles.reset(seed=3)
-    b, ib = batch.reset(seed=3)
+    ia, ib, ended = assert_steps_equal(singles, batch, random_actions(n, 24).astype(np.float32), obs_keys, seed=3,
+                                       check_spaces=True)  # (random commands give the largest body rates)
     assert ia["task_id"][1].startswith(worlds[1].name) and ib["task_id"][0].startswith(worlds[0].name)
-    ended = 0
-    for k in range(steps + 1):
-        for key in obs_keys:
-            if key == "instruction":
-                assert tuple(a[key]) == tuple(b[key]), f"step {k}, {key}"
-            else:
-                np.testing.assert_array_equal(a[key], b[key], err_msg=f"step {k}, {key}")
-        for key in ("status", "task_id", "steps", "time_s", "distance_to_goal_m", "min_distance_m", "path_length_m"):
-            np.testing.assert_array_equal(ia[key], ib[key], err_msg=f"step {k}, info {key}")
-        for key in obs_keys:  # (random commands give the largest body rates: they stay in the state's Box)
-            assert batch.observation_space[key].contains(b[key]), f"step {k}, {key}"
-        if k == steps:
-            break
-        a, ra, ta, tra, ia = singles.step(actions[k])
-        b, rb, tb, trb, ib = batch.step(actions[k])
-        np.testing.assert_array_equal(ra, rb, err_msg=f"step {k}, reward")
-        np.testing.assert_array_equal(ta, tb, err_msg=f"step {k}, terminated")
-        np.testing.assert_array_equal(tra, trb, err_msg=f"step {k}, truncated")
-        ended += int(np.sum(ta | tra))
     assert ended >= n, "every sub-environment should have ended (and reset) at least once"
     batch.close()
     singles.close()
