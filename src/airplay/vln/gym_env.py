@@ -28,12 +28,28 @@ def default_episodes(scene, num_tasks: int = 16, task_seed: int = 0,
     return episodes_from_tasks(pool, world.scene.spec.landmarks, int(task_seed))
 
 
+def with_default_episodes(scene, tasks, num_tasks: int = 16, task_seed: int = 0,
+                          cache_dir: str | Path | None = None):
+    """``tasks`` with :func:`default_episodes` where none are given: for one scene, when ``tasks``
+    is None; for a list of scenes, for each None entry of a per-scene list (all of them when
+    ``tasks`` is None). A ``tasks`` of any other shape is returned as it is, for the world
+    layer's environments to name what is wrong with it."""
+    if not isinstance(scene, (list, tuple)):
+        return default_episodes(scene, num_tasks, task_seed, cache_dir) if tasks is None and scene is not None \
+            else tasks
+    if tasks is None:
+        tasks = [None] * len(scene)
+    elif not (isinstance(tasks, (list, tuple)) and len(tasks) == len(scene)):
+        return tasks
+    return [default_episodes(s, num_tasks, task_seed, cache_dir) if t is None else t for s, t in zip(scene, tasks)]
+
+
 def make_env(scene, setting: str = "vln", *, tasks: list | None = None, num_tasks: int = 16, task_seed: int = 0,
              cache_dir: str | Path | None = None, **kwargs):
     """``gymnasium.make("airplay/VLN-v0", scene=...)``: :func:`airplay.world.vector_env.make_env`
-    with the default episodes where ``tasks`` is None."""
-    if tasks is None and not isinstance(scene, (list, tuple)):
-        tasks = default_episodes(scene, num_tasks, task_seed, cache_dir)
+    with the default episodes where ``tasks`` is None (a list of scenes is refused there)."""
+    if not isinstance(scene, (list, tuple)):
+        tasks = with_default_episodes(scene, tasks, num_tasks, task_seed, cache_dir)
     return make_world_env(scene, setting, tasks=tasks, num_tasks=num_tasks, task_seed=task_seed,
                           cache_dir=cache_dir, **kwargs)
 
@@ -43,12 +59,6 @@ def make_vector_env(num_envs: int = 1, scene=None, setting: str = "vln", *, task
                     **kwargs) -> AirPlayVectorEnv:
     """``gymnasium.make_vec("airplay/VLN-v0", num_envs=N, scene=...)``: :class:`AirPlayVectorEnv`
     with the default episodes for each scene given none."""
-    if isinstance(scene, (list, tuple)) and scene:
-        per_scene = list(tasks) if isinstance(tasks, (list, tuple)) and len(tasks) == len(scene) else None
-        if tasks is None or per_scene is not None:
-            tasks = [default_episodes(s, num_tasks, task_seed, cache_dir) if (per_scene is None or per_scene[j] is None)
-                     else per_scene[j] for j, s in enumerate(scene)]
-    elif tasks is None and scene is not None:
-        tasks = default_episodes(scene, num_tasks, task_seed, cache_dir)
+    tasks = with_default_episodes(scene, tasks, num_tasks, task_seed, cache_dir)
     return AirPlayVectorEnv(num_envs, scene, setting, tasks=tasks, num_tasks=num_tasks, task_seed=task_seed,
                             cache_dir=cache_dir, **kwargs)
