@@ -5,8 +5,10 @@ replies and events to fd 4, as NUL-terminated JSON. No websocket, no browser dow
 Python dependency: any ``chromium`` (Debian's, installed by ``make setup``) will do.
 
 :func:`inspect_page` loads a file, waits for its load event, and returns what the page did:
-console errors, uncaught exceptions, log errors, every URL it requested, the counts of
-elements a test names, how many images decoded, and a PNG screenshot.
+console errors, uncaught exceptions, log errors, every URL it requested (with the HTTP status and
+the bytes of each response), the counts of elements a test names, how many images decoded, and a PNG
+screenshot. For an app that keeps loading after its load event (rerun's WebAssembly viewer) it can
+block URLs (outside hosts) and wait until a response from a given URL has brought data.
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ class PageReport:
     """console.error / console.assert calls, uncaught exceptions and the browser's error log entries."""
     requests: list[str] = field(default_factory=list)
     """Every URL the page requested (its first 200 characters: data: URIs are long)."""
+    statuses: dict[str, int] = field(default_factory=dict)
+    """URL -> HTTP status of its (last) response."""
+    received: dict[str, int] = field(default_factory=dict)
+    """URL -> bytes of response data received (summed over its requests; a streamed response as it comes)."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """URL -> why loading it failed (net::ERR_BLOCKED_BY_CLIENT for a blocked URL, ...)."""
     counts: dict[str, int] = field(default_factory=dict)
     images: int = 0
     images_decoded: int = 0
@@ -88,6 +96,12 @@ class _Pipe:
                 return reply.get("result", {})
             self.events.append(reply)
 
+    def wait_until(self, predicate, timeout_s: float) -> None:
+        """Read messages (kept in ``events``) until ``predicate(events)`` is true; TimeoutError after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while not predicate(self.events):
+            self.events.append(self._read_message(deadline))
+
     def wait_event(self, method: str, timeout_s: float = 20.0) -> dict:
         deadline = time.monotonic() + timeout_s
         for i, e in enumerate(self.events):
@@ -102,9 +116,14 @@ class _Pipe:
 
 def inspect_page(path: str | Path, selectors_to_count: tuple[str, ...] = ("table", "img"),
                  viewport: tuple[int, int] = (1400, 1000), chromium: str | None = None,
-                 timeout_s: float = 30.0, settle_s: float = 0.0) -> PageReport:
-    """Open ``path`` (a file, or an http(s) URL) in headless Chromium and report on it (see :class:`PageReport`);
-    ``settle_s``: seconds to wait after the load event before looking."""
+                 timeout_s: float = 30.0, settle_s: float = 0.0, block_urls: tuple[str, ...] = (),
+                 wait_for_data: str | None = None) -> PageReport:
+    """Open ``path`` (a file, or an http(s) URL) in headless Chromium and report on it (see :class:`PageReport`).
+
+    ``block_urls``: URL patterns (``*`` wildcards) the browser refuses to load (net::ERR_BLOCKED_BY_CLIENT).
+    ``wait_for_data``: after the load event, wait (up to ``timeout_s``) until a response from a URL that
+    starts with this has brought data (TimeoutError otherwise). ``settle_s``: seconds to wait then, before
+    looking."""
     exe = chromium or find_chromium()
     if exe is None:
         raise FileNotFoundError("no chromium on PATH")
@@ -136,8 +155,21 @@ def inspect_page(path: str | Path, selectors_to_count: tuple[str, ...] = ("table
         width, height = viewport
         cdp.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
                                                          "mobile": False}, session=session)
+        if block_urls:
+            cdp.call("Network.setBlockedURLs", {"urls": list(block_urls)}, session=session)
         cdp.call("Page.navigate", {"url": url}, session=session)
         cdp.wait_event("Page.loadEventFired", timeout_s=timeout_s)
+        if wait_for_data is not None:
+            def data_from(events) -> bool:
+                ids = {e["params"]["requestId"] for e in events if e.get("method") == "Network.requestWillBeSent"
+                       and e["params"].get("request", {}).get("url", "").startswith(wait_for_data)}
+                return any(e.get("method") == "Network.dataReceived" and e["params"].get("requestId") in ids
+                           and e["params"].get("dataLength", 0) > 0 for e in events)
+
+            try:
+                cdp.wait_until(data_from, timeout_s)
+            except TimeoutError:
+                raise TimeoutError(f"chromium: no data from {wait_for_data} within {timeout_s:.0f} s") from None
         if settle_s > 0:  # a page that keeps working after its load event (a WebAssembly app)
             time.sleep(settle_s)
         counts_js = "{" + ",".join(f"{json.dumps(s)}: document.querySelectorAll({json.dumps(s)}).length"
@@ -156,8 +188,10 @@ def inspect_page(path: str | Path, selectors_to_count: tuple[str, ...] = ("table
         report.title = found["title"]
         shot = cdp.call("Page.captureScreenshot", {"format": "png"}, session=session, timeout_s=timeout_s)
         report.screenshot_png = base64.b64decode(shot["data"])
+        urls: dict[str, str] = {}  # requestId -> URL
         for e in cdp.events:
             method, params = e.get("method"), e.get("params", {})
+            url_of = urls.get(params.get("requestId", ""), "")
             if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
                 report.console_errors.append(" ".join(str(a.get("value", a.get("description", "")))
                                                       for a in params.get("args", [])))
@@ -167,7 +201,14 @@ def inspect_page(path: str | Path, selectors_to_count: tuple[str, ...] = ("table
                 entry = params["entry"]
                 report.console_errors.append(f"{entry.get('source')}: {entry.get('text')} {entry.get('url', '')}")
             elif method == "Network.requestWillBeSent":
-                report.requests.append(params.get("request", {}).get("url", "")[:200])
+                urls[params["requestId"]] = params.get("request", {}).get("url", "")[:200]
+                report.requests.append(urls[params["requestId"]])
+            elif method == "Network.responseReceived":
+                report.statuses[url_of or params["response"]["url"][:200]] = int(params["response"]["status"])
+            elif method == "Network.dataReceived" and url_of:
+                report.received[url_of] = report.received.get(url_of, 0) + int(params.get("dataLength", 0))
+            elif method == "Network.loadingFailed" and url_of:
+                report.failed[url_of] = str(params.get("blockedReason") or params.get("errorText", ""))
         try:
             cdp.call("Browser.close", timeout_s=5)
         except (RuntimeError, TimeoutError):

@@ -1,20 +1,28 @@
 """The live view of a running evaluation (airplay.view.live): ``airplay eval --view-out`` in process
 writes a rerun recording that rerun's own reader reads back with one row per observation and
 command, the episode's path and status, over the scene; the run's results are the same with and
-without it; bad combinations exit 2 naming the flag. (The ROS graph's ``viewer:=true`` against
-this in-process view: test_ros_graph.py::test_graph_equals_inprocess.)
+without it; ``airplay eval --view`` serves rerun's web viewer on 127.0.0.1, whose page loads in
+headless Chromium and reads the run from the gRPC server while the command runs; bad combinations
+exit 2 naming the flag. (The ROS graph's ``viewer:=true`` against this in-process view:
+test_ros_graph.py::test_graph_equals_inprocess.)
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from headless_chromium import find_chromium, inspect_page
 from scene_factory import write_tiny_scene
-from test_view import column, read_rrd
+from test_view import _free_port, _listening, column, read_rrd
 
 from airplay.cli import main
 
@@ -110,3 +118,81 @@ def test_view_refusals_name_the_flag(scenes, tmp_path, capsys):
         assert _eval(scenes, tmp_path / "o", "--view", "--view-web-port", str(port)) == 2
     assert f"error: --view: port {port} on 127.0.0.1 is in use" in capsys.readouterr().err
     assert not (tmp_path / "o").exists() and not (tmp_path / "x.rrd").exists()
+
+
+def _line(proc, prefix: str, seen: list[str]) -> str:
+    """The next line of ``proc``'s output that starts with ``prefix`` (the lines before it kept in ``seen``)."""
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith(prefix):
+            return line.rstrip("\n")
+    pytest.fail(f"`airplay eval --view` ended ({proc.wait()}) before printing {prefix!r}:\n{''.join(seen)}")
+
+
+@pytest.mark.slow  # ~8 s on an idle machine: rerun's WebAssembly viewer (43 MB) compiles and starts in Chromium
+@pytest.mark.skipif(find_chromium() is None, reason="no chromium on PATH: `make setup` installs Debian's "
+                    "(apt-get, as root); elsewhere install chromium to run this test")
+def test_eval_view_web_viewer_loads_in_headless_chromium(scenes, tmp_path):
+    """A real `airplay eval --view` (2 episodes) on free ports: its web viewer page, opened in headless
+    Chromium while the command runs, loads its script and WebAssembly from 127.0.0.1 (HTTP 200), connects
+    to the gRPC server and receives the run's data; no console error but those of the outside hosts the
+    viewer asks (fonts, rerun's analytics, release checks), which the browser here blocks; both servers
+    listen on 127.0.0.1 only. The run's results are written, and Ctrl-C (SIGINT) ends the serving.
+
+    The episodes usually end before the page's viewer has started (it takes seconds): the gRPC server
+    keeps what the run logged and sends it to the viewer when it connects, as to a person who opens
+    the printed URL late."""
+    pytest.importorskip("rerun", reason="rerun-sdk is not installed (make setup installs it)")
+    web, grpc = _free_port(), _free_port()
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-m", "airplay.cli", "eval", "--scenes", str(scenes), "--episodes", "2",
+                             "--seed", "3", "--out", str(out), "--no-images", "--bootstrap", "20", "--no-progress",
+                             "--view", "--view-web-port", str(web), "--view-grpc-port", str(grpc)],
+                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # Ctrl-C, even where
+    # this test runs with SIGINT ignored (started in the background by a shell)
+    seen: list[str] = []
+    try:
+        url = _line(proc, "live view: open ", seen).removeprefix("live view: open ")
+        assert url == (f"http://127.0.0.1:{web}/?url=rerun%2Bhttp%3A%2F%2F127.0.0.1%3A{grpc}%2Fproxy")
+        assert _listening(web) == {"127.0.0.1"} and _listening(grpc) == {"127.0.0.1"}
+        # Every outside host is https here; the browser refuses them (nothing leaves this machine).
+        page = inspect_page(url, selectors_to_count=("canvas",), block_urls=("https://*",),
+                            wait_for_data=f"http://127.0.0.1:{grpc}/", timeout_s=90)
+        assert proc.poll() is None, "airplay eval --view ended while its page was open:\n" + "".join(seen)
+        assert page.title == "Rerun Viewer" and page.counts == {"canvas": 1}
+        site = f"http://127.0.0.1:{web}/"
+        for asset in (url, site + "re_viewer.js", site + "re_viewer_bg.wasm"):
+            assert page.statuses.get(asset) == 200, (asset, page.statuses)
+            assert page.received.get(asset, 0) > 0, asset
+        assert page.received[site + "re_viewer_bg.wasm"] > 10_000_000  # the viewer itself
+        data = [u for u in page.statuses if u.startswith(f"http://127.0.0.1:{grpc}/")]
+        assert data and all(page.statuses[u] == 200 for u in data), page.statuses
+        assert sum(page.received.get(u, 0) for u in data) > 10_000  # the scene's mesh and points, the episodes
+        outside = [u for u in page.requests if not u.startswith(("http://127.0.0.1:", "data:", "blob:"))]
+        assert all(u.startswith("https://") and u in page.failed for u in outside), (outside, page.failed)
+        errors = [e for e in page.console_errors
+                  if not (e.startswith("network: ") and e.rsplit(" ", 1)[-1] in outside)]
+        failed_fetches = [e for e in errors if e.startswith("TypeError: Failed to fetch")]
+        assert len(failed_fetches) <= len(outside), errors  # at most one per refused request
+        assert [e for e in errors if e not in failed_fetches] == []
+        assert page.screenshot_png.startswith(b"\x89PNG\r\n\x1a\n")
+        (tmp_path / "live_viewer.png").write_bytes(page.screenshot_png)
+        # The run ends with its results; the viewer keeps serving until Ctrl-C.
+        _line(proc, "the run has ended; the web viewer keeps serving", seen)
+        assert "Results in" in "".join(seen)
+        episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+        assert len(episodes) == 2 and (out / "summary.json").is_file()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0, "".join(seen)
+        deadline = time.monotonic() + 5
+        while (_listening(web) or _listening(grpc)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _listening(web) and not _listening(grpc)  # the rerun server ended with it
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        proc.stdout.close()

@@ -51,10 +51,25 @@ def _cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
+def rerun_executable() -> str:
+    """The rerun viewer binary that the rerun-sdk package ships (``$RERUN_CLI_PATH`` first, as rerun's own
+    launcher reads it). Started directly, not through ``python -m rerun``: that launcher runs the binary as
+    its child, which a signal to the launcher leaves running (and listening) as an orphan."""
+    if os.environ.get("RERUN_CLI_PATH"):
+        return os.environ["RERUN_CLI_PATH"]
+    try:
+        import rerun_cli
+    except ImportError:
+        return sys.executable  # with the arguments below: "python -m rerun" fails naming what is missing
+    return str(Path(rerun_cli.__file__).resolve().parent / "rerun")
+
+
 def serve_command(rrd: Path | None, web_port: int, grpc_port: int) -> list[str]:
     """The rerun CLI serving ``rrd`` to its web viewer, both servers bound to 127.0.0.1 only
     (``rrd`` None: a gRPC proxy that SDKs stream to, :class:`airplay.view.live.RerunServer`)."""
-    return [sys.executable, "-m", "rerun", "--serve-web", "--bind", "127.0.0.1", "--web-viewer-port", str(web_port),
+    exe = rerun_executable()
+    launcher = ["-m", "rerun"] if exe == sys.executable else []
+    return [exe, *launcher, "--serve-web", "--bind", "127.0.0.1", "--web-viewer-port", str(web_port),
             "--port", str(grpc_port), *([str(rrd)] if rrd is not None else [])]
 
 
