@@ -304,6 +304,15 @@ def test_fly_launch_file_reads_the_shared_graph(tmp_path):
     assert real[0].remappings == (("camera/image_raw", "/cam/color"), ("camera/depth/image_raw", "/cam/depth"))
     with pytest.raises(GraphArgumentError, match="scene"):
         fly_graph({})
+    # viewer:=true: the viewer node on the vehicle's topics (the real camera's too), outside the flight
+    viewed = fly_graph({"camera_topic": "/cam/color", "scene": "s", "viewer": "true", "viewer_out": "f.rrd"})
+    assert [n.name for n in viewed] == ["policy", "viewer", "mavlink_bridge"]
+    viewer = viewed[1].parameters
+    assert viewer["vehicle"] is True and viewer["lockstep"] is False and viewer["render_images"] is True
+    assert viewer["out"] == "f.rrd" and viewer["scenes"] == "s"
+    assert viewed[1].remappings == viewed[0].remappings == (("camera/image_raw", "/cam/color"),)
+    with pytest.raises(GraphArgumentError, match="viewer_web_port"):
+        fly_graph({"scene": "s", "viewer": "true", "viewer_web_port": "0"})
     # AirVLN-R1 on the vehicle: setting vln implied, the backend's arguments checked (errors name them)
     model = tmp_path / "model"
     model.mkdir()
@@ -336,7 +345,11 @@ def fly_scene(tmp_path_factory) -> Path:
 
 
 def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, tmp_path):
-    """`airplay vehicle --scene --task` + the fly graph (renderer as camera, expert policy, bridge)."""
+    """`airplay vehicle --scene --task` + the fly graph (renderer as camera, expert policy, bridge), with
+    ``viewer:=true``: the viewer node's recording holds the flight (path to the goal, commands, phases)."""
+    pytest.importorskip("rerun", reason="rerun-sdk is not installed (make setup installs it)")
+    from test_view import column, read_rrd
+
     from airplay.graph import FLY_ARGUMENTS, fly_graph, parse_launch_arguments
     from airplay.launcher import node_command
     from airplay.world import World
@@ -354,10 +367,12 @@ def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, t
                            tmp_path / "vehicle.log"))
         arguments = [f"scene:={fly_scene}", f"index:={index}", "episodes:=10", "seed:=0", "render_images:=false",
                      f"connection:=udpin:127.0.0.1:{port}", "arm:=true",
-                     f"takeoff_height_m:={task.start_position[2]:.3f}"]
-        for spec in fly_graph(parse_launch_arguments(arguments, FLY_ARGUMENTS)):
+                     f"takeoff_height_m:={task.start_position[2]:.3f}", "viewer:=true",
+                     f"viewer_out:={tmp_path / 'fly.rrd'}"]
+        specs = fly_graph(parse_launch_arguments(arguments, FLY_ARGUMENTS))
+        for spec in specs:
             procs.append(spawn(node_command(spec), tmp_path / f"{spec.name}.log"))
-        bridge = procs[-1]
+        bridge, viewer = procs[-1], procs[[s.name for s in specs].index("viewer")]
         operator.wait(lambda: operator.latest(operator.phases) == "flying", 40, "the bridge flying", tmp_path)
         operator.wait(lambda: operator.episodes, 5, "episode/status started", tmp_path)
         assert operator.episodes[0]["scene_dir"] == str(fly_scene) and operator.episodes[0]["index"] == index
@@ -375,9 +390,24 @@ def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, t
         operator.land_pub.publish(operator._empty())
         expect_landed_exit(bridge, tmp_path)
         assert operator.latest(operator.armed) is False
+        stop_all([viewer])  # SIGINT: the viewer closes its recording
+        assert viewer.returncode == 0, logs(tmp_path)
     finally:
         stop_all(procs)
         operator.close()
+    rows, static, batches = read_rrd(tmp_path / "fly.rrd")
+    assert static["/world/scene/indoor_1/mesh"] == 1 and static["/world/vehicle/camera"] == 1
+    np.testing.assert_allclose(column(batches, "/world/goal", "Points3D:positions")[0][0], task.goal_position,
+                               atol=1e-5)  # the task the viewer derived from the bridge's (scene, index)
+    # The flight from "flying" to touchdown: its path reaches the goal, with the policy's commands.
+    flown = np.array(column(batches, f"/world/indoor_1/{task.task_id}", "LineStrips3D:strips")[0][0])
+    assert rows["/world/vehicle"] == len(flown) > 10 and rows["/command/vx"] > 10
+    assert np.linalg.norm(flown - task.goal_position, axis=1).min() < world.protocol.success_radius_m
+    status = [json.loads(t[0]) for t in column(batches, "/status", "TextLog:text")]
+    phases = [s["phase"] for s in status if "phase" in s]
+    assert {"flying", "landed"} <= set(phases) and phases.index("flying") < phases.index("landed")
+    ends = [s["status"] for s in status if "status" in s]
+    assert ends == ["started", "landed"]
 
 
 

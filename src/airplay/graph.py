@@ -71,6 +71,15 @@ def _schema_arguments(schema, names) -> dict[str, LaunchArgument]:
     return {name: _from_schema(schema[name]) for name in names}
 
 
+_VIEWER_ARGUMENTS: dict[str, LaunchArgument] = {
+    "viewer": _A("false", "true: add the viewer node, which streams the run to rerun (camera, depth, trajectory and "
+                          "goal over the scene, commands, episode status) and serves rerun's web viewer on "
+                          "127.0.0.1:viewer_web_port while the graph runs (or writes viewer_out)"),
+    **{f"viewer_{name}": _from_schema(schemas.VIEWER[name]) for name in ("out", "connect", "web_port", "grpc_port")},
+}
+"""The live view's launch arguments (airplay.nodes.viewer_node; docs/evaluation.md, docs/vehicle.md)."""
+
+
 SIM_EVAL_ARGUMENTS: dict[str, LaunchArgument] = {
     "scenes": _from_schema(schemas.EPISODE["scenes"]),
     "scene": _A("", "one scene folder (the same as scenes:=FOLDER, and used instead of it when given)"),
@@ -87,10 +96,7 @@ SIM_EVAL_ARGUMENTS: dict[str, LaunchArgument] = {
     **{p.name: _from_schema(p) for p in schemas.VLN_BACKEND},
     **_schema_arguments(schemas.EPISODE, ("vln_config", "vln_episodes")),
     # the live view (airplay.nodes.viewer_node, docs/evaluation.md)
-    "viewer": _A("false", "true: add the viewer node, which streams the run to rerun (camera, depth, trajectory and "
-                          "goal over the scene, commands, episode status) and serves rerun's web viewer on "
-                          "127.0.0.1:viewer_web_port while the graph runs (or writes viewer_out)"),
-    **{f"viewer_{name}": _from_schema(schemas.VIEWER[name]) for name in ("out", "connect", "web_port", "grpc_port")},
+    **_VIEWER_ARGUMENTS,
 }
 """Launch arguments of the sim_eval graph: default and description of each."""
 
@@ -323,6 +329,11 @@ FLY_ARGUMENTS: dict[str, LaunchArgument] = {
                                 "(empty: the operator's on the instruction topic; in a rehearsal, the VLN episode's "
                                 "for (scene, index) when none has come)"),
     **{k: SIM_EVAL_ARGUMENTS[k] for k in _VLN_ARGUMENTS},
+    # the live view of the flight (airplay.nodes.viewer_node with vehicle:=true; docs/vehicle.md)
+    **_VIEWER_ARGUMENTS,
+    "viewer": _A("false", "true: add the viewer node, which streams the flight to rerun (camera, trajectory and goal "
+                          "over the scene, commands, the vehicle's phases and the supervisor's interventions) and "
+                          "serves rerun's web viewer on 127.0.0.1:viewer_web_port (or writes viewer_out)"),
 }
 """Launch arguments of the fly graph: default and description of each."""
 
@@ -341,13 +352,14 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
         raise GraphArgumentError("launch argument depth_topic:= needs camera_topic:= as well")
     vln_policy = reads_vln_options(v["policy"])
     v["setting"] = v["setting"] or ("vln" if vln_policy else "pointgoal")
-    episode = {"scenes": v["scene"] or "scenes", "episodes": _number(v, "episodes", int), "seed": _number(v, "seed", int),
-               "setting": _choice(v, "setting", schemas.SETTINGS)}
+    episode = {"scenes": v["scene"] or "scenes", "episodes": _number(v, "episodes", int),
+               "seed": _number(v, "seed", int), "setting": _choice(v, "setting", schemas.SETTINGS)}
     if vln_policy and not v["scene"]:
         raise GraphArgumentError("launch argument scene:=FOLDER is needed with policy:=airvln_r1 (the scene sets the "
                                  "action space's scale; in a rehearsal it is the camera and the episode)")
     if v["instruction"] and not vln_policy:
-        raise GraphArgumentError(f"launch argument instruction:= goes with policy:=airvln_r1 (got policy:={v['policy']})")
+        raise GraphArgumentError("launch argument instruction:= goes with policy:=airvln_r1 "
+                                 f"(got policy:={v['policy']})")
     vln = _vln_arguments(v, episode, _flag(v, "render_images") or bool(v["camera_topic"]))
     if vln:  # on a vehicle: no evaluator (the policy node's docstring)
         vln.update(vehicle=True, instruction=v["instruction"], episode_instruction=not v["camera_topic"])
@@ -366,6 +378,13 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
                           {**episode, "lockstep": False, "policy": v["policy"], "checkpoint": v["checkpoint"],
                            "execution_horizon": _number(v, "execution_horizon", int), **vln},
                           remappings=tuple(remap)))
+    if _flag(v, "viewer"):  # it publishes nothing: the flight is the same without it
+        nodes.append(NodeSpec("viewer", "airplay.nodes.viewer_node", "viewer_node",
+                              {**episode, "lockstep": False, "vehicle": True,
+                               "render_images": _flag(v, "render_images") or bool(v["camera_topic"]),
+                               "out": v["viewer_out"], "connect": v["viewer_connect"],
+                               "web_port": _port(v, "viewer_web_port"), "grpc_port": _port(v, "viewer_grpc_port")},
+                              remappings=tuple(remap)))
     # Ctrl-C while airborne: the bridge lands and waits for the touchdown before it exits
     nodes.append(NodeSpec("mavlink_bridge", "airplay.nodes.mavlink_bridge_node", "mavlink_bridge_node", bridge,
                           required=True, stop_grace_s=bridge["shutdown_timeout_s"] + 5.0))

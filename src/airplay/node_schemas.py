@@ -130,6 +130,8 @@ VIEWER = EPISODE.with_params(
     Param("grpc_port", 9876, "port of the rerun gRPC server on 127.0.0.1 that the web viewer reads, with "
                              "web_port", min=1, max=65535),
     Param("points", 100_000, "at most this many splat points drawn per scene (0: the collision mesh only)", min=0),
+    Param("vehicle", False, "on a vehicle (the fly graph): the task from the bridge's (scene_dir, index) as the "
+                            "policy derives it, and the vehicle's phases and the supervisor's interventions logged"),
 )
 
 SCHEMAS = {s.node: s for s in (SIM, RENDERER, POLICY_NODE, EVALUATOR, RECORDER, VIEWER)}

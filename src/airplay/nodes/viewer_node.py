@@ -18,6 +18,12 @@ odom that follows it has (they may come first: other topics, other publishers), 
 for an episode's last observation (nothing flies it). Repeats (the sim re-publishes its latest
 odom while it waits, the renderer and the policy answer it again) are logged once.
 
+On a vehicle (``vehicle:=true``, the fly graph's ``viewer:=true``) the episode is the bridge's
+flight: its "started" status names the scene and task index (the task, hence the goal, is derived
+as the policy node derives it, from the episode parameters), its "landed" status ends it, and the
+odoms, camera images and commands are on the wall clock. It also logs ``vehicle/phase`` (each
+change) and ``supervisor/interventions`` (as warnings) to ``status``, at the time they come.
+
 Sinks (parameters): ``out`` an .rrd file, ``connect`` a rerun gRPC server (e.g. the one
 ``airplay eval --runtime ros --view`` starts); with neither, the node starts rerun's web viewer on
 ``127.0.0.1:web_port`` (gRPC on ``127.0.0.1:grpc_port``), which ends with the node.
@@ -54,7 +60,10 @@ class ViewerNode(Node):
         super().__init__("viewer")
         values = declare_schema(self, VIEWER)
         p = episode_parameters(values)
-        self.lockstep, self.render_images = values["lockstep"], values["render_images"]
+        self.lockstep, self.render_images, self.vehicle = values["lockstep"], values["render_images"], values["vehicle"]
+        self.params = p
+        self.tasks = None  # on a vehicle: the tasks of the flight's scene (airplay.nodes.common.EpisodeTasks)
+        self.phase = None
         # By stamp, not by lockstep's one-observation-at-a-time rule: the viewer gates nothing, it may
         # fall behind the graph and take several observations of an episode before the episode's start.
         self.gate = EpisodeGate(CONTROL_DT_NS, lockstep=False)
@@ -65,7 +74,8 @@ class ViewerNode(Node):
                 self.server = RerunServer(values["web_port"], values["grpc_port"])
                 connect = self.server.url
             self.live = LiveView(out=values["out"] or None, connect=connect or None, images=self.render_images,
-                                 points=values["points"], name="airplay sim_eval (ROS graph)")
+                                 points=values["points"],
+                                 name="airplay fly (ROS graph)" if self.vehicle else "airplay sim_eval (ROS graph)")
         except LiveViewError as exc:
             if self.server is not None:
                 self.server.stop()
@@ -94,6 +104,9 @@ class ViewerNode(Node):
             self.create_subscription(Image, "goal_image", self.on_goal_image, RELIABLE)
         self.create_subscription(TwistStamped, "cmd_vel", self.on_cmd_vel, QoSProfile(
             depth=100, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE))
+        if self.vehicle:
+            self.create_subscription(String, "vehicle/phase", self.on_phase, RELIABLE)
+            self.create_subscription(String, "supervisor/interventions", self.on_intervention, RELIABLE)
         self.create_subscription(String, "episode/progress", lambda m: None, RELIABLE)  # last: ready
         where = ([f"web viewer {self.server.web_url}"] if self.server else
                  [f"rerun at {connect}"] if connect else []) + ([f"recording {values['out']}"] if values["out"] else [])
@@ -134,6 +147,8 @@ class ViewerNode(Node):
         if released is None:
             return  # a repeated start
         scene_dir = str(status.get("scene_dir", ""))
+        if task is None and self.vehicle and scene_dir and "index" in status:
+            task = self._vehicle_task(scene_dir, status["index"])
         scene = self._scene(scene_dir) if scene_dir else None
         name = scene.spec.name if scene is not None else (scene_dir or "scene")
         camera = scene.spec.camera if scene is not None else None
@@ -146,6 +161,36 @@ class ViewerNode(Node):
                                 status)
         for _, odom in released:
             self.on_odom(odom)
+
+    def _vehicle_task(self, scene_dir: str, index):
+        """The task (scene_dir, index) of a vehicle's flight, as the policy node derives it (None where it
+        cannot: logged)."""
+        from airplay.nodes.common import EpisodeTasks
+
+        try:
+            if self.tasks is None:
+                self.tasks = EpisodeTasks.from_parameters(self.params)
+            _, tasks = self.tasks.load(scene_dir)
+            return tasks[int(index)]
+        except Exception as exc:  # the view goes on without the goal
+            self.get_logger().error(f"no task {index} in {scene_dir}: {exc}")
+            return None
+
+    def _now_ns(self) -> int:
+        """The time of a message without a stamp: the graph's clock (a vehicle's: the wall clock, as its odoms)."""
+        return max(self.get_clock().now().nanoseconds, self.newest)
+
+    def on_phase(self, msg: String) -> None:
+        if msg.data != self.phase:  # the bridge repeats its phase twice a second
+            self.phase = msg.data
+            self.live.note(self._now_ns(), {"phase": msg.data})
+
+    def on_intervention(self, msg: String) -> None:
+        try:
+            report = json_payload(msg)
+        except ValueError:
+            report = {"intervention": msg.data[:500]}
+        self.live.note(self._now_ns(), {"intervention": report}, warn=True)
 
     def _once(self, kind: str, stamp: int) -> bool:
         """True the first time a ``kind`` message stamped ``stamp`` comes (then it is logged)."""

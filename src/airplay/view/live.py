@@ -15,7 +15,8 @@ live view and a recording of the same run have the same entities:
                                    at its end coloured by status)
 ``world/<scene>/<task_id>``        each ended episode's path (static, coloured and labelled by status)
 ``command/vx`` ... ``yaw_rate``    the commands (heading frame m/s, rad/s)
-``status``                         each episode's start and end (JSON, as on ``episode/status``)
+``status``                         each episode's start and end (JSON, as on ``episode/status``); on a
+                                   vehicle also its phases and the supervisor's interventions
 =================================  =====================================================================
 
 Timelines: ``sim_time`` the observations' stamps (the ROS graph's: an episode's first observation
@@ -174,7 +175,8 @@ class LiveView:
         t_ns = int(t_ns)
         k = bisect.bisect_right(self.episodes, (t_ns, float("inf"))) - 1
         start, episode = self.episodes[k] if k >= 0 else (0, None)
-        rrd.set_time(self.rec, t_ns, max(0, round((t_ns - start) / self.dt_ns)))
+        # before the first episode (a vehicle's take-off, on the wall clock): no step
+        rrd.set_time(self.rec, t_ns, max(0, round((t_ns - start) / self.dt_ns)) if k >= 0 else None)
         if episode is not None:
             self.rec.set_time("episode", sequence=episode)
         return k >= 0 and k == len(self.episodes) - 1
@@ -246,6 +248,12 @@ class LiveView:
         report = {k: v for k, v in (report or {"episode": self.episode, "status": status}).items()
                   if k != "trajectory"}
         rrd.log_status(self.rec, json.dumps(report, default=str), warn=status != "success")
+
+    def note(self, t_ns: int, report: dict, warn: bool = False) -> None:
+        """A status line (JSON ``report``) at ``t_ns`` beside the episodes' own: a vehicle's phase, an
+        intervention of the safety supervisor (``warn``: shown as a warning)."""
+        self._time(t_ns)
+        rrd.log_status(self.rec, json.dumps(report, default=str), warn=warn)
 
     def close(self) -> None:
         """Flush and close the sinks (the .rrd is complete)."""
