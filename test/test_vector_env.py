@@ -154,3 +154,24 @@ def test_bad_actions_name_the_sub_environment(world, short_tasks):
     bad[2, 1] = np.nan
     with pytest.raises(ValueError, match="sub-environment 2"):
         env.step(bad)
+
+
+def test_camera_batch_rows_equal_single_frames_in_any_output_layout(world, short_tasks):
+    """CameraBatch rounds each view straight into its row of the caller's uint8 array; a row that
+    is not contiguous (a strided view) gets the same image, and either is the single frame's."""
+    from airplay.world.camera_batch import CameraBatch
+
+    pos = np.array([t.start_position for t in short_tasks[:3]], dtype=np.float64)
+    yaw = np.random.default_rng(0).uniform(-np.pi, np.pi, 3)
+    batch = CameraBatch(world, 3, "cpu", threads=2)
+    try:
+        dense = np.zeros((3, SIZE, SIZE, 3), np.uint8)
+        strided = np.zeros((3, SIZE, 2 * SIZE, 3), np.uint8)[:, :, ::2]
+        batch.render(pos, yaw, dense, None)
+        batch.render(pos, yaw, strided, None)
+    finally:
+        batch.close()
+    for i in range(3):
+        single = world.camera_images(pos[i], float(yaw[i]), "cpu", depth=False)[0]
+        np.testing.assert_array_equal(dense[i], single)
+        np.testing.assert_array_equal(strided[i], single)

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import get_num_threads, set_num_threads
 
-from airplay.render.api import NEAR_PLANE_M, FAR_PLANE_M, resolve_backend, rgb_to_uint8
+from airplay.render.api import NEAR_PLANE_M, FAR_PLANE_M, _rgb_to_uint8, resolve_backend, rgb_to_uint8
 from airplay.render.lod import CellRenderer, CellSettings, SharedCellCache
 
 CELLS_PER_CAMERA = 4
@@ -79,6 +79,7 @@ class CameraBatch:
         self._pool = None if self.backend != "cpu" else ThreadPoolExecutor(
             max(1, self.threads - 1), thread_name_prefix="airplay-camera", initializer=_one_numba_thread)
         self._lock = threading.Lock()
+        self._scratch = threading.local()  # each render thread's float32 frame buffers
 
     def close(self) -> None:
         """Stop the worker threads (the batch cannot render after)."""
@@ -122,8 +123,18 @@ class CameraBatch:
     def _one(self, position: np.ndarray, yaw: float, rgb, depth, i: int) -> None:
         world = self.world
         if rgb is not None:
-            if self._cells is not None:
-                rgb[i] = rgb_to_uint8(self._cells.rgb(position, yaw))
+            if self._cells is not None:  # into this thread's buffers, rounded straight into row i
+                bufs = getattr(self._scratch, "bufs", None)
+                if bufs is None:
+                    bufs = self._scratch.bufs = (np.empty((self.height, self.width, 3), np.float32),
+                                                 np.empty((self.height, self.width), np.float32))
+                self._cells.render_into(float(position[0]), float(position[1]), float(position[2]), yaw, bufs[0],
+                                        None, bufs[1])
+                row = rgb[i]
+                if row.flags.c_contiguous and row.dtype == np.uint8:
+                    _rgb_to_uint8(bufs[0].reshape(-1), row.reshape(-1))
+                else:
+                    row[...] = rgb_to_uint8(bufs[0])
             else:
                 rgb[i] = world.camera_images(position, yaw, self.backend, depth=False)[0]
         if depth is not None:
