@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 
+import numba
 import numpy as np
 import pytest
 import torch
@@ -56,6 +57,19 @@ def scene_with_camera(folder, size: int):
     return folder
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """numba and torch on one thread for this module, restored after it: on a loaded 2-core machine
+    their 2-thread pools spin against each other (the demonstrations flew 1.8x, training ran 3.5x
+    slower than on one thread, measured with the other jobs of a test run beside them)."""
+    numba_before, torch_before = numba.get_num_threads(), torch.get_num_threads()
+    numba.set_num_threads(1)
+    torch.set_num_threads(1)
+    yield
+    numba.set_num_threads(numba_before)
+    torch.set_num_threads(torch_before)
+
+
 @pytest.fixture(scope="module")
 def flights(tmp_path_factory):
     """(scene folder, world, env, field expert, tasks, demonstrations)."""
@@ -82,7 +96,6 @@ def trained(flights, tmp_path_factory):
 
     def get(kind: str):
         if kind not in cache:
-            torch.set_num_threads(2)
             _, world, env, expert, tasks, demos = flights
             fields, steps, batch, lr = MODELS[kind]
             cfg = build_policy(kind, **fields).config

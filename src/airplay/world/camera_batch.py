@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import get_num_threads, set_num_threads
 
-from airplay.render.api import NEAR_PLANE_M, FAR_PLANE_M, _rgb_to_uint8, resolve_backend, rgb_to_uint8
+from airplay.render.api import NEAR_PLANE_M, FAR_PLANE_M, resolve_backend, rgb_to_uint8
 from airplay.render.lod import CellRenderer, CellSettings, SharedCellCache
 
 CELLS_PER_CAMERA = 4
@@ -130,11 +130,7 @@ class CameraBatch:
                                                  np.empty((self.height, self.width), np.float32))
                 self._cells.render_into(float(position[0]), float(position[1]), float(position[2]), yaw, bufs[0],
                                         None, bufs[1])
-                row = rgb[i]
-                if row.flags.c_contiguous and row.dtype == np.uint8:
-                    _rgb_to_uint8(bufs[0].reshape(-1), row.reshape(-1))
-                else:
-                    row[...] = rgb_to_uint8(bufs[0])
+                rgb_to_uint8(bufs[0], out=rgb[i])
             else:
                 rgb[i] = world.camera_images(position, yaw, self.backend, depth=False)[0]
         if depth is not None:
