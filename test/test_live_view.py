@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -196,3 +197,18 @@ def test_eval_view_web_viewer_loads_in_headless_chromium(scenes, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         proc.stdout.close()
+
+
+def test_rerun_server_runs_with_rerun_analytics_off():
+    """The rerun processes airplay starts get ``CI`` set, which turns rerun's usage analytics off
+    (nothing of airplay's may send a packet off this machine); so does airplay's own process."""
+    pytest.importorskip("rerun", reason="rerun-sdk is not installed (make setup installs it)")
+    from airplay.view.live import RerunServer
+
+    assert "CI" in os.environ or os.environ.get("FORCE_RERUN_ANALYTICS")
+    server = RerunServer(_free_port(), _free_port())
+    try:
+        env = Path(f"/proc/{server.proc.pid}/environ").read_bytes().split(b"\0")
+        assert any(v.startswith(b"CI=") for v in env), "the rerun server runs without CI set"
+    finally:
+        server.stop()
