@@ -42,28 +42,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 POLICIES = ("expert", "expert-images", "cnn_bc")
-TINY_CNN_BC = ["backbone=small", "backbone_width=8", "image_features=32", "hidden_dim=64"]
-"""test/test_policies_cli.py's tiny CNN-BC."""
 
 
 def tiny_cnn_bc(root: Path) -> Path:
-    """A CNN-BC checkpoint trained for 30 steps on the test suite's synthetic demonstrations."""
+    """test/test_policies_cli.py's tiny CNN-BC checkpoint: 30 steps on the test suite's synthetic demonstrations."""
     sys.path.insert(0, str(REPO / "test"))
-    from policy_data import tiny_episodes
+    from policy_data import tiny_train_args, write_tiny_dataset
 
-    from airplay.data.lerobot import LeRobotWriter
-
-    dataset = root / "dataset"
-    with LeRobotWriter(dataset, image_shape=(32, 32)) as writer:
-        for ep in tiny_episodes(2):
-            writer.add_episode(ep.rgb, ep.state, ep.action, goal=ep.goal)
     out = root / "cnn_bc"
-    args = [sys.executable, "-m", "airplay.cli", "train", "--policy", "cnn_bc", "--dataset", str(dataset), "--out",
-            str(out), "--steps", "30", "--batch-size", "8", "--image-size", "32x32", "--threads", "1",
-            "--log-every", "10", "--no-progress"]
-    for item in TINY_CNN_BC:
-        args += ["--set", item]
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    args = tiny_train_args("cnn_bc", write_tiny_dataset(root / "dataset"), out)
+    subprocess.run([sys.executable, "-m", "airplay.cli", *args], check=True, stdout=subprocess.DEVNULL)
     return out
 
 

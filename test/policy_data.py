@@ -4,6 +4,8 @@ commands, and smooth commands that differ per episode."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from airplay.policies.dataset import EpisodeData
@@ -31,6 +33,36 @@ def tiny_episodes(n: int = 3, length: int = 24, size: int = 32, seed: int = 0,
         episodes.append(EpisodeData(rgb=rgb, state=state.astype(np.float32), action=action, goal=goal,
                                     goal_image=gi))
     return episodes
+
+
+TINY_SET = {
+    "cnn_bc": ["backbone=small", "backbone_width=8", "image_features=32", "hidden_dim=64"],
+    "act": ["backbone=small", "backbone_width=8", "chunk_size=8", "execution_horizon=8", "dim_model=32", "n_heads=4",
+            "dim_feedforward=64", "n_encoder_layers=1", "n_vae_encoder_layers=1", "latent_dim=8"],
+    "dp": ["backbone=small", "backbone_width=8", "chunk_size=16", "execution_horizon=8", "down_dims=[16,32]",
+           "n_groups=4", "image_features=16", "step_embed_dim=16", "num_train_timesteps=50", "num_inference_steps=5"],
+}
+"""policy -> ``airplay train --set`` fields of a tiny model (fast to train, flies badly)."""
+
+
+def write_tiny_dataset(root: Path) -> Path:
+    """A LeRobot dataset at ``root`` of :func:`tiny_episodes` (2 episodes, 32x32)."""
+    from airplay.data.lerobot import LeRobotWriter
+
+    with LeRobotWriter(root, image_shape=(32, 32)) as writer:
+        for ep in tiny_episodes(2):
+            writer.add_episode(ep.rgb, ep.state, ep.action, goal=ep.goal)
+    return root
+
+
+def tiny_train_args(kind: str, dataset: Path, out: Path) -> list[str]:
+    """``airplay train`` arguments (after ``airplay``) for :data:`TINY_SET`'s ``kind``: 30 steps on ``dataset``
+    into ``out``, one torch thread."""
+    args = ["train", "--policy", kind, "--dataset", str(dataset), "--out", str(out), "--steps", "30",
+            "--batch-size", "8", "--image-size", "32x32", "--threads", "1", "--log-every", "10", "--no-progress"]
+    for item in TINY_SET[kind]:
+        args += ["--set", item]
+    return args
 
 
 def env_obs(episode: EpisodeData, k: int) -> dict:

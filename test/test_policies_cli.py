@@ -15,40 +15,24 @@ from pathlib import Path
 import pytest
 from conftest import sparse_indoor_scene
 import torch
-from policy_data import tiny_episodes
+from policy_data import TINY_SET, tiny_train_args, write_tiny_dataset
 
 from airplay.cli import main
 
 torch.set_num_threads(1)
-TINY_SET = {
-    "cnn_bc": ["backbone=small", "backbone_width=8", "image_features=32", "hidden_dim=64"],
-    "act": ["backbone=small", "backbone_width=8", "chunk_size=8", "execution_horizon=8", "dim_model=32", "n_heads=4",
-            "dim_feedforward=64", "n_encoder_layers=1", "n_vae_encoder_layers=1", "latent_dim=8"],
-    "dp": ["backbone=small", "backbone_width=8", "chunk_size=16", "execution_horizon=8", "down_dims=[16,32]",
-           "n_groups=4", "image_features=16", "step_embed_dim=16", "num_train_timesteps=50", "num_inference_steps=5"],
-}
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
-    from airplay.data.lerobot import LeRobotWriter
-
-    root = tmp_path_factory.mktemp("lerobot") / "tiny"
-    with LeRobotWriter(root, image_shape=(32, 32)) as writer:
-        for ep in tiny_episodes(2):
-            writer.add_episode(ep.rgb, ep.state, ep.action, goal=ep.goal)
-    return root
+    return write_tiny_dataset(tmp_path_factory.mktemp("lerobot") / "tiny")
 
 
 @pytest.fixture(scope="module")
 def checkpoints(dataset, tmp_path_factory):
     out = {}
-    for kind, fields in TINY_SET.items():
+    for kind in TINY_SET:
         folder = tmp_path_factory.mktemp(f"ckpt-{kind}")
-        args = ["train", "--policy", kind, "--dataset", str(dataset), "--out", str(folder), "--steps", "30",
-                "--batch-size", "8", "--image-size", "32x32", "--threads", "1", "--log-every", "10", "--no-progress"]
-        for item in fields:
-            args += ["--set", item]
+        args = tiny_train_args(kind, dataset, folder)
         assert main(args) == 0
         out[kind] = (folder, args)
     return out
