@@ -390,6 +390,11 @@ class EpisodeTasks:
             self.scene_dir = scene_dir
         return self.world, self.tasks
 
+    def task(self, scene_dir: str, index):
+        """Task ``index`` of ``scene_dir``'s list, as sim_eval samples it (a vehicle's flight names only
+        the scene and the index)."""
+        return self.load(scene_dir)[1][int(index)]
+
 
 def run_node(make_node, args=None) -> int:
     """Init rclpy, build the node, spin until it stops; return the process's exit code.

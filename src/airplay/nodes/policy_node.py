@@ -304,8 +304,7 @@ class PolicyNode(Node):
             return Task.from_dict(status["task"])
         if self.vehicle_tasks is None:
             self.vehicle_tasks = EpisodeTasks.from_parameters(self.params)
-        _, tasks = self.vehicle_tasks.load(str(status["scene_dir"]))
-        return tasks[int(status["index"])]
+        return self.vehicle_tasks.task(str(status["scene_dir"]), status["index"])
 
     def on_episode_status(self, msg: String) -> None:
         try:

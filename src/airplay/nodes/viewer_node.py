@@ -170,8 +170,7 @@ class ViewerNode(Node):
         try:
             if self.tasks is None:
                 self.tasks = EpisodeTasks.from_parameters(self.params)
-            _, tasks = self.tasks.load(scene_dir)
-            return tasks[int(index)]
+            return self.tasks.task(scene_dir, index)
         except Exception as exc:  # the view goes on without the goal
             self.get_logger().error(f"no task {index} in {scene_dir}: {exc}")
             return None
