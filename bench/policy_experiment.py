@@ -12,7 +12,13 @@
 5. ``airplay eval``: every checkpoint, the experts and ``random``, PointGoal, on (a) new tasks of
    the training scenes (task seed 100) and (b) the unseen scenes, EPISODES per scene, with
    bootstrap 95 % intervals.
-6. ``OUT/results.md``, ``OUT/results.json`` and ``OUT/sr_vs_flights.png``.
+6. The rest of the evaluation protocol (docs/evaluation.md), unless ``--no-protocol``:
+   ``airplay sweep`` of the ``--sweep`` policy over ``--horizons`` on new tasks of the training
+   scenes; ``airplay disturb`` of the ``--disturb`` policy on both splits; ``airplay eval-offline``
+   of every checkpoint on ``--heldout-flights`` field-expert flights in the unseen scenes and
+   ``airplay offline-vs-closed`` of those errors against the unseen-scene evaluations.
+7. ``OUT/results.md``, ``OUT/results.json``, ``OUT/sr_vs_flights.png`` and ``airplay report`` of
+   everything above: ``OUT/report.html``.
 
 Every stage is skipped when its output exists, so a rerun resumes (``--fresh`` starts over).
 
@@ -104,6 +110,13 @@ def main() -> int:
     ap.add_argument("--episodes", type=int, default=20, help="closed-loop episodes per scene and split")
     ap.add_argument("--workers", type=int, default=2, help="processes for collection and DAgger flights")
     ap.add_argument("--threads", type=int, default=2, help="torch threads for training")
+    ap.add_argument("--no-protocol", action="store_true", help="skip stage 6 (sweep, disturb, offline vs closed)")
+    ap.add_argument("--sweep", default="act", choices=tuple(MODELS), help="policy of the execution-horizon sweep")
+    ap.add_argument("--horizons", type=int, nargs="+", default=[1, 2, 5, 10, 20], help="sweep's horizons H")
+    ap.add_argument("--disturb", default="cnn_bc", choices=tuple(MODELS), help="policy of the disturbance tests")
+    ap.add_argument("--protocol-episodes", type=int, default=10, help="sweep and disturb episodes per scene")
+    ap.add_argument("--heldout-flights", type=int, default=10,
+                    help="field-expert flights per unseen scene for eval-offline")
     ap.add_argument("--fresh", action="store_true", help="delete OUT first")
     args = ap.parse_args()
     out = args.out
@@ -146,7 +159,8 @@ def main() -> int:
         stage(f"train {name}")
         batch, lr = OPTIM[kind]
         cmd = AIRPLAY + ["train", "--policy", kind, "--dataset", data, "--out", ckpt, "--steps", updates[kind],
-                         "--batch-size", batch, "--lr", lr, "--image-size", args.image_size, "--threads", args.threads,
+                         "--batch-size", batch, "--lr", lr, "--image-size", f"{args.image_size}x{args.image_size}",
+                         "--threads", args.threads,
                          "--save-every", 1000, "--log-every", 100, "--max-episodes", flights, "--no-progress"]
         for item in MODELS[kind]:
             cmd += ["--set", item]
@@ -189,9 +203,57 @@ def main() -> int:
                     cmd += ["--no-images"]  # the experts and random read no image
                 run(cmd, out / "eval" / split / f"{name}.log")
             rows[name][split] = summary(folder)
+    reported = [out / "eval"]
+    if not args.no_protocol:
+        reported += protocol(out, args, checkpoints, train_scenes, unseen_scenes, stage)
     total = time.perf_counter() - t_start
     write_results(out, args, rows, checkpoints, total_flights, total, times)
+    stage("report")
+    run(AIRPLAY + ["report", *reported, "-o", out / "report.html", "--title", "airplay policy experiment"],
+        out / "report.log")
+    print(f"written {out / 'report.html'}")
     return 0
+
+
+def protocol(out: Path, args, checkpoints: dict, train_scenes: list, unseen_scenes: list, stage) -> list[Path]:
+    """Stage 6: the sweep, the disturbance tests and offline vs closed loop; the folders to report."""
+    folder = out / "protocol"
+    common = ["--episodes", args.protocol_episodes, "--seed", 100, "--bootstrap", 1000, "--backend", "cpu",
+              "--no-progress"]
+    sweep = folder / "sweep"
+    if args.sweep in checkpoints and not (sweep / "sweep.json").is_file():
+        stage(f"sweep {args.sweep}")
+        run(AIRPLAY + ["sweep", "--checkpoint", checkpoints[args.sweep]["path"], "--scenes", *train_scenes,
+                       "--horizons", *args.horizons, "--out", sweep, *common], folder / "sweep.log")
+    disturb = folder / "disturb"
+    if args.disturb in checkpoints and not (disturb / "disturb.json").is_file():
+        stage(f"disturb {args.disturb}")
+        run(AIRPLAY + ["disturb", "--checkpoint", checkpoints[args.disturb]["path"], "--scenes", *train_scenes,
+                       *unseen_scenes, "--out", disturb, *common], folder / "disturb.log")
+    heldout = folder / "heldout"
+    if not (heldout / "dataset" / "unseen" / "meta" / "info.json").is_file():
+        stage("held-out demonstrations")
+        shutil.rmtree(heldout, ignore_errors=True)
+        run(AIRPLAY + ["collect", heldout / "bags", "--scenes", *unseen_scenes, "--per-scene", args.heldout_flights,
+                       "--seed", 200, "--workers", args.workers, "--expert", "field_expert", "--no-progress"],
+            folder / "heldout-collect.log")
+        run(AIRPLAY + ["dataset", "export", heldout / "bags", heldout / "dataset", "--quiet"],
+            folder / "heldout-export.log")
+    pairs = []
+    for name, info in checkpoints.items():
+        result = folder / "offline" / f"{name}.json"
+        if not result.is_file():
+            stage(f"eval-offline {name}")
+            result.parent.mkdir(parents=True, exist_ok=True)
+            run(AIRPLAY + ["eval-offline", "--checkpoint", info["path"], "--dataset", heldout / "dataset" / "unseen",
+                           "--stride", 5, "--threads", args.threads, "--out", result, "--no-progress"],
+                folder / "offline" / f"{name}.log")
+        pairs += ["--pair", result, out / "eval" / "unseen_scenes" / name]
+    relate = folder / "relate"
+    if len(checkpoints) >= 3 and not (relate / "relate.json").is_file():
+        stage("offline vs closed loop")
+        run(AIRPLAY + ["offline-vs-closed", *pairs, "--bootstrap", 1000, "--out", relate], folder / "relate.log")
+    return [p for p in (sweep, disturb, relate / "relate.json", folder / "offline") if p.exists()]
 
 
 def write_results(out: Path, args, rows: dict, checkpoints: dict, total_flights: int, total: float,
