@@ -64,16 +64,56 @@ def test_registered_ids_pass_the_env_checker(world, env_id):
     venv.close()
 
 
-@pytest.mark.parametrize("n,threads", [(1, 1), (3, 2), (8, 1), (8, 2)])
-def test_vector_env_equals_n_single_envs(world, short_tasks, n, threads):
-    kwargs = dict(tasks=short_tasks, observations=OBS, render_backend="cpu", reward_progress=2.0,
-                  reward_collision=-3.0)
+@pytest.mark.parametrize("n,threads,repeat", [(1, 1, 1), (3, 2, 1), (8, 1, 1), (8, 2, 1), (1, 1, 3), (3, 2, 3)])
+def test_vector_env_equals_n_single_envs(world, short_tasks, n, threads, repeat):
+    tasks = short_tasks
+    if repeat > 1:  # limits of 11, 14, 16 and 17 periods: episodes end inside a step, sub-environments at
+        # different periods of one step (the batch holds the ended ones while the others fly on)
+        tasks = [replace(t, time_limit_s=s) for t, s in zip(short_tasks, (0.22, 0.28, 0.32, 0.34))]
+    kwargs = dict(tasks=tasks, observations=OBS, render_backend="cpu", reward_progress=2.0,
+                  reward_collision=-3.0, action_repeat=repeat)
     singles = SyncVectorEnv([lambda: make_env(world, **kwargs) for _ in range(n)],
                             autoreset_mode=AutoresetMode.NEXT_STEP)
     batch = AirPlayVectorEnv(n, world, threads=threads, **kwargs)
     _, _, ended = assert_steps_equal(singles, batch, random_actions(n, 32).astype(np.float32), OBS, seed=7)
     assert ended >= n, "every sub-environment should have ended (and reset) at least once"
     batch.close()
+
+
+def test_action_repeat_is_r_control_periods_with_one_observation(world, short_tasks, monkeypatch):
+    """A step of action_repeat=3 is three single-period steps under the same action: the same
+    state and observation after them, the sum of their rewards, one rendered observation, and
+    the end (here the 0.3 s limit, 15 periods, inside the 6th step of 3) at the same period."""
+    tasks = [replace(t, time_limit_s=0.32) for t in short_tasks]  # 16 periods: the 6th step ends after one
+    kwargs = dict(tasks=tasks, observations=OBS, render_backend="cpu", reward_progress=2.0)
+    one, three = make_env(world, **kwargs), make_env(world, action_repeat=3, **kwargs)
+    assert three.action_repeat == 3 and three.metadata["render_fps"] == pytest.approx(50 / 3)
+    observed = []
+    build = three._observation
+    monkeypatch.setattr(three, "_observation", lambda: observed.append(1) or build())
+    a, _ = one.reset(seed=5)
+    b, _ = three.reset(seed=5)
+    actions = random_actions(1, 6, seed=3)[:, 0].astype(np.float32)
+    for k, action in enumerate(actions):
+        total, periods = 0.0, 0
+        while periods < 3:
+            a, r, term_a, trunc_a, info_a = one.step(action)
+            total, periods = total + r, periods + 1
+            if term_a or trunc_a:
+                break
+        renders = len(observed)
+        b, r3, term_b, trunc_b, info_b = three.step(action)
+        assert len(observed) == renders + 1, "one observation rendered per step"
+        assert r3 == total and (term_b, trunc_b) == (term_a, trunc_a) and info_b == info_a, f"step {k}"
+        for key in OBS:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=f"step {k}, {key}")
+        if term_b or trunc_b:
+            break
+    assert info_b["steps"] == 16 and info_b["status"] == "timeout" and k == 5, "the limit counts periods"
+    env = gym.make("airplay/PointGoal-v0", scene=world, num_tasks=2, render_backend="cpu", action_repeat=4)
+    venv = gym.make_vec("airplay/PointGoal-v0", num_envs=2, scene=world, num_tasks=2, action_repeat=4)
+    assert env.unwrapped.action_repeat == 4 and venv.action_repeat == 4
+    venv.close()
 
 
 def test_same_seeds_same_observations_whatever_n(world, short_tasks):
@@ -128,6 +168,10 @@ def test_reward_weights_scale_progress(world, short_tasks):
     (dict(threads=0), "threads"),
     (dict(reward_success=float("nan")), "reward_success"),
     (dict(scene="/nonexistent/scene"), "scene"),
+    (dict(action_repeat=0), "action_repeat"),
+    (dict(action_repeat=-2), "action_repeat"),
+    (dict(action_repeat=2.5), "action_repeat"),
+    (dict(action_repeat=True), "action_repeat"),
 ])
 def test_bad_arguments_name_the_argument(world, short_tasks, kwargs, name):
     args = dict(num_envs=2, scene=world, tasks=short_tasks)

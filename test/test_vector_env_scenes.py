@@ -52,17 +52,22 @@ def short_tasks(worlds):
     return {"pointgoal": point, "vln": vln}
 
 
-@pytest.mark.parametrize("setting,obs_keys,threads", [
-    ("pointgoal", ("rgb", "depth", "goal", "state"), 2),
-    ("vln", ("rgb", "state", "instruction"), 1),
+@pytest.mark.parametrize("setting,obs_keys,threads,repeat", [
+    ("pointgoal", ("rgb", "depth", "goal", "state"), 2, 1),
+    ("vln", ("rgb", "state", "instruction"), 1, 1),
+    ("pointgoal", ("depth", "goal", "state"), 1, 4),
 ])
-def test_multi_scene_equals_single_envs(worlds, short_tasks, setting, obs_keys, threads):
+def test_multi_scene_equals_single_envs(worlds, short_tasks, setting, obs_keys, threads, repeat):
     if setting == "vln":  # VLN episodes get the protocol's time limit for their reference path: 0.3 s here too
         worlds = [replace(w, protocol=replace(w.protocol, time_limit_base_s=0.3, time_limit_per_astar_m_s=0.0))
                   for w in worlds]
     tasks = short_tasks[setting]
+    if repeat > 1:  # limits of 9 to 17 periods: episodes end inside a step, at different periods per scene
+        tasks = [[replace(t, time_limit_s=0.18 + 0.06 * j + 0.02 * k) for k, t in enumerate(ts)]
+                 for j, ts in enumerate(tasks)]
     n = 3  # sub-environments 0 and 2 in scene 0, 1 in scene 1
-    kwargs = dict(observations=obs_keys, render_backend="cpu", reward_progress=2.0, reward_collision=-3.0)
+    kwargs = dict(observations=obs_keys, render_backend="cpu", reward_progress=2.0, reward_collision=-3.0,
+                  action_repeat=repeat)
     batch = AirPlayVectorEnv(n, worlds, setting, tasks=tasks, threads=threads, **kwargs)
     # the scenes' state bounds differ: the batch's space holds both
     singles = SyncVectorEnv([lambda i=i: make_env(worlds[i % 2], setting, tasks=tasks[i % 2], **kwargs)

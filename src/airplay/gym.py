@@ -8,16 +8,15 @@
 
 Ids: ``airplay/PointGoal-v0``, ``airplay/ImageGoal-v0``, ``airplay/GoalFree-v0`` and
 ``airplay/VLN-v0`` (goal-free tasks with an instruction, a Text observation:
-:mod:`airplay.world.vln_env`, entry points :mod:`airplay.vln.gym_env`). ``make`` builds :func:`airplay.world.vector_env.make_env` (one
-vehicle, :class:`AirPlayEnv`);
-``make_vec`` builds :class:`airplay.world.vector_env.AirPlayVectorEnv` (its
-``vector_entry_point``: N vehicles stepped and rendered as one batch, ``scene`` one scene or a
-list of scenes) unless another
+:mod:`airplay.world.vln_env`, entry points :mod:`airplay.vln.gym_env`). ``make`` builds
+:func:`airplay.world.vector_env.make_env` (one vehicle, :class:`AirPlayEnv`); ``make_vec`` builds
+:class:`airplay.world.vector_env.AirPlayVectorEnv` (its ``vector_entry_point``: N vehicles
+stepped and rendered as one batch, ``scene`` one scene or a list of scenes) unless another
 ``vectorization_mode`` ("sync", "async") is asked for. Keyword options are those of
 :func:`~airplay.world.vector_env.make_env` (scene, image_size, observations, tasks, num_tasks,
-task_seed, reward_progress, reward_success, reward_collision, render_backend), and ``threads``
-for the vector environment. Episode limits are the protocol's (config/protocol.yaml), so no
-``max_episode_steps`` is set.
+task_seed, reward_progress, reward_success, reward_collision, render_backend, action_repeat:
+control periods per step), and ``threads`` for the vector environment. Episode limits are the
+protocol's (config/protocol.yaml), so no ``max_episode_steps`` is set.
 """
 
 from __future__ import annotations

@@ -16,7 +16,12 @@ Observation (a dict; keys depend on the setting):
   Goal-free episodes have neither goal key: the target is withheld.
 
 Action: (4,) float32 ``[vx, vy, vz, yaw_rate]``: heading-frame velocity (m/s) and yaw rate
-(rad/s), applied for one 50 Hz control period (see :mod:`airplay.sim.dynamics`).
+(rad/s), applied for ``action_repeat`` 50 Hz control periods (default 1; see
+:mod:`airplay.sim.dynamics`). With ``action_repeat`` R > 1 a step runs the same per-period
+dynamics, checks and episode bookkeeping R times and stops at the first period in which the
+episode ends; the reward is the sum of the periods' rewards (in period order) and the
+observation is rendered once, after the last period run. ``info["steps"]`` and the time limit
+count control periods whatever R.
 
 Episodes end with an explicit status (``info["status"]``): ``success`` (within the
 protocol's success radius of the goal), ``collision`` (sphere against the mesh),
@@ -24,7 +29,7 @@ protocol's success radius of the goal), ``collision`` (sphere against the mesh),
 ``timeout`` (the protocol's time limit for the task), which truncates.
 
 Reward (for RL users; evaluation uses the metrics, not the reward): ``reward_progress`` x the
-progress towards the goal in metres this step, plus ``reward_success`` (+10) on success and
+progress towards the goal in metres this control period, plus ``reward_success`` (+10) on success and
 ``reward_collision`` (-10) on collision or leaving the region.
 
 ``observations`` picks the keys: any of "rgb", "depth", "state" and "goal" (the ``goal``
@@ -90,6 +95,13 @@ def check_reward_weights(reward_progress: float, reward_success: float, reward_c
             raise ValueError(f"{name} must be a finite number, got {value!r}")
 
 
+def check_action_repeat(action_repeat) -> int:
+    """``action_repeat`` as an int; ValueError naming it unless it is an integer >= 1."""
+    if isinstance(action_repeat, bool) or not isinstance(action_repeat, (int, np.integer)) or action_repeat < 1:
+        raise ValueError(f"action_repeat must be an integer >= 1 (control periods per step), got {action_repeat!r}")
+    return int(action_repeat)
+
+
 def goal_in_heading_frame(position: np.ndarray, yaw: float, goal: np.ndarray) -> np.ndarray:
     """Goal minus position, rotated from map into the heading frame (x fwd, y left, z up)."""
     d = np.asarray(goal, dtype=np.float64) - np.asarray(position, dtype=np.float64)
@@ -114,6 +126,7 @@ class AirPlayEnv(gym.Env):
         reward_progress, reward_success, reward_collision: the reward's weights (module docstring).
         task_order: "cycle" (``reset`` takes the tasks in order; a seed re-samples them) or
             "random" (``reset`` draws one of ``tasks`` with the environment's seeded generator).
+        action_repeat: control periods each ``step`` applies its action for (module docstring).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
@@ -123,8 +136,12 @@ class AirPlayEnv(gym.Env):
                  render_mode: str | None = None, disturbance: Disturbance | None = None,
                  disturbance_seed: int = 0, observations: Sequence[str] | None = None,
                  reward_progress: float = 1.0, reward_success: float = SUCCESS_REWARD,
-                 reward_collision: float = FAILURE_REWARD, task_order: str = "cycle") -> None:
+                 reward_collision: float = FAILURE_REWARD, task_order: str = "cycle",
+                 action_repeat: int = 1) -> None:
         super().__init__()
+        self.action_repeat = check_action_repeat(action_repeat)
+        if self.action_repeat != 1:  # frames come once per step
+            self.metadata = {**self.metadata, "render_fps": self.metadata["render_fps"] / self.action_repeat}
         if setting not in SETTINGS:
             raise ValueError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
         self.observation_keys = observation_keys(observations, setting)
@@ -240,34 +257,40 @@ class AirPlayEnv(gym.Env):
             cmd = np.ascontiguousarray(action, dtype=np.float64).reshape(4)
         # One compiled call steps the vehicle, checks it and computes what follows
         # (distances, the float32 state); the arithmetic is the same as the numpy it replaces.
-        if self._disturb is not None:
-            dv = self._disturb.velocity_change(self.steps)
-            if dv is not None:  # an external velocity change before the flight model's step
-                self.vehicle.state[0, 3:6] += dv
         state = np.empty(13, np.float32)
-        try:
-            code, moved, distance, gx, gy, gz, yaw = self.flight.step_observe(cmd, self._goal64, state)
-        except ValueError:
-            raise ValueError(f"action must be finite, got {np.asarray(cmd, dtype=np.float64).tolist()}") from None
-        self.steps += 1
-        self.path_length_m += moved
-        self.trajectory.append(self.vehicle.state[0, 0:3].copy())
-        if distance < self.min_distance_m:
-            self.min_distance_m = distance
-        reward = self._distance - distance
-        self._distance = distance
-        status = CODE_STATUS[code]
-        if status is _RUNNING and distance <= self._success_radius_m:
-            status = _SUCCESS
-        if status is _RUNNING and self.steps * self._dt >= self.task.time_limit_s - 1e-9:
-            status = _TIMEOUT
-        self.status = status
-        if self.reward_progress != 1.0:
-            reward *= self.reward_progress
-        if status is _SUCCESS:
-            reward += self.reward_success
-        elif status is _COLLISION or status is _OUT_OF_BOUNDS:
-            reward += self.reward_collision
+        total = 0.0
+        for _ in range(self.action_repeat):  # stops at the period in which the episode ends
+            if self._disturb is not None:
+                dv = self._disturb.velocity_change(self.steps)
+                if dv is not None:  # an external velocity change before the flight model's step
+                    self.vehicle.state[0, 3:6] += dv
+            try:
+                code, moved, distance, gx, gy, gz, yaw = self.flight.step_observe(cmd, self._goal64, state)
+            except ValueError:
+                raise ValueError(f"action must be finite, got {np.asarray(cmd, dtype=np.float64).tolist()}") \
+                    from None
+            self.steps += 1
+            self.path_length_m += moved
+            self.trajectory.append(self.vehicle.state[0, 0:3].copy())
+            if distance < self.min_distance_m:
+                self.min_distance_m = distance
+            reward = self._distance - distance
+            self._distance = distance
+            status = CODE_STATUS[code]
+            if status is _RUNNING and distance <= self._success_radius_m:
+                status = _SUCCESS
+            if status is _RUNNING and self.steps * self._dt >= self.task.time_limit_s - 1e-9:
+                status = _TIMEOUT
+            self.status = status
+            if self.reward_progress != 1.0:
+                reward *= self.reward_progress
+            if status is _SUCCESS:
+                reward += self.reward_success
+            elif status is _COLLISION or status is _OUT_OF_BOUNDS:
+                reward += self.reward_collision
+            total += reward
+            if status is not _RUNNING:
+                break
         terminated = status is _SUCCESS or status is _COLLISION or status is _OUT_OF_BOUNDS
         truncated = status is _TIMEOUT
         if self.render_images:
@@ -282,7 +305,7 @@ class AirPlayEnv(gym.Env):
                 obs["goal_image"] = self._goal_image_obs()
             if len(obs) != len(self.observation_keys):
                 obs = {k: obs[k] for k in self.observation_keys}
-        return obs, float(reward), terminated, truncated, self._info()
+        return obs, float(total), terminated, truncated, self._info()
 
     def render(self):
         """The last camera image (rgb_array mode)."""

@@ -19,6 +19,13 @@ Setting "vln" (``airplay/VLN-v0``): goal-free tasks whose observations also hold
 (:mod:`airplay.world.vln_env`); batched, ``obs["instruction"]`` is a tuple of N strings (the
 batch of a Text space is a Tuple).
 
+Action repeat: with ``action_repeat`` R (default 1) a step applies each sub-environment's action
+for R control periods, as :class:`AirPlayEnv` does: the moves, checks and bookkeeping of every
+period; a sub-environment whose episode ends in a period is held where it ended (its vehicle's
+state put back after each later move of the batch) while the others fly on, and the step stops
+early once none is flying. Rewards are summed over the periods each ran; the views are
+rendered once, after the last period.
+
 Autoreset: ``AutoresetMode.NEXT_STEP`` (Gymnasium's default): the step after a sub-environment
 terminates or truncates resets it, ignoring its action, and returns the new episode's first
 observation with reward 0, not terminated, not truncated.
@@ -46,8 +53,8 @@ from airplay.render.api import Backend
 from airplay.sim.flight import FlightSim
 from airplay.tasks.sampler import SETTINGS, Task, sample_tasks
 from airplay.world.camera_batch import CameraBatch
-from airplay.world.env import (FAILURE_REWARD, MAX_DEPTH_M, SUCCESS_REWARD, AirPlayEnv, check_reward_weights,
-                               observation_keys)
+from airplay.world.env import (FAILURE_REWARD, MAX_DEPTH_M, SUCCESS_REWARD, AirPlayEnv, check_action_repeat,
+                               check_reward_weights, observation_keys)
 from airplay.world.vln_env import INSTRUCTION_KEY, AirPlayVLNEnv, split_observations, vln_tasks
 from airplay.world.world import World
 
@@ -165,7 +172,8 @@ def make_env(scene, setting: str = "pointgoal", *, image_size=None, observations
              tasks: list | None = None, num_tasks: int = 16, task_seed: int = 0,
              reward_progress: float = 1.0, reward_success: float = SUCCESS_REWARD,
              reward_collision: float = FAILURE_REWARD, render_backend: Backend = "auto",
-             render_mode: str | None = None, cache_dir: str | Path | None = None) -> AirPlayEnv:
+             render_mode: str | None = None, cache_dir: str | Path | None = None,
+             action_repeat: int = 1) -> AirPlayEnv:
     """One vehicle: the environment ``gymnasium.make("airplay/PointGoal-v0", scene=...)`` builds.
 
     Args:
@@ -183,6 +191,9 @@ def make_env(scene, setting: str = "pointgoal", *, image_size=None, observations
             (:mod:`airplay.world.env`; collision also covers leaving the region).
         render_backend: "auto", "cpu" or "gsplat".
         cache_dir: where a scene folder's caches (SDF, level-of-detail tree) go (None: airplay's).
+        action_repeat: control periods (50 Hz) each step applies its action for, an integer >= 1
+            (:class:`AirPlayEnv`: the episode ends at the period it ends in, the reward is the
+            periods' sum, one observation per step).
 
     Episodes end as the protocol says (success radius, collision, bounds, the task's time limit).
     """
@@ -190,11 +201,12 @@ def make_env(scene, setting: str = "pointgoal", *, image_size=None, observations
         raise ValueError("scene: gymnasium.make builds one environment from one scene; a list of scenes is for "
                          "gymnasium.make_vec / AirPlayVectorEnv")
     _check_setting(setting)
+    check_action_repeat(action_repeat)
     world = load_world(scene, image_size, cache_dir)
     tasks, texts = scene_tasks(world, setting, tasks, num_tasks, task_seed)
     return _single_env(world, setting, tasks, texts, observations, render_backend=render_backend,
                        render_mode=render_mode, reward_progress=reward_progress, reward_success=reward_success,
-                       reward_collision=reward_collision)
+                       reward_collision=reward_collision, action_repeat=action_repeat)
 
 
 def make_vector_env(num_envs: int = 1, scene=None, setting: str = "pointgoal", **kwargs) -> "AirPlayVectorEnv":
@@ -256,7 +268,8 @@ class AirPlayVectorEnv(VectorEnv):
         scene: a scene (folder or :class:`World`) for every sub-environment, or a list of scenes:
             sub-environment i flies in ``scene[i % len(scene)]`` (at most N scenes).
         setting, image_size, observations, num_tasks, task_seed, reward_progress, reward_success,
-            reward_collision, render_backend, cache_dir: as :func:`make_env`, for every sub-environment.
+            reward_collision, render_backend, cache_dir, action_repeat: as :func:`make_env`, for every
+            sub-environment.
         tasks: as :func:`make_env`'s for one scene; with a list of scenes, a list of task lists
             (one per scene, None entries sampled).
         threads: render threads (default: the CPUs this process may use); the images do not
@@ -271,7 +284,7 @@ class AirPlayVectorEnv(VectorEnv):
                  task_seed: int = 0, reward_progress: float = 1.0, reward_success: float = SUCCESS_REWARD,
                  reward_collision: float = FAILURE_REWARD, render_backend: Backend = "auto",
                  threads: int | None = None, render_mode: str | None = None,
-                 cache_dir: str | Path | None = None) -> None:
+                 cache_dir: str | Path | None = None, action_repeat: int = 1) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
         _check_setting(setting)
@@ -283,6 +296,9 @@ class AirPlayVectorEnv(VectorEnv):
         else:
             keys = observation_keys(gym_observations(observations, setting), setting)
         check_reward_weights(reward_progress, reward_success, reward_collision)
+        self.action_repeat = check_action_repeat(action_repeat)
+        if self.action_repeat != 1:  # frames come once per step
+            self.metadata = {**self.metadata, "render_fps": self.metadata["render_fps"] / self.action_repeat}
         image_size_of(image_size)
         n = self.num_envs = int(num_envs)
         entries = _scene_entries(scene, n)
@@ -399,40 +415,61 @@ class AirPlayVectorEnv(VectorEnv):
         if not finite.all():
             i = int(np.flatnonzero(~finite)[0])
             raise ValueError(f"actions must be finite; sub-environment {i} got {cmd[i].tolist()}")
-        before = self._gather("position")
         t1 = time.perf_counter()
-        if len(self.scenes) == 1:
-            self.scenes[0].flight.move(cmd)
-        else:
-            for s in self.scenes:
-                s.flight.move(cmd[s.rows])
-        t2 = time.perf_counter()
-        if len(self.scenes) == 1:
-            codes = self.scenes[0].flight.check()
-        else:
-            codes = np.empty(n, dtype=np.int8)
-            for s in self.scenes:
-                codes[s.rows] = s.flight.check()
-        t3 = time.perf_counter()
+        reward = np.zeros(n)
+        status = self._status.copy()
+        live = ~self._autoreset  # flying this step (the rows to reset move under a zero command, then restart)
+        ended = np.zeros(n, dtype=bool)  # ended in an earlier period of this step: held where they ended
         pos = self._gather("position")
-        dx, dy, dz = pos[:, 0] - before[:, 0], pos[:, 1] - before[:, 1], pos[:, 2] - before[:, 2]
-        moved = np.sqrt(dx * dx + dy * dy + dz * dz)  # the single environment's kernel's sums
-        gx, gy, gz = self._goals[:, 0] - pos[:, 0], self._goals[:, 1] - pos[:, 1], self._goals[:, 2] - pos[:, 2]
-        distance = np.sqrt(gx * gx + gy * gy + gz * gz)
-        self._steps += 1
-        self._path_length += moved
-        np.minimum(self._min_distance, distance, out=self._min_distance)
-        reward = self._distance - distance
-        if self.reward_progress != 1.0:
-            reward *= self.reward_progress
-        self._distance = distance
-        status = codes.astype(np.int64)
-        running = status == _RUNNING
-        status[running & (distance <= self._radius)] = _SUCCESS
-        running = status == _RUNNING
-        status[running & (self._steps * self._dt >= self._time_limits - 1e-9)] = _TIMEOUT
-        reward[status == _SUCCESS] += self.reward_success
-        reward[(status == _COLLISION) | (status == _OUT_OF_BOUNDS)] += self.reward_collision
+        t_dyn = t_col = 0.0
+        for _ in range(self.action_repeat):
+            before = pos
+            ta = time.perf_counter()
+            held = self._hold(np.flatnonzero(ended)) if ended.any() else None
+            if len(self.scenes) == 1:
+                self.scenes[0].flight.move(cmd)
+            else:
+                for s in self.scenes:
+                    s.flight.move(cmd[s.rows])
+            if held is not None:
+                self._put_back(held)
+            tb = time.perf_counter()
+            if len(self.scenes) == 1:
+                codes = self.scenes[0].flight.check()
+            else:
+                codes = np.empty(n, dtype=np.int8)
+                for s in self.scenes:
+                    codes[s.rows] = s.flight.check()
+            tc = time.perf_counter()
+            t_dyn += tb - ta
+            t_col += tc - tb
+            pos = self._gather("position")
+            dx, dy, dz = pos[:, 0] - before[:, 0], pos[:, 1] - before[:, 1], pos[:, 2] - before[:, 2]
+            moved = np.sqrt(dx * dx + dy * dy + dz * dz)  # the single environment's kernel's sums
+            gx, gy, gz = self._goals[:, 0] - pos[:, 0], self._goals[:, 1] - pos[:, 1], self._goals[:, 2] - pos[:, 2]
+            distance = np.sqrt(gx * gx + gy * gy + gz * gz)
+            self._steps[live] += 1
+            self._path_length[live] += moved[live]
+            self._min_distance[live] = np.minimum(self._min_distance[live], distance[live])
+            r = self._distance - distance
+            if self.reward_progress != 1.0:
+                r *= self.reward_progress
+            self._distance[live] = distance[live]
+            st = codes.astype(np.int64)
+            running = st == _RUNNING
+            st[running & (distance <= self._radius)] = _SUCCESS
+            running = st == _RUNNING
+            st[running & (self._steps * self._dt >= self._time_limits - 1e-9)] = _TIMEOUT
+            r[st == _SUCCESS] += self.reward_success
+            r[(st == _COLLISION) | (st == _OUT_OF_BOUNDS)] += self.reward_collision
+            reward[live] += r[live]
+            status[live] = st[live]
+            stopped = live & (st != _RUNNING)
+            ended |= stopped
+            live &= ~stopped
+            if not live.any():
+                break
+        t3 = time.perf_counter()
         terminated = (status == _SUCCESS) | (status == _COLLISION) | (status == _OUT_OF_BOUNDS)
         truncated = status == _TIMEOUT
         self._status = status
@@ -446,9 +483,10 @@ class AirPlayVectorEnv(VectorEnv):
         obs = self._observe()
         infos = self._infos()
         tm = self.timings
-        tm["dynamics"] += t2 - t1
-        tm["collision"] += t3 - t2
-        tm["other"] += (t1 - t0) + (t4 - t3) + (time.perf_counter() - t4 - self._last_render_s)
+        tm["dynamics"] += t_dyn
+        tm["collision"] += t_col
+        tm["other"] += (t1 - t0) + (t3 - t1 - t_dyn - t_col) + (t4 - t3) \
+            + (time.perf_counter() - t4 - self._last_render_s)
         tm["steps"] += 1
         return obs, reward, terminated, truncated, infos
 
@@ -492,6 +530,23 @@ class AirPlayVectorEnv(VectorEnv):
         for s in self.scenes:
             out[s.rows] = getattr(s.flight.vehicles, name)
         return out
+
+    def _hold(self, rows: np.ndarray) -> list:
+        """Copies of the vehicle state of sub-environments ``rows``, for :meth:`_put_back`."""
+        held = []
+        for s in self.scenes:
+            mine = s.local[rows[self.scene_of[rows] == s.index]]
+            if len(mine):
+                v = s.flight.vehicles
+                held.append((v, mine, v.state[mine], v.rotation[mine], v.angular_velocity_body[mine]))
+        return held
+
+    def _put_back(self, held: list) -> None:
+        """Restore the vehicle state :meth:`_hold` copied (undoing a move of the batch for those rows)."""
+        for v, mine, state, rotation, omega in held:
+            v.state[mine] = state
+            v.rotation[mine] = rotation
+            v.angular_velocity_body[mine] = omega
 
     def _reset_rows(self, rows: np.ndarray) -> None:
         """New episodes for sub-environments ``rows``: each draws a task of its scene with its
