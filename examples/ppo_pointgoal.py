@@ -1,11 +1,16 @@
 """Train a PointGoal policy with Stable-Baselines3 PPO on airplay's vector environment (CPU torch).
 
 Observations: 64x64 depth and the goal in the heading frame; actions: [vx, vy, vz, yaw_rate]
-in [-1, 1], scaled to the vehicle's limits. The network is :class:`airplay.policies.ppo_depth.PPODepthPolicy`'s
-(a small CNN on the depth, an MLP on the goal, one Tanh layer each for actor and critic). Every
+in [-1, 1], scaled to the vehicle's limits, each applied for ``--action-repeat`` 50 Hz control
+periods (default 5: a decision every 0.1 s; the vector environment's ``action_repeat``: one
+rendered observation and the summed reward per decision). The network is
+:class:`airplay.policies.ppo_depth.PPODepthPolicy`'s (a small CNN on the depth, an MLP on the
+goal, one Tanh layer each for actor and critic). Every
 ``--eval-every-min`` minutes (and at the end) the actor is exported into a ``ppo_depth``
 checkpoint and flown greedily on held-out tasks of the same scene (sampled with another seed),
-through the same episode loop as ``airplay eval``; its success rate (SR) is logged.
+through the same episode loop as ``airplay eval``, deciding every ``--action-repeat`` control
+periods as in training; its success rate (SR) is logged. The checkpoint records the action
+repeat and holds each command that long wherever it is flown.
 
 Writes into ``--out``:
 
@@ -55,14 +60,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=256, help="PPO minibatch size")
     p.add_argument("--epochs", type=int, default=4, help="PPO epochs per rollout")
     p.add_argument("--lr", type=float, default=3e-4, help="Adam learning rate")
+    p.add_argument("--gamma", type=float, default=0.99, help="PPO discount per env step (per decision)")
+    p.add_argument("--action-repeat", type=int, default=5,
+                   help="50 Hz control periods each action is applied for (5: a decision every 0.1 s)")
     p.add_argument("--threads", type=int, default=None, help="render threads (default: the CPUs)")
     p.add_argument("--torch-threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = p.parse_args(argv)
-    for name in ("num_envs", "image_size", "train_tasks", "eval_tasks", "n_steps", "batch_size", "epochs"):
+    for name in ("num_envs", "image_size", "train_tasks", "eval_tasks", "n_steps", "batch_size", "epochs",
+                 "action_repeat"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.minutes <= 0 or args.eval_every_min <= 0:
         p.error("--minutes and --eval-every-min must be > 0")
+    if not 0.0 < args.gamma <= 1.0:
+        p.error(f"--gamma must be in (0, 1], got {args.gamma}")
     return args
 
 
@@ -82,15 +93,24 @@ def scene_folder(path: str) -> Path:
 
 
 def held_out_sr(policy, world, tasks) -> tuple[int, int]:
-    """(successes, episodes): ``policy`` flown greedily on each task once, as ``airplay eval`` does."""
+    """(successes, episodes): ``policy`` flown greedily on each task once, as ``airplay eval`` does.
+
+    ``airplay eval`` steps one control period at a time and the policy holds each command for its
+    ``execution_horizon`` (its ``action_repeat``); here the environment applies each command for
+    ``action_repeat`` periods and the policy decides every step (H = 1): the same flights, period
+    for period, with one rendered observation per decision instead of one per period."""
     from airplay.eval.runner import run_episode
     from airplay.world.env import AirPlayEnv
 
-    env = AirPlayEnv(world, "pointgoal", tasks=list(tasks), render_backend="cpu", observations=("depth", "goal"))
+    repeat = policy.config.execution_horizon
+    policy.set_execution(execution_horizon=1)
+    env = AirPlayEnv(world, "pointgoal", tasks=list(tasks), render_backend="cpu", observations=("depth", "goal"),
+                     action_repeat=repeat)
     successes = 0
     for task in tasks:
         successes += run_episode(env, policy, task).status == "success"
     env.close()
+    policy.set_execution(execution_horizon=repeat)
     return successes, len(tasks)
 
 
@@ -145,19 +165,20 @@ def main(argv=None) -> int:
     eval_tasks = sample_tasks(world.scene, world.grid, args.eval_tasks, args.seed + 10_000, "pointgoal",
                               world.protocol)
     venv = AirPlayVectorEnv(args.num_envs, world, "pointgoal", observations=("depth", "goal"), tasks=train_tasks,
-                            render_backend="cpu", threads=args.threads)
+                            render_backend="cpu", threads=args.threads, action_repeat=args.action_repeat)
     env = VecMonitor(AirPlaySB3VecEnv(venv))
     env.seed(args.seed)
     space = venv.single_action_space
     config = PPODepthConfig(image_size=args.image_size, action_low=tuple(float(v) for v in space.low),
-                            action_high=tuple(float(v) for v in space.high))
+                            action_high=tuple(float(v) for v in space.high), action_repeat=args.action_repeat)
     batch = min(args.batch_size, args.n_steps * args.num_envs)
     model = PPO("MultiInputPolicy", env, n_steps=args.n_steps, batch_size=batch, n_epochs=args.epochs,
-                learning_rate=args.lr, gamma=0.99, gae_lambda=0.95, clip_range=0.2, ent_coef=0.0,
+                learning_rate=args.lr, gamma=args.gamma, gae_lambda=0.95, clip_range=0.2, ent_coef=0.0,
                 policy_kwargs=ppo_policy_kwargs(config), seed=args.seed, device="cpu", verbose=0)
     rows: list[dict] = []
     print(f"scene {world.name}: {len(train_tasks)} training tasks, {len(eval_tasks)} held-out; "
-          f"{args.num_envs} envs, {args.image_size}x{args.image_size} depth; budget {args.minutes:g} min", flush=True)
+          f"{args.num_envs} envs, {args.image_size}x{args.image_size} depth, a decision every {args.action_repeat} "
+          f"control periods, gamma {args.gamma:g}; budget {args.minutes:g} min", flush=True)
 
     def evaluate(train: dict) -> None:
         policy = export_ppo_depth(model, config)

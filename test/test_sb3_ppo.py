@@ -23,6 +23,7 @@ from stable_baselines3.common.vec_env.util import obs_space_info  # noqa: E402
 
 import airplay.gym  # noqa: E402,F401
 from airplay.cli import main as airplay_main  # noqa: E402
+from airplay.eval.runner import run_episode  # noqa: E402
 from airplay.eval.results import read_episodes  # noqa: E402
 from airplay.policies import make_policy  # noqa: E402
 from airplay.policies.checkpoint import load_policy, save_policy  # noqa: E402
@@ -33,6 +34,7 @@ from airplay.scene.synthetic import make_scene  # noqa: E402
 from airplay.tasks.protocol import load_protocol  # noqa: E402
 from airplay.tasks.sampler import sample_tasks  # noqa: E402
 from airplay.world import World  # noqa: E402
+from airplay.world.env import AirPlayEnv  # noqa: E402
 from airplay.world.vector_env import AirPlayVectorEnv  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -148,6 +150,62 @@ def test_exported_actor_acts_as_sb3s_and_round_trips_a_checkpoint(world, short_t
     venv.close()
 
 
+class CommandLog:
+    """An episode observer (as ``airplay eval --view`` has): keeps the command of every control period."""
+
+    def episode_started(self, env, task, obs):
+        self.commands = []
+
+    def episode_step(self, env, command, obs):
+        self.commands.append(np.array(command))
+
+    def episode_ended(self, env, flown):
+        self.flown = flown
+
+
+def test_action_repeat_checkpoint_holds_each_command_that_many_periods(world, short_tasks, tmp_path):
+    """A ppo_depth checkpoint exported from training at action_repeat=4 is flown by the evaluator's
+    episode loop (make_policy + run_episode, as airplay eval) with a new command every 4 control
+    periods, the same flight as the training environment's 4-period steps; --execution-horizon 1
+    still overrides it."""
+    venv = AirPlaySB3VecEnv(AirPlayVectorEnv(2, world, tasks=short_tasks, observations=OBS, render_backend="cpu",
+                                             action_repeat=4))
+    space = venv.venv.single_action_space
+    config = PPODepthConfig(image_size=SIZE, action_low=tuple(map(float, space.low)),
+                            action_high=tuple(map(float, space.high)), action_repeat=4)
+    assert config.execution_horizon == 4 and PPODepthConfig.from_dict(config.to_dict()) == config
+    model = PPO("MultiInputPolicy", venv, n_steps=8, batch_size=16, policy_kwargs=ppo_policy_kwargs(config),
+                seed=0, device="cpu")
+    with pytest.raises(ValueError, match="action_repeat"):
+        export_ppo_depth(model, config.replace(action_repeat=1, execution_horizon=1))
+    folder = save_policy(export_ppo_depth(model, config), tmp_path / "ckpt")
+    saved = json.loads((folder / "config.json").read_text())["config"]
+    assert (saved["action_repeat"], saved["execution_horizon"]) == (4, 4)
+    task = replace(short_tasks[0], time_limit_s=0.6)  # 30 periods
+    log = CommandLog()
+    flights = {}
+    for h in (None, 1):
+        policy = make_policy("ppo_depth", world, checkpoint=str(folder), execution_horizon=h)
+        assert policy.config == (config if h is None else config.replace(execution_horizon=1))
+        env = AirPlayEnv(world, "pointgoal", tasks=[task], render_backend="cpu", observations=OBS)
+        flights[h] = run_episode(env, policy, task, observer=log)
+        commands = np.array(log.commands)
+        assert len(commands) >= 9, "the episode should last a few decisions"
+        changed = np.any(commands[1:] != commands[:-1], axis=1)
+        period = np.arange(1, len(commands))
+        if h is None:
+            assert changed.tolist() == (period % 4 == 0).tolist(), "a new command every 4 periods, none between"
+        else:
+            assert changed.all(), "execution_horizon=1: a new command every period"
+    # The same flight as the environment stepping 4 periods per decision (and rendering once per decision).
+    policy = make_policy("ppo_depth", world, checkpoint=str(folder), execution_horizon=1)
+    env = AirPlayEnv(world, "pointgoal", tasks=[task], render_backend="cpu", observations=OBS, action_repeat=4)
+    stepped = run_episode(env, policy, task)
+    assert (stepped.status, stepped.steps) == (flights[None].status, flights[None].steps)
+    np.testing.assert_array_equal(stepped.trajectory, flights[None].trajectory)
+    venv.close()
+
+
 def _example():
     spec = importlib.util.spec_from_file_location("ppo_pointgoal", REPO / "examples" / "ppo_pointgoal.py")
     module = importlib.util.module_from_spec(spec)
@@ -171,6 +229,9 @@ def test_ppo_example_trains_and_airplay_eval_flies_its_checkpoint(tmp_path, monk
     summary = json.loads((out / "train.json").read_text())
     assert summary["env_steps"] >= 256 and summary["final"]["eval_episodes"] == 1
     assert {p.name for p in (out / "checkpoint").iterdir()} == {"config.json", "model.safetensors"}
+    saved = json.loads((out / "checkpoint" / "config.json").read_text())["config"]
+    assert summary["args"]["action_repeat"] == 5 and summary["args"]["gamma"] == 0.99
+    assert (saved["action_repeat"], saved["execution_horizon"]) == (5, 5), "the default: a decision every 0.1 s"
     results = tmp_path / "eval"
     assert airplay_main(["eval", "--policy", "ppo_depth", "--checkpoint", str(out / "checkpoint"), "--scenes",
                          str(scene), "--episodes", "1", "--no-images", "--bootstrap", "10", "--no-progress",
@@ -194,3 +255,9 @@ def test_ppo_depth_reads_any_camera_size_and_checks_its_config():
         PPODepthConfig(image_size=4)
     with pytest.raises(ConfigError, match="depth_clip_m"):
         PPODepthConfig(depth_clip_m=float("nan"))
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ConfigError, match="action_repeat"):
+            PPODepthConfig(action_repeat=bad)
+    old = {**PPODepthConfig().to_dict(), "execution_horizon": 1}
+    del old["action_repeat"]  # a checkpoint written before the field: trained one period per step
+    assert PPODepthConfig.from_dict(old) == PPODepthConfig()

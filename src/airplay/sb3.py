@@ -157,10 +157,20 @@ def ppo_policy_kwargs(config: PPODepthConfig) -> dict:
 
 def export_ppo_depth(model, config: PPODepthConfig) -> PPODepthPolicy:
     """The airplay policy with the actor of SB3 PPO ``model`` (built with :func:`ppo_policy_kwargs`
-    of ``config``): the same weights, greedy (the Gaussian's mean)."""
+    of ``config``): the same weights, greedy (the Gaussian's mean). ``config.action_repeat`` must
+    be the training environment's ``action_repeat`` (checked where the model's environment has
+    one): the policy holds each command that many control periods when flown."""
     sb3_policy = model.policy
     if not isinstance(sb3_policy.features_extractor, DepthGoalExtractor):
         raise ValueError("model: its policy was not built with ppo_policy_kwargs (no DepthGoalExtractor)")
+    env = model.get_env()
+    try:
+        trained = env.get_attr("action_repeat")[0] if env is not None else None
+    except AttributeError:
+        trained = None
+    if trained is not None and trained != config.action_repeat:
+        raise ValueError(f"config.action_repeat is {config.action_repeat}, but the model's environment steps "
+                         f"{trained} control periods per action (action_repeat={trained})")
     policy = PPODepthPolicy(config)
     policy.encoder.load_state_dict(sb3_policy.features_extractor.encoder.state_dict())
     policy.pi.load_state_dict(sb3_policy.mlp_extractor.policy_net.state_dict())

@@ -5,7 +5,10 @@ The network is the PPO actor's, layer for layer: :class:`DepthGoalEncoder` (the 
 extractor the actor and the critic share in training), ``pi`` (the actor's hidden layer, Tanh)
 and ``action`` (the Gaussian's mean). Acting is greedy: the mean, clipped to [-1, 1] and scaled
 to the vehicle's command limits (``action_low`` .. ``action_high``, the environment's action
-space), one control per step (hold, H = 1). The checkpoint is an ordinary one
+space), one control per prediction, held for ``execution_horizon`` control periods (the ``hold``
+adapter; by default ``action_repeat``, the environment's control periods per step in training,
+so that the policy decides as often as it did in training; ``airplay eval --execution-horizon``
+and the policy node's ``execution_horizon`` override it). The checkpoint is an ordinary one
 (:mod:`airplay.policies.checkpoint`): ``airplay eval --policy ppo_depth --checkpoint DIR`` and
 the policy node load it. No Stable-Baselines3 here.
 
@@ -39,12 +42,16 @@ class PPODepthConfig(PolicyConfig):
     goal_features: width of the goal MLP's output layer.
     hidden_dim: width of the actor's hidden layer.
     action_low, action_high: the commands [vx, vy, vz, yaw_rate] that -1 and +1 map to.
-    (chunk_size 1, hold, H = 1.)
+    action_repeat: control periods (50 Hz) per environment step in training (the vector
+        environment's ``action_repeat``): each decision's command was applied that long.
+    execution_horizon: control periods each command is held when flown (the ``hold`` adapter;
+        None, the default, takes ``action_repeat``).
+    (chunk_size 1, hold.)
     """
 
     type: ClassVar[str] = "ppo_depth"
     chunk_size: int = 1
-    execution_horizon: int = 1
+    execution_horizon: int | None = None
     adapter: str = "hold"
     image_size: int = 64
     depth_clip_m: float = 10.0
@@ -54,6 +61,15 @@ class PPODepthConfig(PolicyConfig):
     hidden_dim: int = 64
     action_low: tuple = (-2.0, -2.0, -1.0, -1.0)
     action_high: tuple = (2.0, 2.0, 1.0, 1.0)
+    action_repeat: int = 1
+
+    def __post_init__(self) -> None:
+        check(isinstance(self.action_repeat, int) and not isinstance(self.action_repeat, bool)
+              and self.action_repeat >= 1, "action_repeat",
+              f"must be an integer >= 1 (control periods per environment step), got {self.action_repeat!r}")
+        if self.execution_horizon is None:  # decide as often as in training
+            self.execution_horizon = self.action_repeat
+        super().__post_init__()
 
     def validate(self) -> None:
         super().validate()
