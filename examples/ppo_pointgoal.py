@@ -63,6 +63,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--gamma", type=float, default=0.99, help="PPO discount per env step (per decision)")
     p.add_argument("--action-repeat", type=int, default=5,
                    help="50 Hz control periods each action is applied for (5: a decision every 0.1 s)")
+    p.add_argument("--max-speed", type=float, default=2.0,
+                   help="horizontal speed (m/s) that actions of +-1 command; the vehicle's limit is 5")
+    p.add_argument("--max-climb", type=float, default=1.0, help="vertical speed (m/s) of actions +-1")
+    p.add_argument("--max-yaw-rate", type=float, default=1.0, help="yaw rate (rad/s) of actions +-1")
+    p.add_argument("--log-std-init", type=float, default=-1.0,
+                   help="initial log standard deviation of PPO's Gaussian actions (in [-1, 1] units)")
+    p.add_argument("--ent-coef", type=float, default=0.0, help="PPO entropy bonus")
     p.add_argument("--threads", type=int, default=None, help="render threads (default: the CPUs)")
     p.add_argument("--torch-threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = p.parse_args(argv)
@@ -72,6 +79,9 @@ def parse_args(argv=None) -> argparse.Namespace:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.minutes <= 0 or args.eval_every_min <= 0:
         p.error("--minutes and --eval-every-min must be > 0")
+    for name in ("max_speed", "max_climb", "max_yaw_rate"):
+        if not getattr(args, name) > 0:
+            p.error(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
     if not 0.0 < args.gamma <= 1.0:
         p.error(f"--gamma must be in (0, 1], got {args.gamma}")
     return args
@@ -166,15 +176,21 @@ def main(argv=None) -> int:
                               world.protocol)
     venv = AirPlayVectorEnv(args.num_envs, world, "pointgoal", observations=("depth", "goal"), tasks=train_tasks,
                             render_backend="cpu", threads=args.threads, action_repeat=args.action_repeat)
-    env = VecMonitor(AirPlaySB3VecEnv(venv))
+    # actions of +-1 command this envelope (heading frame: vx, vy, vz m/s, yaw rate rad/s)
+    high = (args.max_speed, args.max_speed, args.max_climb, args.max_yaw_rate)
+    low = tuple(-v for v in high)
+    try:
+        env = VecMonitor(AirPlaySB3VecEnv(venv, command_low=low, command_high=high))
+    except ValueError as err:
+        raise SystemExit(f"--max-speed / --max-climb / --max-yaw-rate: {err}") from None
     env.seed(args.seed)
-    space = venv.single_action_space
-    config = PPODepthConfig(image_size=args.image_size, action_low=tuple(float(v) for v in space.low),
-                            action_high=tuple(float(v) for v in space.high), action_repeat=args.action_repeat)
+    config = PPODepthConfig(image_size=args.image_size, action_low=low, action_high=high,
+                            action_repeat=args.action_repeat)
     batch = min(args.batch_size, args.n_steps * args.num_envs)
     model = PPO("MultiInputPolicy", env, n_steps=args.n_steps, batch_size=batch, n_epochs=args.epochs,
-                learning_rate=args.lr, gamma=args.gamma, gae_lambda=0.95, clip_range=0.2, ent_coef=0.0,
-                policy_kwargs=ppo_policy_kwargs(config), seed=args.seed, device="cpu", verbose=0)
+                learning_rate=args.lr, gamma=args.gamma, gae_lambda=0.95, clip_range=0.2, ent_coef=args.ent_coef,
+                policy_kwargs={**ppo_policy_kwargs(config), "log_std_init": args.log_std_init}, seed=args.seed,
+                device="cpu", verbose=0)
     rows: list[dict] = []
     print(f"scene {world.name}: {len(train_tasks)} training tasks, {len(eval_tasks)} held-out; "
           f"{args.num_envs} envs, {args.image_size}x{args.image_size} depth, a decision every {args.action_repeat} "

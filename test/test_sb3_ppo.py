@@ -150,6 +150,32 @@ def test_exported_actor_acts_as_sb3s_and_round_trips_a_checkpoint(world, short_t
     venv.close()
 
 
+def test_a_command_envelope_scales_actions_and_the_exported_actor_matches(world, short_tasks):
+    low, high = (-2.0, -2.0, -1.0, -1.0), (2.0, 2.0, 1.0, 1.0)
+    venv = AirPlaySB3VecEnv(AirPlayVectorEnv(2, world, tasks=short_tasks, observations=OBS, render_backend="cpu"),
+                            command_low=low, command_high=high)
+    np.testing.assert_allclose(venv.env_commands(np.array([[1, -1, 0.5, -0.5]] * 2)), [[2, -2, 0.5, -0.5]] * 2)
+    config = PPODepthConfig(image_size=SIZE, action_low=low, action_high=high)
+    model = PPO("MultiInputPolicy", venv, n_steps=8, batch_size=16, seed=0, device="cpu",
+                policy_kwargs={**ppo_policy_kwargs(config), "log_std_init": -1.0})
+    venv.seed(3)
+    obs = venv.reset()
+    sb3_actions, _ = model.predict(obs, deterministic=True)
+    with torch.no_grad():
+        mine = export_ppo_depth(model, config).commands(torch.as_tensor(obs["depth"]),
+                                                       torch.as_tensor(obs["goal"])).numpy()
+    np.testing.assert_allclose(mine, venv.env_commands(sb3_actions), rtol=1e-5, atol=1e-5)
+    venv.close()
+    space = AirPlayVectorEnv(1, world, tasks=short_tasks, observations=OBS, render_backend="cpu")
+    for kwargs, message in (({"command_high": (9.0, 2.0, 1.0, 1.0)}, "command_high .* outside"),
+                            ({"command_low": (-1.0, -1.0)}, "command_low must be 4 finite"),
+                            ({"command_low": (0.0, 0.0, 0.0, 0.0), "command_high": (1.0, 1.0, 0.0, 1.0)},
+                             "must be below command_high")):
+        with pytest.raises(ValueError, match=message):
+            AirPlaySB3VecEnv(space, **kwargs)
+    space.close()
+
+
 class CommandLog:
     """An episode observer (as ``airplay eval --view`` has): keeps the command of every control period."""
 

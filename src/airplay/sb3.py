@@ -46,9 +46,15 @@ class AirPlaySB3VecEnv(VecEnv):
     Args:
         venv: the vector environment (its observations are SB3's: a dict of batched arrays).
         normalize_actions: actions in [-1, 1], scaled to the environment's action space.
+        command_low, command_high: with ``normalize_actions``, the commands [vx, vy, vz, yaw_rate]
+            (m/s, rad/s, heading frame) that -1 and +1 map to, inside the environment's action
+            space (default: its bounds). A smaller envelope makes PPO's early exploration fly
+            slower; a ``ppo_depth`` policy exported from the model needs the same values as its
+            ``action_low`` / ``action_high``.
     """
 
-    def __init__(self, venv: AirPlayVectorEnv, normalize_actions: bool = True) -> None:
+    def __init__(self, venv: AirPlayVectorEnv, normalize_actions: bool = True, command_low=None,
+                 command_high=None) -> None:
         if not isinstance(venv, AirPlayVectorEnv):
             raise ValueError(f"venv must be an AirPlayVectorEnv, got {type(venv).__name__}")
         if "instruction" in venv.single_observation_space.spaces:
@@ -59,6 +65,20 @@ class AirPlaySB3VecEnv(VecEnv):
         self.normalize_actions = bool(normalize_actions)
         self._low = space.low.astype(np.float64)
         self._high = space.high.astype(np.float64)
+        for name, value in (("command_low", command_low), ("command_high", command_high)):
+            if value is None:
+                continue
+            v = np.asarray(value, dtype=np.float64)
+            if v.shape != space.shape or not np.all(np.isfinite(v)):
+                raise ValueError(f"{name} must be {space.shape[0]} finite numbers [vx, vy, vz, yaw_rate], "
+                                 f"got {value!r}")
+            if np.any(v < space.low - 1e-6) or np.any(v > space.high + 1e-6):
+                raise ValueError(f"{name} {v.tolist()} is outside the environment's action space "
+                                 f"[{space.low.tolist()}, {space.high.tolist()}]")
+            setattr(self, "_low" if name == "command_low" else "_high", v)
+        if not np.all(self._low < self._high):
+            raise ValueError(f"command_low {self._low.tolist()} must be below command_high {self._high.tolist()} "
+                             "in every component")
         action_space = gymnasium.spaces.Box(-1.0, 1.0, space.shape, np.float32) if self.normalize_actions else space
         super().__init__(venv.num_envs, venv.single_observation_space, action_space)
         self.render_mode = venv.render_mode
