@@ -59,7 +59,11 @@ def run(cmd: list, log: Path | None = None) -> None:
     if log:
         log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") if log else open(os.devnull, "w") as sink:
-        proc = subprocess.run([str(c) for c in cmd], env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        # One OpenMP thread unless told otherwise: torch and numba share the runtime, and two spinning
+        # threads per process made a DP evaluation 20x slower beside other jobs (docs/policies.md);
+        # training sets its own torch threads (--threads).
+        env = {"OMP_NUM_THREADS": "1", **os.environ, "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.run([str(c) for c in cmd], env=env,
                               stdout=sink if log else None, stderr=subprocess.STDOUT if log else None)
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(map(str, cmd))}" + (f"; see {log}" if log else ""))
