@@ -9,12 +9,12 @@ import os
 from airplay.data.collect_plan import CollectError
 
 
-def init_worker(threads: int) -> None:
-    """Pool worker start: numba threads per worker (set before numba's first parallel run); the
-    worker ends with the collector, also when the collector is SIGKILLed."""
+def init_worker() -> None:
+    """Pool worker start: the worker ends with the collector, also when the collector is
+    SIGKILLed. (Its numba threads come from ``NUMBA_NUM_THREADS``, inherited at spawn:
+    :func:`run_local`.)"""
     from airplay.parent_watch import exit_with_parent
 
-    os.environ["NUMBA_NUM_THREADS"] = str(threads)
     exit_with_parent()
 
 
@@ -57,11 +57,11 @@ def run_local(fn, jobs: list, workers: int):
     # spawn, not fork: numba's GNU OpenMP layer is not fork-safe.
     threads = getattr(jobs[0], "threads", 1)
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=init_worker, initargs=(threads,))
+                               initializer=init_worker)
     try:
-        # The workers are spawned by the first submit and must inherit NUMBA_NUM_THREADS: a worker
-        # imports numba while unpickling its initializer, before init_worker runs, and setting the
-        # variable there was too late (each worker then flew 3.4x slower: 36 against 125 steps/s).
+        # The workers are spawned by the submits and inherit NUMBA_NUM_THREADS (numba threads per
+        # worker): a worker imports numba while unpickling its initializer, so setting the variable
+        # in the worker has no effect (each worker then flew 3.4x slower: 36 against 125 steps/s).
         with _environment(NUMBA_NUM_THREADS=str(threads)):
             futures = [pool.submit(fn, job) for job in jobs]
         for future in as_completed(futures):
