@@ -3,7 +3,9 @@
 Observations: 64x64 depth and the goal in the heading frame; actions: [vx, vy, vz, yaw_rate]
 in [-1, 1], scaled to the vehicle's limits, each applied for ``--action-repeat`` 50 Hz control
 periods (default 5: a decision every 0.1 s; the vector environment's ``action_repeat``: one
-rendered observation and the summed reward per decision). The network is
+rendered observation and the summed reward per decision). The reward's progress term is
+geodesic by default (``--progress``: the drop of the goal's cost-to-go around obstacles,
+:mod:`airplay.world.geodesic`), plus +10 on success and -10 on a collision. The network is
 :class:`airplay.policies.ppo_depth.PPODepthPolicy`'s (a small CNN on the depth, an MLP on the
 goal, one Tanh layer each for actor and critic). Every
 ``--eval-every-min`` minutes (and at the end) the actor is exported into a ``ppo_depth``
@@ -70,6 +72,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--log-std-init", type=float, default=-1.0,
                    help="initial log standard deviation of PPO's Gaussian actions (in [-1, 1] units)")
     p.add_argument("--ent-coef", type=float, default=0.0, help="PPO entropy bonus")
+    p.add_argument("--progress", choices=("geodesic", "euclidean"), default="geodesic",
+                   help="the reward's progress to the goal: the drop of the cost-to-go around obstacles "
+                        "(geodesic) or of the straight-line distance (euclidean)")
     p.add_argument("--threads", type=int, default=None, help="render threads (default: the CPUs)")
     p.add_argument("--torch-threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = p.parse_args(argv)
@@ -175,7 +180,8 @@ def main(argv=None) -> int:
     eval_tasks = sample_tasks(world.scene, world.grid, args.eval_tasks, args.seed + 10_000, "pointgoal",
                               world.protocol)
     venv = AirPlayVectorEnv(args.num_envs, world, "pointgoal", observations=("depth", "goal"), tasks=train_tasks,
-                            render_backend="cpu", threads=args.threads, action_repeat=args.action_repeat)
+                            render_backend="cpu", threads=args.threads, action_repeat=args.action_repeat,
+                            progress=args.progress)
     # actions of +-1 command this envelope (heading frame: vx, vy, vz m/s, yaw rate rad/s)
     high = (args.max_speed, args.max_speed, args.max_climb, args.max_yaw_rate)
     low = tuple(-v for v in high)
@@ -194,7 +200,7 @@ def main(argv=None) -> int:
     rows: list[dict] = []
     print(f"scene {world.name}: {len(train_tasks)} training tasks, {len(eval_tasks)} held-out; "
           f"{args.num_envs} envs, {args.image_size}x{args.image_size} depth, a decision every {args.action_repeat} "
-          f"control periods, gamma {args.gamma:g}; budget {args.minutes:g} min", flush=True)
+          f"control periods, gamma {args.gamma:g}, {args.progress} progress; budget {args.minutes:g} min", flush=True)
 
     def evaluate(train: dict) -> None:
         policy = export_ppo_depth(model, config)

@@ -64,14 +64,16 @@ def test_registered_ids_pass_the_env_checker(world, env_id):
     venv.close()
 
 
-@pytest.mark.parametrize("n,threads,repeat", [(1, 1, 1), (3, 2, 1), (8, 1, 1), (8, 2, 1), (1, 1, 3), (3, 2, 3)])
-def test_vector_env_equals_n_single_envs(world, short_tasks, n, threads, repeat):
+@pytest.mark.parametrize("n,threads,repeat,progress", [
+    (1, 1, 1, "euclidean"), (3, 2, 1, "euclidean"), (8, 1, 1, "euclidean"), (8, 2, 1, "euclidean"),
+    (1, 1, 3, "euclidean"), (3, 2, 3, "euclidean"), (3, 1, 1, "geodesic"), (8, 2, 3, "geodesic")])
+def test_vector_env_equals_n_single_envs(world, short_tasks, n, threads, repeat, progress):
     tasks = short_tasks
     if repeat > 1:  # limits of 11, 14, 16 and 17 periods: episodes end inside a step, sub-environments at
         # different periods of one step (the batch holds the ended ones while the others fly on)
         tasks = [replace(t, time_limit_s=s) for t, s in zip(short_tasks, (0.22, 0.28, 0.32, 0.34))]
     kwargs = dict(tasks=tasks, observations=OBS, render_backend="cpu", reward_progress=2.0,
-                  reward_collision=-3.0, action_repeat=repeat)
+                  reward_collision=-3.0, action_repeat=repeat, progress=progress)
     singles = SyncVectorEnv([lambda: make_env(world, **kwargs) for _ in range(n)],
                             autoreset_mode=AutoresetMode.NEXT_STEP)
     batch = AirPlayVectorEnv(n, world, threads=threads, **kwargs)
@@ -172,6 +174,7 @@ def test_reward_weights_scale_progress(world, short_tasks):
     (dict(action_repeat=-2), "action_repeat"),
     (dict(action_repeat=2.5), "action_repeat"),
     (dict(action_repeat=True), "action_repeat"),
+    (dict(progress="manhattan"), "progress"),
 ])
 def test_bad_arguments_name_the_argument(world, short_tasks, kwargs, name):
     args = dict(num_envs=2, scene=world, tasks=short_tasks)

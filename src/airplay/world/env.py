@@ -29,8 +29,11 @@ protocol's success radius of the goal), ``collision`` (sphere against the mesh),
 ``timeout`` (the protocol's time limit for the task), which truncates.
 
 Reward (for RL users; evaluation uses the metrics, not the reward): ``reward_progress`` x the
-progress towards the goal in metres this control period, plus ``reward_success`` (+10) on success and
-``reward_collision`` (-10) on collision or leaving the region.
+progress towards the goal in metres, plus ``reward_success`` (+10) on success and
+``reward_collision`` (-10) on collision or leaving the region. ``progress="euclidean"`` (the
+default) measures it as the drop in straight-line distance each control period;
+``progress="geodesic"`` as the drop, over the step, of the goal's cost-to-go around obstacles
+(:mod:`airplay.world.geodesic`), added after the periods' bonuses.
 
 ``observations`` picks the keys: any of "rgb", "depth", "state" and "goal" (the ``goal``
 vector of PointGoal or the ``goal_image`` of ImageGoal; goal-free tasks have none); images
@@ -52,6 +55,7 @@ from airplay.sim.disturbance import Disturbance
 from airplay.sim.flight import CODE_STATUS, FlightSim
 from airplay.tasks.sampler import SETTINGS, Task, sample_tasks
 from airplay.world import World
+from airplay.world.geodesic import check_progress, cost_to_go, field_cache, geodesic_progress, goal_field
 
 MAX_DEPTH_M = 100.0
 SUCCESS_REWARD = 10.0
@@ -127,6 +131,7 @@ class AirPlayEnv(gym.Env):
         task_order: "cycle" (``reset`` takes the tasks in order; a seed re-samples them) or
             "random" (``reset`` draws one of ``tasks`` with the environment's seeded generator).
         action_repeat: control periods each ``step`` applies its action for (module docstring).
+        progress: "euclidean" or "geodesic": how the reward measures progress (module docstring).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
@@ -137,9 +142,10 @@ class AirPlayEnv(gym.Env):
                  disturbance_seed: int = 0, observations: Sequence[str] | None = None,
                  reward_progress: float = 1.0, reward_success: float = SUCCESS_REWARD,
                  reward_collision: float = FAILURE_REWARD, task_order: str = "cycle",
-                 action_repeat: int = 1) -> None:
+                 action_repeat: int = 1, progress: str = "euclidean") -> None:
         super().__init__()
         self.action_repeat = check_action_repeat(action_repeat)
+        self.progress = check_progress(progress)
         if self.action_repeat != 1:  # frames come once per step
             self.metadata = {**self.metadata, "render_fps": self.metadata["render_fps"] / self.action_repeat}
         if setting not in SETTINGS:
@@ -207,6 +213,9 @@ class AirPlayEnv(gym.Env):
         self.disturbance = disturbance
         self.disturbance_seed = int(disturbance_seed)
         self._disturb = None  # this episode's DisturbanceRun, or None
+        self._fields = field_cache(self.world) if self.progress == "geodesic" else None
+        self._field = None  # this episode's cost-to-go field (geodesic progress)
+        self._cost_to_go = np.inf  # its value at the vehicle after the last step, m
 
     # -- episode ---------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -238,6 +247,9 @@ class AirPlayEnv(gym.Env):
         self._goal64 = np.ascontiguousarray(task.goal_position, dtype=np.float64).reshape(3)
         self._distance = self.distance_to_goal_m
         self.min_distance_m = self._distance
+        if self._fields is not None:
+            self._field = goal_field(self._fields, self._goal64)
+            self._cost_to_go = cost_to_go(self._fields, self._field, self.position)[0]
         self._goal_image = self._render_rgb_at(task.goal_position, task.goal_yaw) \
             if self.setting == "imagegoal" and self.render_images else None
         if self.setting == "imagegoal" and self._goal_image is None:
@@ -274,7 +286,7 @@ class AirPlayEnv(gym.Env):
             self.trajectory.append(self.vehicle.state[0, 0:3].copy())
             if distance < self.min_distance_m:
                 self.min_distance_m = distance
-            reward = self._distance - distance
+            reward = self._distance - distance if self._fields is None else 0.0
             self._distance = distance
             status = CODE_STATUS[code]
             if status is _RUNNING and distance <= self._success_radius_m:
@@ -291,6 +303,13 @@ class AirPlayEnv(gym.Env):
             total += reward
             if status is not _RUNNING:
                 break
+        if self._fields is not None:
+            after = cost_to_go(self._fields, self._field, self.position)
+            progress = float(geodesic_progress(np.array([self._cost_to_go]), after)[0])
+            if self.reward_progress != 1.0:
+                progress *= self.reward_progress
+            total += progress
+            self._cost_to_go = after[0]
         terminated = status is _SUCCESS or status is _COLLISION or status is _OUT_OF_BOUNDS
         truncated = status is _TIMEOUT
         if self.render_images:

@@ -55,6 +55,8 @@ from airplay.tasks.sampler import SETTINGS, Task, sample_tasks
 from airplay.world.camera_batch import CameraBatch
 from airplay.world.env import (FAILURE_REWARD, MAX_DEPTH_M, SUCCESS_REWARD, AirPlayEnv, check_action_repeat,
                                check_reward_weights, observation_keys)
+from airplay.world.geodesic import (check_progress, cost_to_go, cost_to_go_rows, field_cache, geodesic_progress,
+                                    goal_field)
 from airplay.world.vln_env import INSTRUCTION_KEY, AirPlayVLNEnv, split_observations, vln_tasks
 from airplay.world.world import World
 
@@ -173,7 +175,7 @@ def make_env(scene, setting: str = "pointgoal", *, image_size=None, observations
              reward_progress: float = 1.0, reward_success: float = SUCCESS_REWARD,
              reward_collision: float = FAILURE_REWARD, render_backend: Backend = "auto",
              render_mode: str | None = None, cache_dir: str | Path | None = None,
-             action_repeat: int = 1) -> AirPlayEnv:
+             action_repeat: int = 1, progress: str = "euclidean") -> AirPlayEnv:
     """One vehicle: the environment ``gymnasium.make("airplay/PointGoal-v0", scene=...)`` builds.
 
     Args:
@@ -194,6 +196,8 @@ def make_env(scene, setting: str = "pointgoal", *, image_size=None, observations
         action_repeat: control periods (50 Hz) each step applies its action for, an integer >= 1
             (:class:`AirPlayEnv`: the episode ends at the period it ends in, the reward is the
             periods' sum, one observation per step).
+        progress: "euclidean" (straight-line) or "geodesic" (cost-to-go around obstacles,
+            :mod:`airplay.world.geodesic`): how the reward measures progress to the goal.
 
     Episodes end as the protocol says (success radius, collision, bounds, the task's time limit).
     """
@@ -202,11 +206,12 @@ def make_env(scene, setting: str = "pointgoal", *, image_size=None, observations
                          "gymnasium.make_vec / AirPlayVectorEnv")
     _check_setting(setting)
     check_action_repeat(action_repeat)
+    check_progress(progress)
     world = load_world(scene, image_size, cache_dir)
     tasks, texts = scene_tasks(world, setting, tasks, num_tasks, task_seed)
     return _single_env(world, setting, tasks, texts, observations, render_backend=render_backend,
                        render_mode=render_mode, reward_progress=reward_progress, reward_success=reward_success,
-                       reward_collision=reward_collision, action_repeat=action_repeat)
+                       reward_collision=reward_collision, action_repeat=action_repeat, progress=progress)
 
 
 def make_vector_env(num_envs: int = 1, scene=None, setting: str = "pointgoal", **kwargs) -> "AirPlayVectorEnv":
@@ -284,7 +289,8 @@ class AirPlayVectorEnv(VectorEnv):
                  task_seed: int = 0, reward_progress: float = 1.0, reward_success: float = SUCCESS_REWARD,
                  reward_collision: float = FAILURE_REWARD, render_backend: Backend = "auto",
                  threads: int | None = None, render_mode: str | None = None,
-                 cache_dir: str | Path | None = None, action_repeat: int = 1) -> None:
+                 cache_dir: str | Path | None = None, action_repeat: int = 1,
+                 progress: str = "euclidean") -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
         _check_setting(setting)
@@ -299,6 +305,7 @@ class AirPlayVectorEnv(VectorEnv):
         self.action_repeat = check_action_repeat(action_repeat)
         if self.action_repeat != 1:  # frames come once per step
             self.metadata = {**self.metadata, "render_fps": self.metadata["render_fps"] / self.action_repeat}
+        self.progress = check_progress(progress)
         image_size_of(image_size)
         n = self.num_envs = int(num_envs)
         entries = _scene_entries(scene, n)
@@ -323,7 +330,7 @@ class AirPlayVectorEnv(VectorEnv):
         self.observation_keys = keys
         assignment = np.arange(n) % len(entries)  # sub-environment i -> scene entry
         kwargs = dict(render_backend=render_backend, reward_progress=reward_progress,
-                      reward_success=reward_success, reward_collision=reward_collision)
+                      reward_success=reward_success, reward_collision=reward_collision, progress=progress)
         self.scenes: list[_Scene] = []
         obs_spaces, act_spaces = [], []
         for j, world in enumerate(worlds):
@@ -364,6 +371,9 @@ class AirPlayVectorEnv(VectorEnv):
         self._steps = np.zeros(n, dtype=np.int64)
         self._distance = np.zeros(n)
         self._min_distance = np.zeros(n)
+        self._geodesic = self.progress == "geodesic"
+        self._goal_fields: list = [None] * n  # each row's cost-to-go field (geodesic progress)
+        self._cost_to_go = np.full(n, np.inf)  # its value at the vehicle after the last step, m
         self._path_length = np.zeros(n)
         self._status = np.zeros(n, dtype=np.int64)
         self._task_ids = np.full(n, None, dtype=object)
@@ -451,7 +461,7 @@ class AirPlayVectorEnv(VectorEnv):
             self._steps[live] += 1
             self._path_length[live] += moved[live]
             self._min_distance[live] = np.minimum(self._min_distance[live], distance[live])
-            r = self._distance - distance
+            r = self._distance - distance if not self._geodesic else np.zeros(n)
             if self.reward_progress != 1.0:
                 r *= self.reward_progress
             self._distance[live] = distance[live]
@@ -469,6 +479,8 @@ class AirPlayVectorEnv(VectorEnv):
             live &= ~stopped
             if not live.any():
                 break
+        if self._geodesic:
+            self._add_geodesic_progress(reward, np.flatnonzero(~self._autoreset), pos)
         t3 = time.perf_counter()
         terminated = (status == _SUCCESS) | (status == _COLLISION) | (status == _OUT_OF_BOUNDS)
         truncated = status == _TIMEOUT
@@ -566,6 +578,10 @@ class AirPlayVectorEnv(VectorEnv):
                 self._time_limits[i] = task.time_limit_s
                 self._distance[i] = self._min_distance[i] = float(np.linalg.norm(task.goal_position
                                                                                  - pos[s.local[i]]))
+                if self._geodesic:
+                    fields = field_cache(s.world)
+                    self._goal_fields[i] = goal_field(fields, self._goals[i])
+                    self._cost_to_go[i] = cost_to_go(fields, self._goal_fields[i], pos[s.local[i]])[0]
             self._task_ids[mine] = [t.task_id for t in tasks]
             if s.texts is not None:
                 for i, k in zip(mine, draws):
@@ -579,6 +595,21 @@ class AirPlayVectorEnv(VectorEnv):
         self._steps[rows] = 0
         self._path_length[rows] = 0.0
         self._status[rows] = np.where(self._distance[rows] <= self._radius[rows], _SUCCESS, _RUNNING)
+
+    def _add_geodesic_progress(self, reward: np.ndarray, rows: np.ndarray, pos: np.ndarray) -> None:
+        """Add ``reward_progress`` x the drop of each row's cost-to-go over this step (rows flown
+        this step; ``pos`` the batch's map positions after it) to ``reward``, as
+        :class:`AirPlayEnv` does after a step's periods."""
+        for s in self.scenes:
+            mine = rows[self.scene_of[rows] == s.index]
+            if len(mine) == 0:
+                continue
+            after = cost_to_go_rows(field_cache(s.world), [self._goal_fields[i] for i in mine], pos[mine])
+            progress = geodesic_progress(self._cost_to_go[mine], after)
+            if self.reward_progress != 1.0:
+                progress = progress * self.reward_progress
+            reward[mine] += progress
+            self._cost_to_go[mine] = after
 
     def _observe(self) -> dict:
         n, (h, w), keys = self.num_envs, self._hw, self.observation_keys
