@@ -471,6 +471,24 @@ def test_offline_vs_closed_writes_table_csv_json_and_scatter(tmp_path, capsys):
     assert png.size[0] >= 800 and png.size[1] >= 1200
 
 
+def test_offline_vs_closed_labels_generic_checkpoint_folders_with_their_parent(tmp_path, capsys):
+    """A DAgger round's ``iter_02/checkpoint`` is named so, not ``checkpoint``, beside ``cnn_bc``."""
+    from airplay.cli import main
+    from airplay.policies.checkpoint import checkpoint_label
+
+    assert checkpoint_label("out/dagger/iter_02/checkpoint") == "iter_02/checkpoint"
+    assert checkpoint_label("out/train/cnn_bc") == "cnn_bc"
+    args = ["offline-vs-closed", "--bootstrap", "0", "--out", str(tmp_path / "relate")]
+    folders = [tmp_path / "cnn_bc", tmp_path / "iter_01" / "checkpoint", tmp_path / "iter_02" / "checkpoint"]
+    for i, (folder, ade, sr) in enumerate(zip(folders, (0.7, 1.4, 3.0), (0.6, 0.5, 0.3))):
+        args += ["--pair", str(_offline_json(tmp_path / f"off{i}.json", i, ade, checkpoint=folder)),
+                 str(fake_closed_loop(tmp_path / f"eval{i}", sr, 0.1))]
+    assert main(args) == 0
+    capsys.readouterr()
+    result = json.loads((tmp_path / "relate" / "relate.json").read_text())
+    assert [r["name"] for r in result["rows"]] == ["cnn_bc", "iter_01/checkpoint", "iter_02/checkpoint"]
+
+
 def test_offline_vs_closed_names_bad_inputs(tmp_path, capsys):
     from airplay.cli import main
 

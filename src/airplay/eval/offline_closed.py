@@ -55,6 +55,7 @@ def _read_json(path: Path, what: str) -> dict:
 def _row(off_path: str, eval_path: str) -> dict:
     """One checkpoint's figures from its offline JSON and closed-loop folder (or summary.json)."""
     from airplay.eval.results import SUMMARY_FILE
+    from airplay.policies.checkpoint import checkpoint_label
 
     off = _read_json(Path(off_path), "offline result of airplay eval-offline --out")
     summary_file = Path(eval_path) / SUMMARY_FILE if Path(eval_path).is_dir() else Path(eval_path)
@@ -70,8 +71,8 @@ def _row(off_path: str, eval_path: str) -> dict:
         raise ValueError(f"{off_path} (meta.checkpoint {a}) and {summary_file} (meta.checkpoint {b}) are results of "
                          "different checkpoints; pair each checkpoint's own results")
     ckpt = a or b or ""
-    row = {"name": Path(ckpt).name if ckpt else Path(off_path).stem, "checkpoint": ckpt, "offline": str(off_path),
-           "eval": str(eval_path), "policy": off_meta.get("policy") or eval_meta.get("policy", ""),
+    row = {"name": checkpoint_label(ckpt) if ckpt else Path(off_path).stem, "checkpoint": ckpt,
+           "offline": str(off_path), "eval": str(eval_path), "policy": off_meta.get("policy") or eval_meta.get("policy", ""),
            "rollout": off_meta.get("rollout", "reobserve")}
     for key in OFFLINE_KEYS:
         value = (off.get("baselines", {}).get("copycat", {}).get("skill", {}).get("ade") if key == "copycat_skill_ade"

@@ -33,6 +33,7 @@ import numpy as np
 from airplay.eval.results import _jsonable, _write_atomic, read_episodes
 from airplay.eval.runner import EvalConfig, evaluate_inprocess, occupancy_slice
 from airplay.policies import guard, make_policy
+from airplay.policies.checkpoint import checkpoint_label
 from airplay.sim.disturbance import Disturbance
 
 SWEEP_FILE = "sweep.json"
@@ -142,7 +143,7 @@ def write_sweep(out_dir: Path, cfg: EvalConfig, horizons: list[int], summaries: 
                 writer.writerow([r["horizon"], name, metric, *("" if v is None else repr(float(v))
                                                                for v in (r["mean"], *r["ci95"])), r["episodes"]])
     _write_atomic(out_dir / SWEEP_CSV, buf.getvalue())
-    what = f"{cfg.policy}" + (f" ({Path(cfg.checkpoint).name})" if cfg.checkpoint else "")
+    what = f"{cfg.policy}" + (f" ({checkpoint_label(cfg.checkpoint)})" if cfg.checkpoint else "")
     plot_horizon_sweep(out_dir / SWEEP_PNG, horizons, series,
                        title=f"{what}, {cfg.setting}: SR and CR vs execution horizon "
                              f"({len(cfg.scenes)} scenes x {cfg.episodes} tasks, seed {cfg.seed})")

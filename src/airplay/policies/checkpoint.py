@@ -25,6 +25,19 @@ class CheckpointError(ValueError):
     """A checkpoint folder that cannot be loaded; the message names the file."""
 
 
+GENERIC_FOLDER_NAMES = frozenset({"checkpoint", "checkpoints", "final", "best", "last", "latest", "model"})
+"""Checkpoint folder names that say nothing of the run: :func:`checkpoint_label` adds the parent."""
+
+
+def checkpoint_label(folder: str | Path) -> str:
+    """A short name for a checkpoint folder in tables and plots: its name, or ``parent/name``
+    when the name is generic (``iter_02/checkpoint`` rather than ``checkpoint``)."""
+    path = Path(str(folder))
+    if path.name.lower() in GENERIC_FOLDER_NAMES and path.parent.name:
+        return f"{path.parent.name}/{path.name}"
+    return path.name or str(path)
+
+
 def policy_class(kind: str):
     """The policy class of a learned policy type (config.json "type"; the registry entry's
     ``policy_class``)."""

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airplay.policies.checkpoint import checkpoint_label
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MAX_BAD_LINES = 5
 """Unreadable lines of ``episodes.jsonl`` reported one by one; the rest are counted."""
@@ -205,7 +207,7 @@ def _load_eval(path: Path) -> list[Run]:
     label = meta_policy or folder.name
     details = []
     if meta.get("checkpoint"):
-        details.append(Path(str(meta["checkpoint"])).name)
+        details.append(checkpoint_label(meta["checkpoint"]))
     if meta.get("execution_horizon"):
         details.append(f"H={meta['execution_horizon']}")
     if details:
@@ -241,7 +243,7 @@ def _load_offline(path: Path) -> list[Run]:
     meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
     label = meta.get("policy") or path.stem
     if meta.get("checkpoint"):
-        label += f" ({Path(str(meta['checkpoint'])).name})"
+        label += f" ({checkpoint_label(meta['checkpoint'])})"
     run = Run("offline", path, label, data={"result": doc, "meta": meta})
     if not meta:
         run.problem(path, "no 'meta': the checkpoint, dataset and horizon are not shown")
@@ -285,7 +287,7 @@ def _load_sweep(path: Path) -> list[Run]:
     doc = _protocol_file(path, "sweep.json", "sweep_format") or {}
     label = str(doc.get("policy") or folder.name)
     if doc.get("checkpoint"):
-        label += f" ({Path(str(doc['checkpoint'])).name})"
+        label += f" ({checkpoint_label(doc['checkpoint'])})"
     run = Run("sweep", folder, label, data={"result": doc, "meta": {k: v for k, v in doc.items() if k != "metrics"}})
     if doc.get("sweep_format") != SWEEP_FORMAT:
         run.problem(folder / "sweep.json", f"sweep_format {doc.get('sweep_format')!r}, this airplay reads "
@@ -312,7 +314,7 @@ def _load_disturb(path: Path) -> list[Run]:
     doc = _protocol_file(path, "disturb.json", "disturb_format") or {}
     label = str(doc.get("policy") or folder.name)
     if doc.get("checkpoint"):
-        label += f" ({Path(str(doc['checkpoint'])).name})"
+        label += f" ({checkpoint_label(doc['checkpoint'])})"
     run = Run("disturb", folder, label, data={"result": doc, "meta": {k: v for k, v in doc.items() if k != "table"}})
     if doc.get("disturb_format") != DISTURB_FORMAT:
         run.problem(folder / "disturb.json", f"disturb_format {doc.get('disturb_format')!r}, this airplay reads "
