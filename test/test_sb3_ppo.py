@@ -19,6 +19,7 @@ pytest.importorskip("stable_baselines3")
 import torch  # noqa: E402
 from stable_baselines3 import PPO  # noqa: E402
 from stable_baselines3.common.env_checker import check_env as sb3_check_env  # noqa: E402
+from stable_baselines3.common.vec_env import VecMonitor  # noqa: E402
 from stable_baselines3.common.vec_env.util import obs_space_info  # noqa: E402
 
 import airplay.gym  # noqa: E402,F401
@@ -165,6 +166,13 @@ def test_a_command_envelope_scales_actions_and_the_exported_actor_matches(world,
         mine = export_ppo_depth(model, config).commands(torch.as_tensor(obs["depth"]),
                                                        torch.as_tensor(obs["goal"])).numpy()
     np.testing.assert_allclose(mine, venv.env_commands(sb3_actions), rtol=1e-5, atol=1e-5)
+    # a config whose envelope is not the environment's would fly other commands: refused, also
+    # through SB3's wrappers
+    model.set_env(VecMonitor(venv))
+    wider = PPODepthConfig(image_size=SIZE, action_low=(-5.0, -5.0, -1.0, -1.0), action_high=high)
+    with pytest.raises(ValueError, match="action_low .* command_low"):
+        export_ppo_depth(model, wider)
+    export_ppo_depth(model, config)  # the matching one still exports
     venv.close()
     space = AirPlayVectorEnv(1, world, tasks=short_tasks, observations=OBS, render_backend="cpu")
     for kwargs, message in (({"command_high": (9.0, 2.0, 1.0, 1.0)}, "command_high .* outside"),

@@ -84,6 +84,16 @@ class AirPlaySB3VecEnv(VecEnv):
         self.render_mode = venv.render_mode
         self._actions: np.ndarray | None = None
 
+    @property
+    def command_low(self) -> np.ndarray:
+        """The commands (4,) [vx, vy, vz, yaw_rate] that action -1 maps to (m/s, rad/s)."""
+        return self._low.copy()
+
+    @property
+    def command_high(self) -> np.ndarray:
+        """The commands (4,) that action +1 maps to (m/s, rad/s)."""
+        return self._high.copy()
+
     def env_commands(self, actions: np.ndarray) -> np.ndarray:
         """The environment's commands for SB3's ``actions`` (scaled from [-1, 1] when normalizing)."""
         a = np.asarray(actions, dtype=np.float64).reshape(self.num_envs, -1)
@@ -175,11 +185,22 @@ def ppo_policy_kwargs(config: PPODepthConfig) -> dict:
             "net_arch": {"pi": [config.hidden_dim], "vf": [config.hidden_dim]}, "share_features_extractor": True}
 
 
+def _airplay_vec_env(env) -> "AirPlaySB3VecEnv | None":
+    """The :class:`AirPlaySB3VecEnv` under SB3 wrappers (``VecMonitor``, ...), or None."""
+    for _ in range(16):
+        if env is None or isinstance(env, AirPlaySB3VecEnv):
+            return env
+        env = getattr(env, "venv", None)
+    return None
+
+
 def export_ppo_depth(model, config: PPODepthConfig) -> PPODepthPolicy:
     """The airplay policy with the actor of SB3 PPO ``model`` (built with :func:`ppo_policy_kwargs`
     of ``config``): the same weights, greedy (the Gaussian's mean). ``config.action_repeat`` must
     be the training environment's ``action_repeat`` (checked where the model's environment has
-    one): the policy holds each command that many control periods when flown."""
+    one): the policy holds each command that many control periods when flown. Its ``action_low`` /
+    ``action_high`` must be the :class:`AirPlaySB3VecEnv`'s ``command_low`` / ``command_high``
+    (checked where the model's environment is one, under any SB3 wrappers)."""
     sb3_policy = model.policy
     if not isinstance(sb3_policy.features_extractor, DepthGoalExtractor):
         raise ValueError("model: its policy was not built with ppo_policy_kwargs (no DepthGoalExtractor)")
@@ -191,6 +212,14 @@ def export_ppo_depth(model, config: PPODepthConfig) -> PPODepthPolicy:
     if trained is not None and trained != config.action_repeat:
         raise ValueError(f"config.action_repeat is {config.action_repeat}, but the model's environment steps "
                          f"{trained} control periods per action (action_repeat={trained})")
+    sb3_env = _airplay_vec_env(env)
+    if sb3_env is not None and sb3_env.normalize_actions:
+        for name, mine, theirs in (("action_low", config.action_low, sb3_env.command_low),
+                                   ("action_high", config.action_high, sb3_env.command_high)):
+            if not np.allclose(np.asarray(mine, dtype=np.float64), theirs, rtol=0.0, atol=1e-6):
+                raise ValueError(f"config.{name} is {list(mine)}, but the model's environment maps its actions "
+                                 f"to {theirs.tolist()} (AirPlaySB3VecEnv command_{name.split('_')[1]}): the "
+                                 "exported policy would fly other commands than those it learned")
     policy = PPODepthPolicy(config)
     policy.encoder.load_state_dict(sb3_policy.features_extractor.encoder.state_dict())
     policy.pi.load_state_dict(sb3_policy.mlp_extractor.policy_net.state_dict())
