@@ -106,6 +106,13 @@ def check_action_repeat(action_repeat) -> int:
     return int(action_repeat)
 
 
+def repeated_metadata(metadata: dict, action_repeat: int) -> dict:
+    """``metadata`` with ``render_fps`` divided by ``action_repeat``: frames come once per step."""
+    if action_repeat == 1:
+        return metadata
+    return {**metadata, "render_fps": metadata["render_fps"] / action_repeat}
+
+
 def goal_in_heading_frame(position: np.ndarray, yaw: float, goal: np.ndarray) -> np.ndarray:
     """Goal minus position, rotated from map into the heading frame (x fwd, y left, z up)."""
     d = np.asarray(goal, dtype=np.float64) - np.asarray(position, dtype=np.float64)
@@ -146,8 +153,7 @@ class AirPlayEnv(gym.Env):
         super().__init__()
         self.action_repeat = check_action_repeat(action_repeat)
         self.progress = check_progress(progress)
-        if self.action_repeat != 1:  # frames come once per step
-            self.metadata = {**self.metadata, "render_fps": self.metadata["render_fps"] / self.action_repeat}
+        self.metadata = repeated_metadata(self.metadata, self.action_repeat)
         if setting not in SETTINGS:
             raise ValueError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
         self.observation_keys = observation_keys(observations, setting)

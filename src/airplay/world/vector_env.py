@@ -54,7 +54,7 @@ from airplay.sim.flight import FlightSim
 from airplay.tasks.sampler import SETTINGS, Task, sample_tasks
 from airplay.world.camera_batch import CameraBatch
 from airplay.world.env import (FAILURE_REWARD, MAX_DEPTH_M, SUCCESS_REWARD, AirPlayEnv, check_action_repeat,
-                               check_reward_weights, observation_keys)
+                               check_reward_weights, observation_keys, repeated_metadata)
 from airplay.world.geodesic import (check_progress, cost_to_go, cost_to_go_rows, field_cache, geodesic_progress,
                                     goal_field)
 from airplay.world.vln_env import INSTRUCTION_KEY, AirPlayVLNEnv, split_observations, vln_tasks
@@ -303,8 +303,7 @@ class AirPlayVectorEnv(VectorEnv):
             keys = observation_keys(gym_observations(observations, setting), setting)
         check_reward_weights(reward_progress, reward_success, reward_collision)
         self.action_repeat = check_action_repeat(action_repeat)
-        if self.action_repeat != 1:  # frames come once per step
-            self.metadata = {**self.metadata, "render_fps": self.metadata["render_fps"] / self.action_repeat}
+        self.metadata = repeated_metadata(self.metadata, self.action_repeat)
         self.progress = check_progress(progress)
         image_size_of(image_size)
         n = self.num_envs = int(num_envs)
