@@ -157,13 +157,24 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(f"error: --view/--view-out: not available for {what} (episodes flown in this process, or the ROS "
               "graph)", file=sys.stderr)
         return 2
-    if setting == "vln" or reads_vln_options(args.policy):
-        from airplay.vln.commands import eval_vln
+    if args.threads is not None and args.threads < 1:
+        print(f"error: --threads must be >= 1, got {args.threads}", file=sys.stderr)
+        return 2
+    from airplay.policies.registry import LEARNED_POLICIES
+    from airplay.threads import compute_threads
 
-        return eval_vln(args, cfg, vln_backend)
-    if viewing:
-        return _eval_with_view(args, cfg)
-    return _run_eval(args, cfg)
+    # one vehicle in this process: one compute thread unless asked (airplay.threads); the ROS graph's
+    # nodes set their own, and a VLN model keeps torch's default unless --threads says otherwise
+    vln = setting == "vln" or reads_vln_options(args.policy)
+    threads = None if args.runtime == "ros" or (vln and args.threads is None) else (args.threads or 1)
+    with compute_threads(threads, torch_too=args.policy in LEARNED_POLICIES or vln):
+        if vln:
+            from airplay.vln.commands import eval_vln
+
+            return eval_vln(args, cfg, vln_backend)
+        if viewing:
+            return _eval_with_view(args, cfg)
+        return _run_eval(args, cfg)
 
 
 def _eval_with_view(args: argparse.Namespace, cfg) -> int:
@@ -366,6 +377,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-images", action="store_true",
                     help="do not render RGB/depth (for policies that read only the state, e.g. the expert)")
     ev.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% CIs")
+    ev.add_argument("--threads", type=int, default=None, metavar="N",
+                    help="CPU threads of numba's renderer and torch in this process (default 1: one vehicle gains "
+                         "nothing from more at 64x64, and spinning pool threads slowed it 3.4x on a busy machine; "
+                         "more can help large images on an idle one; VLN models: torch's default). Workers of "
+                         "--workers use one each")
     ev.add_argument("--workers", type=int, default=1, metavar="N",
                     help="fly the episodes in N spawn processes (default 1: this process); the results files are "
                          "the same as from one process; with --ray: the CPUs of a local instance")

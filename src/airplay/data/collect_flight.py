@@ -85,9 +85,9 @@ def _warm_up(world, tasks, policy, job: FlightJob) -> None:
 
 
 def _set_threads(threads: int) -> None:
-    import numba
+    from airplay.threads import set_compute_threads
 
-    numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
+    set_compute_threads(int(threads))
 
 
 def fly_task(job: FlightJob) -> dict:

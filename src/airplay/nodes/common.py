@@ -38,6 +38,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 
 from airplay.frames import BASE_LINK, BASE_STABILIZED, MAP, body_to_map_xyzw, map_to_body_xyzw
+from airplay.threads import set_compute_threads
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
                       durability=DurabilityPolicy.VOLATILE)
@@ -78,14 +79,9 @@ def one_compute_thread(torch_too: bool = False) -> None:
     loop (renderer, policy, bridge, the vehicle) share the machine's cores; a 64x64 frame or a
     small network gains nothing from a second thread, and pool threads that spin waiting for work
     take CPU time the other nodes of the loop need (with 2 threads each, the renderer and a
-    CNN-BC policy used ~65 % and ~70 % of a core on the rehearsal vehicle, at 2 cores)."""
-    import numba
-
-    numba.set_num_threads(1)
-    if torch_too:
-        import torch
-
-        torch.set_num_threads(1)
+    CNN-BC policy used ~65 % and ~70 % of a core on the rehearsal vehicle, at 2 cores;
+    :mod:`airplay.threads`)."""
+    set_compute_threads(1, torch_too)
 
 
 CONTROL_DT_NS = 20_000_000  # 50 Hz; checked against the vehicle's control_dt_s by the sim
