@@ -1,6 +1,6 @@
-"""airplay.threads and ``airplay eval --threads``: one compute thread by default, the count the
-flag gives while the episodes fly (seen by the policy itself), the previous counts afterwards, the
-same results whatever the count, and a clear error for a bad one."""
+"""airplay.threads and ``airplay eval --threads``: the default count and the flag's while the
+episodes fly (seen by the policy itself), the previous counts afterwards, the same results whatever
+the count, and a clear error for a bad one."""
 
 from __future__ import annotations
 
@@ -60,21 +60,25 @@ def _eval(scenes, out, *extra):
 
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs a numba pool of 2 threads")
-def test_eval_flies_on_one_thread_by_default_and_on_threads_n_when_asked(scenes, spy, tmp_path):
+def test_eval_threads_default_and_flag_are_what_the_policy_sees(scenes, spy, tmp_path):
+    """--no-images (like a learned policy): one thread by default; the experts' images: the renderer
+    keeps numba's count; --threads N: N. The previous count comes back after each run."""
     before = numba.get_num_threads()
     numba.set_num_threads(2)
+    seen = {}
     try:
-        assert _eval(scenes, tmp_path / "one") == 0
-        assert spy.SEEN == {1}, "the default is one compute thread while the episodes fly"
-        assert numba.get_num_threads() == 2, "the previous count comes back after the run"
-        spy.SEEN.clear()
-        assert _eval(scenes, tmp_path / "two", "--threads", "2") == 0
-        assert spy.SEEN == {2}
+        for name, extra in (("state-only", ("--no-images",)), ("images", ()), ("images-1", ("--threads", "1")),
+                            ("state-only-2", ("--no-images", "--threads", "2"))):
+            spy.SEEN.clear()
+            assert _eval(scenes, tmp_path / name, *extra) == 0
+            seen[name] = set(spy.SEEN)
+            assert numba.get_num_threads() == 2, "the previous count comes back after the run"
     finally:
         numba.set_num_threads(before)
+    assert seen == {"state-only": {1}, "images": {2}, "images-1": {1}, "state-only-2": {2}}
     # images rendered on 1 or 2 threads: the same flights
-    one = [json.loads(line) for line in (tmp_path / "one" / "episodes.jsonl").read_text().splitlines()]
-    two = [json.loads(line) for line in (tmp_path / "two" / "episodes.jsonl").read_text().splitlines()]
+    one = [json.loads(line) for line in (tmp_path / "images-1" / "episodes.jsonl").read_text().splitlines()]
+    two = [json.loads(line) for line in (tmp_path / "images" / "episodes.jsonl").read_text().splitlines()]
     for a, b in zip(one, two, strict=True):
         for key in ("task_id", "status", "steps", "path_length_m", "final_distance_m"):
             assert a[key] == b[key], key

@@ -163,11 +163,15 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from airplay.policies.registry import LEARNED_POLICIES
     from airplay.threads import compute_threads
 
-    # one vehicle in this process: one compute thread unless asked (airplay.threads); the ROS graph's
-    # nodes set their own, and a VLN model keeps torch's default unless --threads says otherwise
+    # airplay.threads: a learned policy (a small torch model, frames of its own size) or no images
+    # fly on one compute thread unless --threads says otherwise; the renderer of the experts' images
+    # keeps numba's default (all cores), a VLN model torch's; the ROS graph's nodes set their own
     vln = setting == "vln" or reads_vln_options(args.policy)
-    threads = None if args.runtime == "ros" or (vln and args.threads is None) else (args.threads or 1)
-    with compute_threads(threads, torch_too=args.policy in LEARNED_POLICIES or vln):
+    learned = args.policy in LEARNED_POLICIES and not vln
+    threads = args.threads or (1 if learned or args.no_images else None)
+    if args.runtime == "ros":
+        threads = None
+    with compute_threads(threads, torch_too=learned or (vln and threads is not None)):
         if vln:
             from airplay.vln.commands import eval_vln
 
@@ -378,10 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="do not render RGB/depth (for policies that read only the state, e.g. the expert)")
     ev.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% CIs")
     ev.add_argument("--threads", type=int, default=None, metavar="N",
-                    help="CPU threads of numba's renderer and torch in this process (default 1: one vehicle gains "
-                         "nothing from more at 64x64, and spinning pool threads slowed it 3.4x on a busy machine; "
-                         "more can help large images on an idle one; VLN models: torch's default). Workers of "
-                         "--workers use one each")
+                    help="CPU threads of numba's renderer and torch in this process (default: 1 for a learned "
+                         "policy or --no-images, where more gain nothing and spinning pool threads slowed a DP "
+                         "evaluation 7x on a busy machine; else all cores for the renderer; docs/benchmarks.md). "
+                         "Workers of --workers use one each")
     ev.add_argument("--workers", type=int, default=1, metavar="N",
                     help="fly the episodes in N spawn processes (default 1: this process); the results files are "
                          "the same as from one process; with --ray: the CPUs of a local instance")

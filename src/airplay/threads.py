@@ -3,16 +3,19 @@
 numba (threading layer ``omp``) and torch share one GNU OpenMP runtime here. A pool thread that
 finishes its share of a parallel region spins until the others finish; on a machine whose cores
 are busy with other work, a descheduled peer makes every region of a 64x64 frame or a small
-network wait for a time slice. One vehicle's evaluation gains nothing from a second thread even
-on an idle machine. Measured with the DP checkpoint of ``bench/policy_experiment.py``
-(``airplay eval --policy dp --episodes 4``, 4,715 control steps, 2 cores; docs/benchmarks.md):
+network wait for a time slice. Measured on the 2-core development machine (``airplay eval``,
+docs/benchmarks.md#compute-threads-airplay-eval---threads):
 
-* idle: 28.0 s with numba's default 2 threads, 28.0 s with one;
-* beside two busy loops: 164.5 s with 2 threads, 48.0 s with one.
+* DP checkpoint of ``bench/policy_experiment.py`` at 64x64, 4 episodes: idle 30.7 s on one thread,
+  28.7 s on two; beside two busy loops 47.3 s on one, 334.2 s on two;
+* the expert with 224x224 RGB + depth, 3 episodes: idle 25.6 s on one, 16.9 s on two; beside two
+  busy loops 39.3 s on one, 53.6 s on two.
 
-``airplay eval`` therefore runs on ``--threads 1`` by default (:func:`compute_threads`); the
-real-time nodes use one thread too (:func:`airplay.nodes.common.one_compute_thread`), and
-``--workers N`` gives each worker one.
+``airplay eval`` therefore flies a learned policy (a small torch model on frames of its own size)
+or a ``--no-images`` run on one thread by default, and leaves the renderer of the experts'
+images on numba's default (``--threads N`` overrides both; :func:`compute_threads`); the real-time
+nodes use one thread (:func:`airplay.nodes.common.one_compute_thread`), and ``--workers N`` gives
+each worker one.
 """
 
 from __future__ import annotations
