@@ -157,11 +157,15 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(f"error: --view/--view-out: not available for {what} (episodes flown in this process, or the ROS "
               "graph)", file=sys.stderr)
         return 2
-    if args.threads is not None and args.threads < 1:
-        print(f"error: --threads must be >= 1, got {args.threads}", file=sys.stderr)
-        return 2
     from airplay.policies.registry import LEARNED_POLICIES
-    from airplay.threads import compute_threads
+    from airplay.threads import check_threads, compute_threads
+
+    if args.threads is not None:
+        try:
+            check_threads(args.threads)
+        except ValueError:
+            print(f"error: --threads must be >= 1, got {args.threads}", file=sys.stderr)
+            return 2
 
     # airplay.threads: a learned policy (a small torch model, frames of its own size) or no images
     # fly on one compute thread unless --threads says otherwise; the renderer of the experts' images
