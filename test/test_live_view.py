@@ -2,8 +2,8 @@
 writes a rerun recording that rerun's own reader reads back with one row per observation and
 command, the episode's path and status, over the scene; the run's results are the same with and
 without it; ``airplay eval --view`` serves rerun's web viewer on 127.0.0.1, whose page loads in
-headless Chromium and reads the run from the gRPC server while the command runs; bad combinations
-exit 2 naming the flag. (The ROS graph's ``viewer:=true`` against this in-process view:
+headless Chromium and reads the run from the gRPC server while an episode is in flight, as does a
+rerun client that subscribes then; bad combinations exit 2 naming the flag. (The ROS graph's ``viewer:=true`` against this in-process view:
 test_ros_graph.py::test_graph_equals_inprocess.)
 """
 
@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -121,6 +122,60 @@ def test_view_refusals_name_the_flag(scenes, tmp_path, capsys):
     assert not (tmp_path / "o").exists() and not (tmp_path / "x.rrd").exists()
 
 
+HELD_AT = 100
+"""The step of the first episode at which :data:`HELD_EXPERT` waits (the episode has 277)."""
+
+HELD_EXPERT = f'''
+"""The expert, waiting at its {HELD_AT}th step until $AIRPLAY_TEST_GATE/go exists (it writes .../paused)."""
+import os
+import time
+from pathlib import Path
+
+from airplay.policies.expert import ExpertNavigator
+
+
+class Held(ExpertNavigator):
+    steps = 0
+
+    def select_action(self, obs):
+        if Held.steps == {HELD_AT}:
+            gate = Path(os.environ["AIRPLAY_TEST_GATE"])
+            (gate / "paused").touch()
+            deadline = time.monotonic() + 300
+            while not (gate / "go").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        Held.steps += 1
+        return super().select_action(obs)
+
+
+def make(world):
+    return Held(world)
+'''
+
+
+def _received(path: Path, entity: str, expected: int, client, timeout_s: float = 60.0):
+    """The rows per entity (``read_rrd``) that a ``rerun --save`` client has written to ``path``, once
+    ``entity`` has ``expected`` rows (read from a copy: the client is still writing)."""
+    import shutil
+
+    copy, rows = path.with_suffix(".copy.rrd"), {}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert client.poll() is None, client.stderr.read().decode(errors="replace")
+        if path.exists():
+            shutil.copyfile(path, copy)
+            try:
+                with warnings.catch_warnings():  # the client's file has no footer until it ends
+                    warnings.simplefilter("ignore")
+                    rows = read_rrd(copy)[0]
+            except Exception:  # noqa: BLE001 - a chunk half-written by the client: read again
+                rows = {}
+            if rows.get(entity, 0) >= expected:
+                return rows
+        time.sleep(0.5)
+    pytest.fail(f"the rerun client received {rows.get(entity, 0)} of {expected} rows of {entity}: {rows}")
+
+
 def _line(proc, prefix: str, seen: list[str]) -> str:
     """The next line of ``proc``'s output that starts with ``prefix`` (the lines before it kept in ``seen``)."""
     for line in proc.stdout:
@@ -134,35 +189,59 @@ def _line(proc, prefix: str, seen: list[str]) -> str:
 @pytest.mark.skipif(find_chromium() is None, reason="no chromium on PATH: `make setup` installs Debian's "
                     "(apt-get, as root); elsewhere install chromium to run this test")
 def test_eval_view_web_viewer_loads_in_headless_chromium(scenes, tmp_path):
-    """A real `airplay eval --view` (2 episodes) on free ports: its web viewer page, opened in headless
-    Chromium while the command runs, loads its script and WebAssembly from 127.0.0.1 (HTTP 200), connects
-    to the gRPC server and receives the run's data; no console error but those of the outside hosts the
-    viewer asks (fonts, rerun's analytics, release checks), which the browser here blocks; both servers
-    listen on 127.0.0.1 only. The run's results are written, and Ctrl-C (SIGINT) ends the serving.
+    """A real `airplay eval --view` (2 episodes) on free ports, its first episode held mid-flight (the
+    policy waits at its 100th step until the test lets it go on). While it is held:
 
-    The episodes usually end before the page's viewer has started (it takes seconds): the gRPC server
-    keeps what the run logged and sends it to the viewer when it connects, as to a person who opens
-    the printed URL late."""
+    - a rerun client (``rerun --save``, rerun's own) subscribed to the gRPC server has received the
+      episode so far: the 101 observations, 100 commands, its start and no end;
+    - the web viewer page, opened in headless Chromium, loads its script and WebAssembly from 127.0.0.1
+      (HTTP 200), connects to the gRPC server and receives the data; no console error but those of the
+      outside hosts the viewer asks (fonts, rerun's analytics, release checks), which the browser here
+      blocks; both servers listen on 127.0.0.1 only.
+
+    Let go, the run ends with its results, the client has received both episodes whole, and Ctrl-C
+    (SIGINT) ends the serving."""
     pytest.importorskip("rerun", reason="rerun-sdk is not installed (make setup installs it)")
+    from airplay.view.command import rerun_executable
+
     web, grpc = _free_port(), _free_port()
-    out = tmp_path / "run"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out, gate = tmp_path / "run", tmp_path / "gate"
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "held_expert.py").write_text(HELD_EXPERT)
+    gate.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "plugins"), *sys.path]),
+               AIRPLAY_TEST_GATE=str(gate))
     proc = subprocess.Popen([sys.executable, "-m", "airplay.cli", "eval", "--scenes", str(scenes), "--episodes", "2",
                              "--seed", "3", "--out", str(out), "--no-images", "--bootstrap", "20", "--no-progress",
+                             "--policy", "held_expert:make",
                              "--view", "--view-web-port", str(web), "--view-grpc-port", str(grpc)],
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # Ctrl-C, even where
     # this test runs with SIGINT ignored (started in the background by a shell)
     seen: list[str] = []
+    client = None
     try:
         url = _line(proc, "live view: open ", seen).removeprefix("live view: open ")
         assert url == (f"http://127.0.0.1:{web}/?url=rerun%2Bhttp%3A%2F%2F127.0.0.1%3A{grpc}%2Fproxy")
         assert _listening(web) == {"127.0.0.1"} and _listening(grpc) == {"127.0.0.1"}
+        deadline = time.monotonic() + 120
+        while not (gate / "paused").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "not held mid-flight:\n" + "".join(seen)
+            time.sleep(0.1)
+        # Held at step HELD_AT of episode 0: a rerun client subscribes now and gets the flight so far.
+        client = subprocess.Popen([rerun_executable(), "--save", str(tmp_path / "client.rrd"),
+                                   f"rerun+http://127.0.0.1:{grpc}/proxy"], env=env, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        rows = _received(tmp_path / "client.rrd", "/world/vehicle", HELD_AT + 1, client)
+        assert rows["/world/vehicle"] == HELD_AT + 1 and rows["/command/vx"] == HELD_AT
+        assert rows["/status"] == 1  # started, not ended
+        assert not (out / "episodes.jsonl").exists() or not (out / "episodes.jsonl").read_text()
         # Every outside host is https here; the browser refuses them (nothing leaves this machine).
         page = inspect_page(url, selectors_to_count=("canvas",), block_urls=("https://*",),
                             wait_for_data=f"http://127.0.0.1:{grpc}/", timeout_s=90)
         assert proc.poll() is None, "airplay eval --view ended while its page was open:\n" + "".join(seen)
+        assert not (out / "episodes.jsonl").exists() or not (out / "episodes.jsonl").read_text()  # still held
         assert page.title == "Rerun Viewer" and page.counts == {"canvas": 1}
         site = f"http://127.0.0.1:{web}/"
         for asset in (url, site + "re_viewer.js", site + "re_viewer_bg.wasm"):
@@ -181,11 +260,15 @@ def test_eval_view_web_viewer_loads_in_headless_chromium(scenes, tmp_path):
         assert [e for e in errors if e not in failed_fetches] == []
         assert page.screenshot_png.startswith(b"\x89PNG\r\n\x1a\n")
         (tmp_path / "live_viewer.png").write_bytes(page.screenshot_png)
-        # The run ends with its results; the viewer keeps serving until Ctrl-C.
+        # Let go: the run ends with its results; the viewer keeps serving until Ctrl-C.
+        (gate / "go").touch()
         _line(proc, "the run has ended; the web viewer keeps serving", seen)
         assert "Results in" in "".join(seen)
         episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
         assert len(episodes) == 2 and (out / "summary.json").is_file()
+        steps = sum(e["steps"] for e in episodes)
+        rows = _received(tmp_path / "client.rrd", "/world/vehicle", steps + 2, client)
+        assert rows["/command/vx"] == steps and rows["/status"] == 4  # both episodes, whole
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0, "".join(seen)
         deadline = time.monotonic() + 5
@@ -197,6 +280,9 @@ def test_eval_view_web_viewer_loads_in_headless_chromium(scenes, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         proc.stdout.close()
+        if client is not None:
+            client.kill()
+            client.communicate()
 
 
 def test_rerun_server_runs_with_rerun_analytics_off():
