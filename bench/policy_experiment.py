@@ -94,6 +94,18 @@ def summary(folder: Path) -> dict:
             "statuses": {x: statuses.count(x) for x in sorted(set(statuses))}}
 
 
+def made_from(result: Path, checkpoint: Path | None) -> bool:
+    """Whether the results file ``result`` (an eval's summary.json, an eval-offline JSON) exists and
+    was made from ``checkpoint`` (its ``meta.checkpoint``; None for the experts and random). A resumed
+    run with other settings (e.g. more DAgger rounds) evaluates the new checkpoint again."""
+    if not result.is_file():
+        return False
+    recorded = json.loads(result.read_text()).get("meta", {}).get("checkpoint")
+    if checkpoint is None:
+        return recorded is None
+    return recorded is not None and Path(recorded).resolve() == Path(checkpoint).resolve()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("out/policy-experiment"))
@@ -196,8 +208,9 @@ def main() -> int:
         rows[name] = {}
         for split, scenes in splits.items():
             folder = out / "eval" / split / name
-            if not (folder / "summary.json").is_file():
+            if not made_from(folder / "summary.json", checkpoints.get(name, {}).get("path")):
                 stage(f"eval {name} on {split}")
+                shutil.rmtree(folder, ignore_errors=True)
                 policy = checkpoints[name]["policy"] if name in checkpoints else name
                 cmd = AIRPLAY + ["eval", "--scenes", *scenes, "--policy", policy, "--episodes", args.episodes,
                                  "--seed", 100, "--out", folder, "--bootstrap", 1000, "--backend", "cpu"]
@@ -243,19 +256,25 @@ def protocol(out: Path, args, checkpoints: dict, train_scenes: list, unseen_scen
             folder / "heldout-collect.log")
         run(AIRPLAY + ["dataset", "export", heldout / "bags", heldout / "dataset", "--quiet"],
             folder / "heldout-export.log")
-    pairs = []
+    pairs, redone = [], False
     for name, info in checkpoints.items():
         result = folder / "offline" / f"{name}.json"
-        if not result.is_file():
+        if not made_from(result, info["path"]):
             stage(f"eval-offline {name}")
+            redone = True
             result.parent.mkdir(parents=True, exist_ok=True)
             run(AIRPLAY + ["eval-offline", "--checkpoint", info["path"], "--dataset", heldout / "dataset" / "unseen",
                            "--stride", 5, "--threads", args.threads, "--out", result, "--no-progress"],
                 folder / "offline" / f"{name}.log")
         pairs += ["--pair", result, out / "eval" / "unseen_scenes" / name]
     relate = folder / "relate"
-    if len(checkpoints) >= 3 and not (relate / "relate.json").is_file():
+    made = relate / "relate.json"
+    stale = redone or not made.is_file() or any(
+        (out / "eval" / "unseen_scenes" / n / "summary.json").stat().st_mtime > made.stat().st_mtime
+        for n in checkpoints)  # an evaluation newer than the relation
+    if len(checkpoints) >= 3 and stale:
         stage("offline vs closed loop")
+        shutil.rmtree(relate, ignore_errors=True)
         run(AIRPLAY + ["offline-vs-closed", *pairs, "--bootstrap", 1000, "--out", relate], folder / "relate.log")
     return [p for p in (sweep, disturb, relate / "relate.json", folder / "offline") if p.exists()]
 
