@@ -11,8 +11,9 @@ goal, one Tanh layer each for actor and critic). Every
 ``--eval-every-min`` minutes (and at the end) the actor is exported into a ``ppo_depth``
 checkpoint and flown greedily on held-out tasks of the same scene (sampled with another seed),
 through the same episode loop as ``airplay eval``, deciding every ``--action-repeat`` control
-periods as in training; its success rate (SR) is logged. The checkpoint records the action
-repeat and holds each command that long wherever it is flown.
+periods as in training; its success rate (SR) is logged. With ``--curriculum STAGES`` training
+starts on the shortest tasks and widens the pool stage by stage (:func:`curriculum_pools`). The
+checkpoint records the action repeat and holds each command that long wherever it is flown.
 
 Writes into ``--out``:
 
@@ -41,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 CURVE_FIELDS = ("minutes", "env_steps", "eval_sr", "eval_successes", "eval_episodes", "train_sr", "train_episodes",
-                "ep_return_mean")
+                "ep_return_mean", "train_pool")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -75,6 +76,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--progress", choices=("geodesic", "euclidean"), default="geodesic",
                    help="the reward's progress to the goal: the drop of the cost-to-go around obstacles "
                         "(geodesic) or of the straight-line distance (euclidean)")
+    p.add_argument("--curriculum", type=int, default=0, metavar="STAGES",
+                   help="train on the shortest tasks first: the training tasks sorted by shortest-path length "
+                        "in STAGES equal parts, the next added once the training SR on the pool reaches "
+                        "--promote-sr (0: all tasks from the start)")
+    p.add_argument("--promote-sr", type=float, default=0.5,
+                   help="training SR (over the last --promote-episodes episodes) that adds a curriculum stage")
+    p.add_argument("--promote-episodes", type=int, default=100,
+                   help="training episodes on a pool before its SR may add a curriculum stage")
     p.add_argument("--threads", type=int, default=None, help="render threads (default: the CPUs)")
     p.add_argument("--torch-threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = p.parse_args(argv)
@@ -89,6 +98,11 @@ def parse_args(argv=None) -> argparse.Namespace:
             p.error(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
     if not 0.0 < args.gamma <= 1.0:
         p.error(f"--gamma must be in (0, 1], got {args.gamma}")
+    if not 0 <= args.curriculum <= args.train_tasks:
+        p.error(f"--curriculum must be in 0..--train-tasks ({args.train_tasks}), got {args.curriculum}")
+    if not 0.0 < args.promote_sr <= 1.0 or args.promote_episodes < 1:
+        p.error(f"--promote-sr must be in (0, 1] and --promote-episodes >= 1, got {args.promote_sr}, "
+                f"{args.promote_episodes}")
     return args
 
 
@@ -105,6 +119,17 @@ def scene_folder(path: str) -> Path:
     print(f"generating {folder} ...", flush=True)
     make_scene(m.group(1), int(m.group(2)), folder, name=folder.name)
     return folder
+
+
+def curriculum_pools(tasks: list, stages: int) -> list[list]:
+    """The training pools of a curriculum of ``stages`` stages: ``tasks`` sorted by shortest-path
+    length (A*, m), the first pool its shortest 1/stages, each next one adding the next part; with
+    0 stages, one pool of every task."""
+    if stages <= 0:
+        return [list(tasks)]
+    ordered = sorted(tasks, key=lambda t: (t.astar_length_m, t.task_id))
+    bounds = np.linspace(0, len(ordered), stages + 1).round().astype(int)[1:]
+    return [ordered[:b] for b in bounds]
 
 
 def held_out_sr(policy, world, tasks) -> tuple[int, int]:
@@ -179,7 +204,8 @@ def main(argv=None) -> int:
     train_tasks = task_pool(world, "pointgoal", args.train_tasks, args.seed)
     eval_tasks = sample_tasks(world.scene, world.grid, args.eval_tasks, args.seed + 10_000, "pointgoal",
                               world.protocol)
-    venv = AirPlayVectorEnv(args.num_envs, world, "pointgoal", observations=("depth", "goal"), tasks=train_tasks,
+    pools = curriculum_pools(train_tasks, args.curriculum)
+    venv = AirPlayVectorEnv(args.num_envs, world, "pointgoal", observations=("depth", "goal"), tasks=pools[0],
                             render_backend="cpu", threads=args.threads, action_repeat=args.action_repeat,
                             progress=args.progress)
     # actions of +-1 command this envelope (heading frame: vx, vy, vz m/s, yaw rate rad/s)
@@ -201,6 +227,9 @@ def main(argv=None) -> int:
     print(f"scene {world.name}: {len(train_tasks)} training tasks, {len(eval_tasks)} held-out; "
           f"{args.num_envs} envs, {args.image_size}x{args.image_size} depth, a decision every {args.action_repeat} "
           f"control periods, gamma {args.gamma:g}, {args.progress} progress; budget {args.minutes:g} min", flush=True)
+    if args.curriculum:
+        print(f"curriculum: {len(pools)} stages of {', '.join(str(len(q)) for q in pools)} tasks (shortest paths up "
+              f"to {', '.join(f'{q[-1].astar_length_m:.1f}' for q in pools)} m)", flush=True)
 
     def evaluate(train: dict) -> None:
         policy = export_ppo_depth(model, config)
@@ -211,7 +240,7 @@ def main(argv=None) -> int:
                "train_sr": train["success"] / train["episodes"] if train["episodes"] else 0.0,
                "train_episodes": train["episodes"],
                "ep_return_mean": float(np.mean([e["r"] for e in model.ep_info_buffer])) if model.ep_info_buffer
-               else 0.0}
+               else 0.0, "train_pool": len(venv.tasks)}
         rows.append(row)
         write_curve(out, rows)
         print(f"[{row['minutes']:6.1f} min] {row['env_steps']:>9,} steps  held-out SR {100 * row['eval_sr']:5.1f}% "
@@ -224,12 +253,22 @@ def main(argv=None) -> int:
         def _init_callback(self) -> None:
             self.train = {"success": 0, "episodes": 0}
             self.last_eval = time.monotonic()
+            self.stage, self.recent = 0, []  # curriculum stage; its episodes' successes since it began
 
         def _on_step(self) -> bool:
             for done, info in zip(self.locals["dones"], self.locals["infos"]):
                 if done:
                     self.train["episodes"] += 1
                     self.train["success"] += info.get("status") == "success"
+                    self.recent.append(info.get("status") == "success")
+            window = self.recent[-args.promote_episodes:]
+            if (self.stage + 1 < len(pools) and len(window) == args.promote_episodes
+                    and np.mean(window) >= args.promote_sr):
+                self.stage, self.recent = self.stage + 1, []
+                venv.set_tasks(pools[self.stage])
+                print(f"[{(time.monotonic() - t_start) / 60:6.1f} min] curriculum stage {self.stage + 1}/{len(pools)}:"
+                      f" {len(pools[self.stage])} tasks (training SR {100 * np.mean(window):.0f}% over the last "
+                      f"{len(window)} episodes)", flush=True)
             if args.max_steps and self.num_timesteps >= args.max_steps:
                 return False
             return time.monotonic() - t_start < budget_s

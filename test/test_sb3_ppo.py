@@ -295,3 +295,25 @@ def test_ppo_depth_reads_any_camera_size_and_checks_its_config():
     old = {**PPODepthConfig().to_dict(), "execution_horizon": 1}
     del old["action_repeat"]  # a checkpoint written before the field: trained one period per step
     assert PPODepthConfig.from_dict(old) == PPODepthConfig()
+
+
+def test_ppo_example_curriculum_pools_shortest_first(capsys):
+    """--curriculum STAGES: pools of the training tasks sorted by shortest path, each the previous
+    plus the next part, the last all of them; 0 stages: one pool; a bad count is refused by name."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class T:
+        task_id: str
+        astar_length_m: float
+
+    tasks = [T(f"t{k}", length) for k, length in enumerate([9.0, 3.0, 27.0, 5.0, 12.0, 3.0, 40.0])]
+    example = _example()
+    pools = example.curriculum_pools(tasks, 3)
+    assert [[t.astar_length_m for t in q] for q in pools] == [
+        [3.0, 3.0], [3.0, 3.0, 5.0, 9.0, 12.0], [3.0, 3.0, 5.0, 9.0, 12.0, 27.0, 40.0]]
+    assert [t.task_id for t in pools[0]] == ["t1", "t5"]  # ties by id: the same pools every run
+    assert example.curriculum_pools(tasks, 0) == [tasks]
+    with pytest.raises(SystemExit):
+        example.parse_args(["--curriculum", "65"])
+    assert "--curriculum must be in 0..--train-tasks (64), got 65" in capsys.readouterr().err

@@ -151,6 +151,39 @@ def test_autoreset_next_step(world, short_tasks):
     assert (info["steps"] == 1).all() and list(info["status"]) == ["running", "running"]
 
 
+def test_set_tasks_changes_the_pool_of_episodes_that_start_later(world, short_tasks):
+    """set_tasks (a curriculum's): running episodes fly on with their task; every episode started
+    after it (autoreset, restart, reset) draws from the new pool; bad pools are refused by name."""
+    env = AirPlayVectorEnv(3, world, tasks=short_tasks, observations=("goal",), render_backend="cpu")
+    env.reset(seed=1)
+    hover = np.zeros((3, 4), np.float32)
+    _, _, _, _, info = env.step(hover)
+    before = list(info["task_id"])
+    env.set_tasks(short_tasks[3:])
+    assert env.tasks == short_tasks[3:]
+    _, _, _, _, info = env.step(hover)
+    assert list(info["task_id"]) == before  # running episodes keep their task
+    for _ in range(13):  # the 0.3 s limit ends them (15 steps); the next step autoresets into the new pool
+        env.step(hover)
+    _, _, _, _, info = env.step(hover)
+    assert set(info["task_id"]) == {short_tasks[3].task_id} and (info["steps"] == 0).all()
+    env.set_tasks(short_tasks[:2])
+    env.restart([1])
+    _, _, _, _, info = env.step(hover)
+    assert info["task_id"][1] in {t.task_id for t in short_tasks[:2]} and info["task_id"][0] == short_tasks[3].task_id
+    _, info = env.reset(seed=5)
+    assert set(info["task_id"]) <= {t.task_id for t in short_tasks[:2]}
+    with pytest.raises(ValueError, match="at least one task"):
+        env.set_tasks([])
+    with pytest.raises(ValueError, match=r"tasks\[0\] .* imagegoal task"):
+        env.set_tasks([replace(short_tasks[0], setting="imagegoal")])
+    with pytest.raises(ValueError, match=r"tasks\[1\] .* of scene 'elsewhere'"):
+        env.set_tasks([short_tasks[0], replace(short_tasks[1], scene="elsewhere")])
+    with pytest.raises(ValueError, match="scene must be a scene index in 0..0"):
+        env.set_tasks(short_tasks, scene=1)
+    assert env.tasks == short_tasks[:2]  # a refused pool changes nothing
+
+
 def test_reward_weights_scale_progress(world, short_tasks):
     rewards = []
     for weight in (1.0, 0.5):

@@ -515,6 +515,29 @@ class AirPlayVectorEnv(VectorEnv):
         self._autoreset[rows] = False
         return self._observe(), self._infos()
 
+    def set_tasks(self, tasks: Sequence[Task], scene: int = 0) -> None:
+        """Replace the task pool of scene ``scene`` (its index in the ``scene`` argument) for the
+        episodes that start after this call (resets, autoresets, :meth:`restart`); running episodes
+        fly on. For a curriculum (``examples/ppo_pointgoal.py --curriculum``). The tasks must be of
+        this environment's setting and of that scene; not for "vln" (its tasks carry instructions)."""
+        if self.setting == "vln":
+            raise ValueError("set_tasks: vln tasks carry instructions; make a new environment for other episodes")
+        if isinstance(scene, bool) or not isinstance(scene, (int, np.integer)) or not 0 <= scene < len(self.scenes):
+            raise ValueError(f"scene must be a scene index in 0..{len(self.scenes) - 1}, got {scene!r}")
+        s = self.scenes[int(scene)]
+        tasks = list(tasks)
+        if not tasks:
+            raise ValueError("tasks must hold at least one task")
+        for k, task in enumerate(tasks):
+            if not isinstance(task, Task):
+                raise ValueError(f"tasks[{k}] is not a Task, got {type(task).__name__}")
+            if task.setting != self.setting or task.scene != s.world.name:
+                raise ValueError(f"tasks[{k}] ({task.task_id}) is a {task.setting} task of scene {task.scene!r}; "
+                                 f"scene {scene} is {s.world.name!r} with {self.setting} tasks")
+        s.tasks = tasks
+        if s.index == 0:
+            self.tasks = tasks
+
     def render(self):
         """The N last camera images (rgb_array mode), a tuple of (H, W, 3) uint8."""
         if self.render_mode is None or self._last_rgb is None:
