@@ -200,7 +200,7 @@ def main() -> int:
                            args.dagger_episodes, "--steps", args.dagger_updates, "--batch-size", batch, "--lr", lr / 2,
                            "--image-size", f"{args.image_size}x{args.image_size}", "--workers", args.workers,
                            "--threads", args.threads, "--no-progress"], out / "dagger" / f"{kind}.log")
-        checkpoints[name] = {"path": final, "policy": kind, "flights": total_flights, "dagger": True}
+        checkpoints[name] = {"path": final, "policy": kind, "flights": total_flights, "dagger": args.dagger_iterations}
 
     rows: dict[str, dict] = {}
     splits = {"train_scenes_new_tasks": train_scenes, "unseen_scenes": unseen_scenes}
@@ -293,7 +293,8 @@ def write_results(out: Path, args, rows: dict, checkpoints: dict, total_flights:
     for name, r in rows.items():
         info = checkpoints.get(name, {})
         a, b = r["train_scenes_new_tasks"], r["unseen_scenes"]
-        lines.append(f"| {name} | {info.get('flights', '-')} | {'yes' if info.get('dagger') else '-'} | {ci(a, 'sr')} "
+        rounds = f"{info['dagger']} rounds" if info.get("dagger") else "-"
+        lines.append(f"| {name} | {info.get('flights', '-')} | {rounds} | {ci(a, 'sr')} "
                      f"| {pct(a['cr'])} | {ci(b, 'sr')} | {pct(b['cr'])} |")
     note = (f"{total_flights} field-expert demonstrations (DART noise {args.noise}) in "
             f"{', '.join(f'indoor_{s}' for s in args.train_seeds)} at {args.image_size}x{args.image_size}; "
