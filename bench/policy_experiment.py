@@ -20,7 +20,9 @@
 7. ``OUT/results.md``, ``OUT/results.json``, ``OUT/sr_vs_flights.png`` and ``airplay report`` of
    everything above: ``OUT/report.html``.
 
-Every stage is skipped when its output exists, so a rerun resumes (``--fresh`` starts over).
+Every stage is skipped when its output exists (an evaluation: made from the same checkpoint with
+the same EPISODES), so a rerun resumes, and a rerun with more ``--dagger-iterations`` or
+``--episodes`` adds what they change (``--fresh`` starts over).
 
     .venv/bin/python bench/policy_experiment.py --out out/policy-experiment
 """
@@ -94,13 +96,17 @@ def summary(folder: Path) -> dict:
             "statuses": {x: statuses.count(x) for x in sorted(set(statuses))}}
 
 
-def made_from(result: Path, checkpoint: Path | None) -> bool:
+def made_from(result: Path, checkpoint: Path | None, episodes: int | None = None) -> bool:
     """Whether the results file ``result`` (an eval's summary.json, an eval-offline JSON) exists and
-    was made from ``checkpoint`` (its ``meta.checkpoint``; None for the experts and random). A resumed
-    run with other settings (e.g. more DAgger rounds) evaluates the new checkpoint again."""
+    was made from ``checkpoint`` (its ``meta.checkpoint``; None for the experts and random) with
+    ``episodes`` per scene (when given). A resumed run with other settings (more DAgger rounds,
+    more episodes) evaluates again."""
     if not result.is_file():
         return False
-    recorded = json.loads(result.read_text()).get("meta", {}).get("checkpoint")
+    meta = json.loads(result.read_text()).get("meta", {})
+    if episodes is not None and meta.get("episodes_per_scene") != episodes:
+        return False
+    recorded = meta.get("checkpoint")
     if checkpoint is None:
         return recorded is None
     return recorded is not None and Path(recorded).resolve() == Path(checkpoint).resolve()
@@ -120,10 +126,10 @@ def main() -> int:
     ap.add_argument("--scaling", type=float, nargs="*", default=[0.25, 0.5],
                     help="fractions of the flights CNN-BC is also trained on (the scaling plot)")
     ap.add_argument("--dagger", nargs="*", default=["cnn_bc"], choices=tuple(MODELS), help="policies to run DAgger on")
-    ap.add_argument("--dagger-iterations", type=int, default=2)
+    ap.add_argument("--dagger-iterations", type=int, default=6)
     ap.add_argument("--dagger-episodes", type=int, default=40, help="tasks flown per training scene per iteration")
     ap.add_argument("--dagger-updates", type=int, default=3000, help="updates per DAgger retraining")
-    ap.add_argument("--episodes", type=int, default=20, help="closed-loop episodes per scene and split")
+    ap.add_argument("--episodes", type=int, default=40, help="closed-loop episodes per scene and split")
     ap.add_argument("--workers", type=int, default=2, help="processes for collection and DAgger flights")
     ap.add_argument("--threads", type=int, default=2, help="torch threads for training")
     ap.add_argument("--no-protocol", action="store_true", help="skip stage 6 (sweep, disturb, offline vs closed)")
@@ -208,7 +214,7 @@ def main() -> int:
         rows[name] = {}
         for split, scenes in splits.items():
             folder = out / "eval" / split / name
-            if not made_from(folder / "summary.json", checkpoints.get(name, {}).get("path")):
+            if not made_from(folder / "summary.json", checkpoints.get(name, {}).get("path"), args.episodes):
                 stage(f"eval {name} on {split}")
                 shutil.rmtree(folder, ignore_errors=True)
                 policy = checkpoints[name]["policy"] if name in checkpoints else name
