@@ -56,7 +56,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="seeds PPO, the environments and the training tasks")
     p.add_argument("--out", default="out/ppo_pointgoal", help="output folder")
     p.add_argument("--image-size", type=int, default=64, help="side of the square depth image (pixels)")
-    p.add_argument("--train-tasks", type=int, default=64, help="training tasks (sampled with --seed)")
+    p.add_argument("--train-tasks", type=int, default=256, help="training tasks (sampled with --seed)")
     p.add_argument("--eval-tasks", type=int, default=20, help="held-out tasks (sampled with --seed + 10000)")
     p.add_argument("--eval-every-min", type=float, default=6.0, help="minutes between held-out evaluations")
     p.add_argument("--n-steps", type=int, default=128, help="PPO rollout length per sub-environment")
@@ -76,7 +76,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--progress", choices=("geodesic", "euclidean"), default="geodesic",
                    help="the reward's progress to the goal: the drop of the cost-to-go around obstacles "
                         "(geodesic) or of the straight-line distance (euclidean)")
-    p.add_argument("--curriculum", type=int, default=0, metavar="STAGES",
+    p.add_argument("--curriculum", type=int, default=8, metavar="STAGES",
                    help="train on the shortest tasks first: the training tasks sorted by shortest-path length "
                         "in STAGES equal parts, the next added once the training SR on the pool reaches "
                         "--promote-sr (0: all tasks from the start)")

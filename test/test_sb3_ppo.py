@@ -254,11 +254,13 @@ def test_ppo_example_trains_and_airplay_eval_flies_its_checkpoint(tmp_path, monk
     out = tmp_path / "ppo"
     assert _example().main(["--scene", str(scene), "--max-steps", "256", "--num-envs", "2", "--image-size", "16",
                             "--n-steps", "64", "--batch-size", "64", "--epochs", "1", "--train-tasks", "2",
-                            "--eval-tasks", "1", "--threads", "1", "--torch-threads", "1", "--out", str(out)]) == 0
+                            "--curriculum", "2", "--eval-tasks", "1", "--threads", "1", "--torch-threads", "1",
+                            "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "held-out SR" in printed
+    assert "held-out SR" in printed and "curriculum: 2 stages of 1, 2 tasks" in printed
     rows = (out / "curve.csv").read_text().splitlines()
     assert rows[0].startswith("minutes,env_steps,eval_sr") and len(rows) == 2
+    assert rows[0].endswith(",train_pool") and rows[1].endswith(",1")  # the first stage: the shorter task
     assert int(rows[1].split(",")[1]) >= 256 and (out / "curve.png").stat().st_size > 1000
     summary = json.loads((out / "train.json").read_text())
     assert summary["env_steps"] >= 256 and summary["final"]["eval_episodes"] == 1
@@ -315,5 +317,7 @@ def test_ppo_example_curriculum_pools_shortest_first(capsys):
     assert [t.task_id for t in pools[0]] == ["t1", "t5"]  # ties by id: the same pools every run
     assert example.curriculum_pools(tasks, 0) == [tasks]
     with pytest.raises(SystemExit):
-        example.parse_args(["--curriculum", "65"])
-    assert "--curriculum must be in 0..--train-tasks (64), got 65" in capsys.readouterr().err
+        example.parse_args(["--train-tasks", "4", "--curriculum", "5"])
+    assert "--curriculum must be in 0..--train-tasks (4), got 5" in capsys.readouterr().err
+    args = example.parse_args([])
+    assert (args.curriculum, args.train_tasks, args.promote_sr, args.promote_episodes) == (8, 256, 0.5, 100)
