@@ -262,22 +262,20 @@ def protocol(out: Path, args, checkpoints: dict, train_scenes: list, unseen_scen
             folder / "heldout-collect.log")
         run(AIRPLAY + ["dataset", "export", heldout / "bags", heldout / "dataset", "--quiet"],
             folder / "heldout-export.log")
-    pairs, redone = [], False
+    pairs, inputs = [], []
     for name, info in checkpoints.items():
         result = folder / "offline" / f"{name}.json"
         if not made_from(result, info["path"]):
             stage(f"eval-offline {name}")
-            redone = True
             result.parent.mkdir(parents=True, exist_ok=True)
             run(AIRPLAY + ["eval-offline", "--checkpoint", info["path"], "--dataset", heldout / "dataset" / "unseen",
                            "--stride", 5, "--threads", args.threads, "--out", result, "--no-progress"],
                 folder / "offline" / f"{name}.log")
         pairs += ["--pair", result, out / "eval" / "unseen_scenes" / name]
+        inputs += [result, out / "eval" / "unseen_scenes" / name / "summary.json"]
     relate = folder / "relate"
     made = relate / "relate.json"
-    stale = redone or not made.is_file() or any(
-        (out / "eval" / "unseen_scenes" / n / "summary.json").stat().st_mtime > made.stat().st_mtime
-        for n in checkpoints)  # an evaluation newer than the relation
+    stale = not made.is_file() or any(p.stat().st_mtime > made.stat().st_mtime for p in inputs)  # an input is newer
     if len(checkpoints) >= 3 and stale:
         stage("offline vs closed loop")
         shutil.rmtree(relate, ignore_errors=True)

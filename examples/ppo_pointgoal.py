@@ -258,9 +258,10 @@ def main(argv=None) -> int:
         def _on_step(self) -> bool:
             for done, info in zip(self.locals["dones"], self.locals["infos"]):
                 if done:
+                    success = info.get("status") == "success"
                     self.train["episodes"] += 1
-                    self.train["success"] += info.get("status") == "success"
-                    self.recent.append(info.get("status") == "success")
+                    self.train["success"] += success
+                    self.recent.append(success)
             window = self.recent[-args.promote_episodes:]
             if (self.stage + 1 < len(pools) and len(window) == args.promote_episodes
                     and np.mean(window) >= args.promote_sr):

@@ -351,7 +351,7 @@ class AirPlayVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, n)
         self.action_space = batch_space(self.single_action_space, n)
         first = self.scenes[0]
-        self.world, self.worlds, self.tasks = first.world, worlds, first.tasks
+        self.world, self.worlds = first.world, worlds
         self.scene_of = assignment
         self.reward_progress = float(reward_progress)
         self.reward_success, self.reward_collision = float(reward_success), float(reward_collision)
@@ -515,6 +515,11 @@ class AirPlayVectorEnv(VectorEnv):
         self._autoreset[rows] = False
         return self._observe(), self._infos()
 
+    @property
+    def tasks(self) -> list:
+        """The first scene's task pool (:meth:`set_tasks` replaces it)."""
+        return self.scenes[0].tasks
+
     def set_tasks(self, tasks: Sequence[Task], scene: int = 0) -> None:
         """Replace the task pool of scene ``scene`` (its index in the ``scene`` argument) for the
         episodes that start after this call (resets, autoresets, :meth:`restart`); running episodes
@@ -535,8 +540,6 @@ class AirPlayVectorEnv(VectorEnv):
                 raise ValueError(f"tasks[{k}] ({task.task_id}) is a {task.setting} task of scene {task.scene!r}; "
                                  f"scene {scene} is {s.world.name!r} with {self.setting} tasks")
         s.tasks = tasks
-        if s.index == 0:
-            self.tasks = tasks
 
     def render(self):
         """The N last camera images (rgb_array mode), a tuple of (H, W, 3) uint8."""
