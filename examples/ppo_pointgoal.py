@@ -14,6 +14,10 @@ through the same episode loop as ``airplay eval``, deciding every ``--action-rep
 periods as in training; its success rate (SR) is logged. With ``--curriculum STAGES`` training
 starts on the shortest tasks and widens the pool stage by stage (:func:`curriculum_pools`). The
 checkpoint records the action repeat and holds each command that long wherever it is flown.
+With ``--expert-decisions M`` PPO starts from a warm start (:mod:`airplay.sb3_warmstart`): the
+field expert flies M decisions on all training tasks in the same vector environment (with
+``--expert-noise``), its actions and returns are cloned into the actor and the critic
+(``--bc-epochs``), the clone is evaluated, and PPO fine-tunes it; all inside ``--minutes``.
 
 Writes into ``--out``:
 
@@ -84,6 +88,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="training SR (over the last --promote-episodes episodes) that adds a curriculum stage")
     p.add_argument("--promote-episodes", type=int, default=100,
                    help="training episodes on a pool before its SR may add a curriculum stage")
+    p.add_argument("--expert-decisions", type=int, default=0,
+                   help="warm start: fly the field expert for this many decisions on all training tasks and "
+                        "clone it into PPO's actor and critic before training (0: no warm start)")
+    p.add_argument("--expert-noise", type=float, default=0.3,
+                   help="DART noise (std, in [-1, 1] action units) on the expert's executed actions")
+    p.add_argument("--bc-epochs", type=int, default=4, help="warm start: passes over the expert's decisions")
+    p.add_argument("--bc-lr", type=float, default=1e-3, help="warm start: Adam learning rate")
     p.add_argument("--threads", type=int, default=None, help="render threads (default: the CPUs)")
     p.add_argument("--torch-threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = p.parse_args(argv)
@@ -100,6 +111,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"--gamma must be in (0, 1], got {args.gamma}")
     if not 0 <= args.curriculum <= args.train_tasks:
         p.error(f"--curriculum must be in 0..--train-tasks ({args.train_tasks}), got {args.curriculum}")
+    if args.expert_decisions < 0 or args.bc_epochs < 1 or not args.expert_noise >= 0 or not args.bc_lr > 0:
+        p.error("--expert-decisions must be >= 0, --bc-epochs >= 1, --expert-noise >= 0 and --bc-lr > 0")
     if not 0.0 < args.promote_sr <= 1.0 or args.promote_episodes < 1:
         p.error(f"--promote-sr must be in (0, 1] and --promote-episodes >= 1, got {args.promote_sr}, "
                 f"{args.promote_episodes}")
@@ -152,6 +165,31 @@ def held_out_sr(policy, world, tasks) -> tuple[int, int]:
     env.close()
     policy.set_execution(execution_horizon=repeat)
     return successes, len(tasks)
+
+
+def warm_start(args, sb3_env, model, train_tasks: list, first_pool: list, t_start: float) -> None:
+    """Clone the field expert, flown ``--expert-decisions`` decisions on all training tasks, into
+    ``model`` (:mod:`airplay.sb3_warmstart`); then the curriculum's first pool is back in place."""
+    from airplay.sb3_warmstart import clone_into, expert_rollouts
+
+    venv = sb3_env.venv
+    venv.set_tasks(train_tasks)
+    t0 = time.monotonic()
+
+    def flown(done: int, total: int) -> None:
+        if done == total or done % max(1, total // 10) < sb3_env.num_envs:
+            print(f"  expert: {done:,}/{total:,} decisions", flush=True)
+
+    demos = expert_rollouts(sb3_env, args.expert_decisions, gamma=args.gamma, noise_std=args.expert_noise,
+                            seed=args.seed, progress=flown)
+    print(f"warm start: the field expert flew {len(demos):,} decisions ({demos.episodes} episodes ended, "
+          f"{demos.successes} at the goal) in {time.monotonic() - t0:.0f} s", flush=True)
+    t0 = time.monotonic()
+    clone_into(model, demos, epochs=args.bc_epochs, batch_size=args.batch_size, lr=args.bc_lr, seed=args.seed,
+               progress=lambda e, n, mse: print(f"  clone: epoch {e}/{n}, action MSE {mse:.4f}", flush=True))
+    print(f"warm start: cloned in {time.monotonic() - t0:.0f} s ({(time.monotonic() - t_start) / 60:.1f} min in)",
+          flush=True)
+    venv.set_tasks(first_pool)
 
 
 def write_curve(out: Path, rows: list[dict]) -> None:
@@ -246,6 +284,10 @@ def main(argv=None) -> int:
         print(f"[{row['minutes']:6.1f} min] {row['env_steps']:>9,} steps  held-out SR {100 * row['eval_sr']:5.1f}% "
               f"({ok}/{n})  training episodes {row['train_episodes']} SR {100 * row['train_sr']:5.1f}%  "
               f"return {row['ep_return_mean']:.2f}", flush=True)
+
+    if args.expert_decisions:
+        warm_start(args, env.venv, model, train_tasks, pools[0], t_start)
+        evaluate({"success": 0, "episodes": 0})
 
     class Budget(BaseCallback):
         """Stops at the wall-clock budget or --max-steps; evaluates every --eval-every-min."""

@@ -255,13 +255,16 @@ def test_ppo_example_trains_and_airplay_eval_flies_its_checkpoint(tmp_path, monk
     assert _example().main(["--scene", str(scene), "--max-steps", "256", "--num-envs", "2", "--image-size", "16",
                             "--n-steps", "64", "--batch-size", "64", "--epochs", "1", "--train-tasks", "2",
                             "--curriculum", "2", "--eval-tasks", "1", "--threads", "1", "--torch-threads", "1",
-                            "--out", str(out)]) == 0
+                            "--expert-decisions", "8", "--bc-epochs", "1", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "held-out SR" in printed and "curriculum: 2 stages of 1, 2 tasks" in printed
+    assert "warm start: the field expert flew 8 decisions" in printed and "clone: epoch 1/1" in printed
     rows = (out / "curve.csv").read_text().splitlines()
-    assert rows[0].startswith("minutes,env_steps,eval_sr") and len(rows) == 2
+    assert rows[0].startswith("minutes,env_steps,eval_sr") and len(rows) == 3  # after the warm start, at the end
     assert rows[0].endswith(",train_pool") and rows[1].endswith(",1")  # the first stage: the shorter task
-    assert int(rows[1].split(",")[1]) >= 256 and (out / "curve.png").stat().st_size > 1000
+    assert rows[2].endswith(",1"), "after the warm start (on all training tasks) the first stage is back"
+    assert int(rows[1].split(",")[1]) == 0 and int(rows[2].split(",")[1]) >= 256
+    assert (out / "curve.png").stat().st_size > 1000
     summary = json.loads((out / "train.json").read_text())
     assert summary["env_steps"] >= 256 and summary["final"]["eval_episodes"] == 1
     assert {p.name for p in (out / "checkpoint").iterdir()} == {"config.json", "model.safetensors"}

@@ -515,6 +515,17 @@ class AirPlayVectorEnv(VectorEnv):
         self._autoreset[rows] = False
         return self._observe(), self._infos()
 
+    def vehicle_poses(self) -> tuple[np.ndarray, np.ndarray]:
+        """The N vehicles' map positions (N, 3) m (ENU) and orientations (N, 4), base_link in map
+        as quaternions (x, y, z, w) (float64 copies, sub-environment order): the pose part of the
+        ``state`` observation, unrounded."""
+        return self._gather("position"), self._gather("quat_xyzw")
+
+    @property
+    def goals(self) -> np.ndarray:
+        """The N running episodes' goal positions (N, 3), map ENU m (a copy)."""
+        return self._goals.copy()
+
     @property
     def tasks(self) -> list:
         """The first scene's task pool (:meth:`set_tasks` replaces it)."""
