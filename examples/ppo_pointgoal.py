@@ -14,10 +14,11 @@ through the same episode loop as ``airplay eval``, deciding every ``--action-rep
 periods as in training; its success rate (SR) is logged. With ``--curriculum STAGES`` training
 starts on the shortest tasks and widens the pool stage by stage (:func:`curriculum_pools`). The
 checkpoint records the action repeat and holds each command that long wherever it is flown.
-With ``--expert-decisions M`` PPO starts from a warm start (:mod:`airplay.sb3_warmstart`): the
-field expert flies M decisions on all training tasks in the same vector environment (with
-``--expert-noise``), its actions and returns are cloned into the actor and the critic
-(``--bc-epochs``), the clone is evaluated, and PPO fine-tunes it; all inside ``--minutes``.
+By default PPO starts from a warm start (:mod:`airplay.sb3_warmstart`;
+``--expert-decisions M``, 0 leaves it out): the field expert flies M decisions on all training
+tasks in the same vector environment (with ``--expert-noise``), its actions and returns are
+cloned into the actor and the critic (``--bc-epochs``), the clone is evaluated, and PPO
+fine-tunes it; all inside ``--minutes``.
 
 Writes into ``--out``:
 
@@ -88,12 +89,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="training SR (over the last --promote-episodes episodes) that adds a curriculum stage")
     p.add_argument("--promote-episodes", type=int, default=100,
                    help="training episodes on a pool before its SR may add a curriculum stage")
-    p.add_argument("--expert-decisions", type=int, default=0,
+    p.add_argument("--expert-decisions", type=int, default=30000,
                    help="warm start: fly the field expert for this many decisions on all training tasks and "
                         "clone it into PPO's actor and critic before training (0: no warm start)")
     p.add_argument("--expert-noise", type=float, default=0.3,
                    help="DART noise (std, in [-1, 1] action units) on the expert's executed actions")
-    p.add_argument("--bc-epochs", type=int, default=4, help="warm start: passes over the expert's decisions")
+    p.add_argument("--bc-epochs", type=int, default=8, help="warm start: passes over the expert's decisions")
     p.add_argument("--bc-lr", type=float, default=1e-3, help="warm start: Adam learning rate")
     p.add_argument("--threads", type=int, default=None, help="render threads (default: the CPUs)")
     p.add_argument("--torch-threads", type=int, default=0, help="torch threads (0: torch's default)")

@@ -324,3 +324,4 @@ def test_ppo_example_curriculum_pools_shortest_first(capsys):
     assert "--curriculum must be in 0..--train-tasks (4), got 5" in capsys.readouterr().err
     args = example.parse_args([])
     assert (args.curriculum, args.train_tasks, args.promote_sr, args.promote_episodes) == (8, 256, 0.5, 100)
+    assert (args.expert_decisions, args.expert_noise, args.bc_epochs) == (30000, 0.3, 8)
