@@ -17,8 +17,9 @@ checkpoint records the action repeat and holds each command that long wherever i
 By default PPO starts from a warm start (:mod:`airplay.sb3_warmstart`;
 ``--expert-decisions M``, 0 leaves it out): the field expert flies M decisions on all training
 tasks in the same vector environment (with ``--expert-noise``), its actions and returns are
-cloned into the actor and the critic (``--bc-epochs``), the clone is evaluated, and PPO
-fine-tunes it; all inside ``--minutes``.
+cloned into the actor and the critic (``--bc-epochs``), ``--dagger-rounds`` DAgger rounds
+follow (the clone flies, the expert labels, the clone is re-fitted on everything), the clone
+is evaluated, and PPO fine-tunes it; all inside ``--minutes``.
 
 Writes into ``--out``:
 
@@ -96,6 +97,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="DART noise (std, in [-1, 1] action units) on the expert's executed actions")
     p.add_argument("--bc-epochs", type=int, default=8, help="warm start: passes over the expert's decisions")
     p.add_argument("--bc-lr", type=float, default=1e-3, help="warm start: Adam learning rate")
+    p.add_argument("--dagger-rounds", type=int, default=0,
+                   help="warm start: DAgger rounds after the first clone, each flying the clone (greedy) for "
+                        "--expert-decisions decisions, the expert labelling its states, then re-cloning on all")
     p.add_argument("--threads", type=int, default=None, help="render threads (default: the CPUs)")
     p.add_argument("--torch-threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = p.parse_args(argv)
@@ -114,6 +118,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"--curriculum must be in 0..--train-tasks ({args.train_tasks}), got {args.curriculum}")
     if args.expert_decisions < 0 or args.bc_epochs < 1 or not args.expert_noise >= 0 or not args.bc_lr > 0:
         p.error("--expert-decisions must be >= 0, --bc-epochs >= 1, --expert-noise >= 0 and --bc-lr > 0")
+    if args.dagger_rounds < 0 or (args.dagger_rounds and not args.expert_decisions):
+        p.error(f"--dagger-rounds must be >= 0 and needs --expert-decisions > 0, got {args.dagger_rounds}")
     if not 0.0 < args.promote_sr <= 1.0 or args.promote_episodes < 1:
         p.error(f"--promote-sr must be in (0, 1] and --promote-episodes >= 1, got {args.promote_sr}, "
                 f"{args.promote_episodes}")
@@ -170,8 +176,9 @@ def held_out_sr(policy, world, tasks) -> tuple[int, int]:
 
 def warm_start(args, sb3_env, model, train_tasks: list, first_pool: list, t_start: float) -> None:
     """Clone the field expert, flown ``--expert-decisions`` decisions on all training tasks, into
-    ``model`` (:mod:`airplay.sb3_warmstart`); then the curriculum's first pool is back in place."""
-    from airplay.sb3_warmstart import clone_into, expert_rollouts
+    ``model`` (:mod:`airplay.sb3_warmstart`), then ``--dagger-rounds`` DAgger rounds on the same
+    tasks; then the curriculum's first pool is back in place."""
+    from airplay.sb3_warmstart import Demonstrations, clone_into, expert_rollouts
 
     venv = sb3_env.venv
     venv.set_tasks(train_tasks)
@@ -185,11 +192,26 @@ def warm_start(args, sb3_env, model, train_tasks: list, first_pool: list, t_star
                             seed=args.seed, progress=flown)
     print(f"warm start: the field expert flew {len(demos):,} decisions ({demos.episodes} episodes ended, "
           f"{demos.successes} at the goal) in {time.monotonic() - t0:.0f} s", flush=True)
-    t0 = time.monotonic()
-    clone_into(model, demos, epochs=args.bc_epochs, batch_size=args.batch_size, lr=args.bc_lr, seed=args.seed,
-               progress=lambda e, n, mse: print(f"  clone: epoch {e}/{n}, action MSE {mse:.4f}", flush=True))
-    print(f"warm start: cloned in {time.monotonic() - t0:.0f} s ({(time.monotonic() - t_start) / 60:.1f} min in)",
-          flush=True)
+
+    def clone(data, epochs: int) -> None:
+        t0 = time.monotonic()
+        clone_into(model, data, epochs=epochs, batch_size=args.batch_size, lr=args.bc_lr, seed=args.seed,
+                   progress=lambda e, n, mse: print(f"  clone: epoch {e}/{n}, action MSE {mse:.4f}", flush=True))
+        print(f"warm start: cloned {len(data):,} decisions in {time.monotonic() - t0:.0f} s "
+              f"({(time.monotonic() - t_start) / 60:.1f} min in)", flush=True)
+
+    clone(demos, args.bc_epochs)
+    parts = [demos]
+    for r in range(1, args.dagger_rounds + 1):
+        t0 = time.monotonic()
+        flown_by_clone = expert_rollouts(sb3_env, args.expert_decisions, gamma=args.gamma, seed=args.seed + r,
+                                         pilot=lambda obs: model.predict(obs, deterministic=True)[0])
+        parts.append(flown_by_clone)
+        print(f"DAgger round {r}/{args.dagger_rounds}: the clone flew {len(flown_by_clone):,} decisions "
+              f"({flown_by_clone.episodes} episodes ended, {flown_by_clone.successes} at the goal) in "
+              f"{time.monotonic() - t0:.0f} s, labelled by the expert", flush=True)
+        # about --bc-epochs x --expert-decisions samples per round, whatever the aggregate's size
+        clone(Demonstrations.concatenate(parts), max(1, round(args.bc_epochs / (r + 1))))
     venv.set_tasks(first_pool)
 
 

@@ -255,10 +255,12 @@ def test_ppo_example_trains_and_airplay_eval_flies_its_checkpoint(tmp_path, monk
     assert _example().main(["--scene", str(scene), "--max-steps", "256", "--num-envs", "2", "--image-size", "16",
                             "--n-steps", "64", "--batch-size", "64", "--epochs", "1", "--train-tasks", "2",
                             "--curriculum", "2", "--eval-tasks", "1", "--threads", "1", "--torch-threads", "1",
-                            "--expert-decisions", "8", "--bc-epochs", "1", "--out", str(out)]) == 0
+                            "--expert-decisions", "8", "--bc-epochs", "1", "--dagger-rounds", "1",
+                            "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "held-out SR" in printed and "curriculum: 2 stages of 1, 2 tasks" in printed
     assert "warm start: the field expert flew 8 decisions" in printed and "clone: epoch 1/1" in printed
+    assert "DAgger round 1/1: the clone flew 8 decisions" in printed and "cloned 16 decisions" in printed
     rows = (out / "curve.csv").read_text().splitlines()
     assert rows[0].startswith("minutes,env_steps,eval_sr") and len(rows) == 3  # after the warm start, at the end
     assert rows[0].endswith(",train_pool") and rows[1].endswith(",1")  # the first stage: the shorter task
@@ -324,4 +326,7 @@ def test_ppo_example_curriculum_pools_shortest_first(capsys):
     assert "--curriculum must be in 0..--train-tasks (4), got 5" in capsys.readouterr().err
     args = example.parse_args([])
     assert (args.curriculum, args.train_tasks, args.promote_sr, args.promote_episodes) == (8, 256, 0.5, 100)
-    assert (args.expert_decisions, args.expert_noise, args.bc_epochs) == (30000, 0.3, 8)
+    assert (args.expert_decisions, args.expert_noise, args.bc_epochs, args.dagger_rounds) == (30000, 0.3, 8, 0)
+    with pytest.raises(SystemExit):
+        example.parse_args(["--expert-decisions", "0", "--dagger-rounds", "2"])
+    assert "--dagger-rounds must be >= 0 and needs --expert-decisions > 0, got 2" in capsys.readouterr().err

@@ -132,6 +132,34 @@ def test_rollouts_record_the_experts_clean_labels_and_repeat_with_a_seed(worlds,
             expert_rollouts(env, **bad)
 
 
+def test_a_pilot_flies_and_the_expert_labels_the_states_it_visits(worlds, tasks):
+    """DAgger's rollouts: a pilot that commands a hover keeps every vehicle at its start, so the
+    goal it observes does not come nearer; the labels are still the expert's, for those states,
+    and equal the labels of the expert's own first decision from the same starts."""
+    env = _sb3_env(worlds[0], tasks[0])
+    seen = []
+
+    def hover(obs: dict) -> np.ndarray:
+        seen.append({k: v.shape for k, v in obs.items()})
+        return expert_actions(env, np.zeros((4, 4)))
+
+    hovered = expert_rollouts(env, 24, seed=1, pilot=hover)
+    own = expert_rollouts(env, 4, seed=1)
+    assert seen[0] == {"depth": (4, SIZE, SIZE, 1), "goal": (4, 3)} and len(seen) == 6
+    goal = hovered.obs["goal"].reshape(6, 4, 3)
+    np.testing.assert_allclose(np.linalg.norm(goal, axis=2), np.linalg.norm(goal[:1], axis=2).repeat(6, 0),
+                               atol=0.05)  # hovering: the goal stays as far
+    labels = hovered.actions.reshape(6, 4, 4)
+    np.testing.assert_allclose(labels, labels[:1].repeat(6, 0), atol=0.05)  # the same state, the same label
+    np.testing.assert_array_equal(labels[0], own.actions)
+    assert np.abs(labels).max() > 0.3, "the expert asks to move where the pilot hovers"
+    both = Demonstrations.concatenate([own, hovered])
+    assert len(both) == 28 and both.obs["depth"].shape == (28, SIZE, SIZE, 1)
+    np.testing.assert_array_equal(both.actions[4:], hovered.actions)
+    with pytest.raises(ValueError, match="nothing to concatenate"):
+        Demonstrations.concatenate([])
+
+
 def test_a_ppo_model_cloned_from_the_expert_flies_its_tasks_to_the_goal(worlds, tasks):
     """The warm start's whole path: expert flights with DART noise -> clone_into SB3 PPO -> the
     exported ppo_depth actor, flown greedily through airplay's episode loop on the same tasks."""

@@ -11,7 +11,9 @@ exploration finds the reward too seldom. A warm start gives it an actor that alr
    observation, the expert's action in PPO's normalized [-1, 1] units and the discounted return;
 2. :func:`clone_into` fits the PPO model's actor mean to those actions (MSE) and its value head
    to the returns of the episodes that ended in the rollout, through SB3's own policy modules, so
-   ``model.learn`` then fine-tunes the cloned actor.
+   ``model.learn`` then fine-tunes the cloned actor;
+3. optionally DAgger rounds: :func:`expert_rollouts` with the clone as the ``pilot`` (the expert
+   labels the states the clone visits), :meth:`Demonstrations.concatenate`, :func:`clone_into` again.
 
 Returns are per decision with ``gamma`` (the PPO model's), reward as the environment gives it.
 """
@@ -48,6 +50,17 @@ class Demonstrations:
     def __len__(self) -> int:
         return len(self.actions)
 
+    @classmethod
+    def concatenate(cls, parts: "list[Demonstrations]") -> "Demonstrations":
+        """One set of all ``parts``' decisions, in order (DAgger's aggregate)."""
+        if not parts:
+            raise ValueError("parts: nothing to concatenate")
+        return cls(obs={k: np.concatenate([p.obs[k] for p in parts]) for k in parts[0].obs},
+                   actions=np.concatenate([p.actions for p in parts]),
+                   returns=np.concatenate([p.returns for p in parts]),
+                   ended=np.concatenate([p.ended for p in parts]),
+                   episodes=sum(p.episodes for p in parts), successes=sum(p.successes for p in parts))
+
 
 def expert_actions(env: AirPlaySB3VecEnv, commands: np.ndarray) -> np.ndarray:
     """Commands (N, 4) (m/s, rad/s, heading frame) in ``env``'s normalized action units, clipped
@@ -78,16 +91,20 @@ def discounted_returns(rewards: np.ndarray, dones: np.ndarray, gamma: float) -> 
 
 def expert_rollouts(env: AirPlaySB3VecEnv, decisions: int, *, gamma: float = 0.99, noise_std: float = 0.0,
                     seed: int = 0, expert: VectorFieldExpert | None = None,
+                    pilot: Callable[[dict], np.ndarray] | None = None,
                     progress: Callable[[int, int], None] | None = None) -> Demonstrations:
-    """Fly the field expert in every sub-environment of ``env`` for ``decisions`` decisions in all
-    (rounded up to whole steps of the N sub-environments), from a fresh ``env.reset()`` whose task
-    draws are seeded with ``seed`` (as ``env.seed(seed)``; the noise too): the same seed, the same
-    demonstrations.
+    """Fly every sub-environment of ``env`` for ``decisions`` decisions in all (rounded up to
+    whole steps of the N sub-environments), labelling each visited state with the field expert's
+    action, from a fresh ``env.reset()`` whose task draws are seeded with ``seed`` (as
+    ``env.seed(seed)``; the noise too): the same seed and pilot, the same demonstrations.
 
-    noise_std: standard deviation of Gaussian noise added to the executed normalized action
-    (clipped to [-1, 1]); the recorded action is the expert's own. ``progress(done, total)`` is
-    called after each step. The environment's episodes continue afterwards: reset it before
-    training on it (``model.learn`` does).
+    pilot: who flies. None: the expert itself; else a function of the batch's observations giving
+    normalized actions (N, 4), e.g. a PPO model's greedy actor: the states are then the learner's
+    own and the labels the expert's (DAgger, Ross et al. 2011). The recorded returns are the
+    pilot's. noise_std: standard deviation of Gaussian noise added to the executed normalized
+    action (clipped to [-1, 1]); the recorded action is the expert's own. ``progress(done,
+    total)`` is called after each step. The environment's episodes continue afterwards: reset it
+    before training on it (``model.learn`` does).
     """
     if isinstance(decisions, bool) or not isinstance(decisions, (int, np.integer)) or decisions < 1:
         raise ValueError(f"decisions must be an integer >= 1, got {decisions!r}")
@@ -112,7 +129,9 @@ def expert_rollouts(env: AirPlaySB3VecEnv, decisions: int, *, gamma: float = 0.9
             buffers[k][t] = obs[k]
         label = expert_actions(env, expert.commands())
         actions[t] = label
-        executed = label if noise_std == 0.0 else np.clip(label + rng.normal(0.0, noise_std, label.shape), -1, 1)
+        executed = label if pilot is None else np.asarray(pilot(obs), np.float32).reshape(n, 4)
+        if noise_std > 0.0:
+            executed = np.clip(executed + rng.normal(0.0, noise_std, label.shape), -1, 1)
         obs, rewards[t], dones[t], infos = env.step(executed.astype(np.float32))
         for done, info in zip(dones[t], infos):
             if done:
