@@ -179,6 +179,7 @@ def warm_start(args, sb3_env, model, train_tasks: list, first_pool: list, t_star
     ``model`` (:mod:`airplay.sb3_warmstart`), then ``--dagger-rounds`` DAgger rounds on the same
     tasks; then the curriculum's first pool is back in place."""
     from airplay.sb3_warmstart import Demonstrations, clone_into, expert_rollouts
+    from airplay.world.vector_expert import VectorFieldExpert
 
     venv = sb3_env.venv
     venv.set_tasks(train_tasks)
@@ -188,8 +189,9 @@ def warm_start(args, sb3_env, model, train_tasks: list, first_pool: list, t_star
         if done == total or done % max(1, total // 10) < sb3_env.num_envs:
             print(f"  expert: {done:,}/{total:,} decisions", flush=True)
 
+    expert = VectorFieldExpert(venv)  # one for every round: its goal fields are built once
     demos = expert_rollouts(sb3_env, args.expert_decisions, gamma=args.gamma, noise_std=args.expert_noise,
-                            seed=args.seed, progress=flown)
+                            seed=args.seed, expert=expert, progress=flown)
     print(f"warm start: the field expert flew {len(demos):,} decisions ({demos.episodes} episodes ended, "
           f"{demos.successes} at the goal) in {time.monotonic() - t0:.0f} s", flush=True)
 
@@ -205,7 +207,7 @@ def warm_start(args, sb3_env, model, train_tasks: list, first_pool: list, t_star
     for r in range(1, args.dagger_rounds + 1):
         t0 = time.monotonic()
         flown_by_clone = expert_rollouts(sb3_env, args.expert_decisions, gamma=args.gamma, seed=args.seed + r,
-                                         pilot=lambda obs: model.predict(obs, deterministic=True)[0])
+                                         expert=expert, pilot=lambda obs: model.predict(obs, deterministic=True)[0])
         parts.append(flown_by_clone)
         print(f"DAgger round {r}/{args.dagger_rounds}: the clone flew {len(flown_by_clone):,} decisions "
               f"({flown_by_clone.episodes} episodes ended, {flown_by_clone.successes} at the goal) in "
