@@ -17,7 +17,7 @@ from stable_baselines3 import PPO  # noqa: E402
 from airplay.eval.runner import run_episode  # noqa: E402
 from airplay.policies.ppo_depth import PPODepthConfig  # noqa: E402
 from airplay.sb3 import AirPlaySB3VecEnv, export_ppo_depth, ppo_policy_kwargs  # noqa: E402
-from airplay.sb3_warmstart import (Demonstrations, clone_into, discounted_returns, expert_actions,  # noqa: E402
+from airplay.sb3_warmstart import (Demonstrations, clone_into, discounted_returns,  # noqa: E402
                                    expert_rollouts)
 from airplay.scene.synthetic import make_scene  # noqa: E402
 from airplay.tasks.field_expert import FieldExpert  # noqa: E402
@@ -88,16 +88,16 @@ def test_vector_expert_gives_each_row_the_single_field_experts_command(worlds, t
         VectorFieldExpert(object())
 
 
-def test_expert_actions_invert_the_adapters_scaling(worlds, tasks):
+def test_actions_for_inverts_the_adapters_scaling(worlds, tasks):
     env = _sb3_env(worlds[0], tasks[0], n=2)
     commands = np.array([[1.0, -0.5, 0.25, 0.1], [-2.0, 2.0, -1.0, 1.0]])
-    np.testing.assert_allclose(env.env_commands(expert_actions(env, commands)), commands, atol=1e-6)
-    outside = expert_actions(env, np.array([[4.0, -3.0, 0.0, 0.0]] * 2))
+    np.testing.assert_allclose(env.env_commands(env.actions_for(commands)), commands, atol=1e-6)
+    outside = env.actions_for(np.array([[4.0, -3.0, 0.0, 0.0]] * 2))
     np.testing.assert_array_equal(outside[:, :2], [[1.0, -1.0]] * 2)  # clipped to PPO's [-1, 1]
     raw = AirPlaySB3VecEnv(AirPlayVectorEnv(2, worlds[0], observations=OBS, tasks=tasks[0], render_backend="cpu"),
                            normalize_actions=False)
     with pytest.raises(ValueError, match="normalize_actions"):
-        expert_actions(raw, commands)
+        raw.actions_for(commands)
 
 
 def test_discounted_returns_stop_at_each_episodes_end():
@@ -141,7 +141,7 @@ def test_a_pilot_flies_and_the_expert_labels_the_states_it_visits(worlds, tasks)
 
     def hover(obs: dict) -> np.ndarray:
         seen.append({k: v.shape for k, v in obs.items()})
-        return expert_actions(env, np.zeros((4, 4)))
+        return env.actions_for(np.zeros((4, 4)))
 
     hovered = expert_rollouts(env, 24, seed=1, pilot=hover)
     own = expert_rollouts(env, 4, seed=1)

@@ -101,6 +101,15 @@ class AirPlaySB3VecEnv(VecEnv):
             return a
         return self._low + (np.clip(a, -1.0, 1.0) + 1.0) * 0.5 * (self._high - self._low)
 
+    def actions_for(self, commands: np.ndarray) -> np.ndarray:
+        """SB3 actions (N, 4) in [-1, 1] for the environment's ``commands`` (N, 4) [vx, vy, vz, yaw_rate]
+        (m/s, rad/s, heading frame), clipped to [-1, 1]: the inverse of :meth:`env_commands`, with
+        which an expert's commands become labels for the policy's actions."""
+        if not self.normalize_actions:
+            raise ValueError("normalize_actions: expert labels need normalize_actions=True (PPO's [-1, 1] actions)")
+        a = 2.0 * (np.asarray(commands, np.float64).reshape(self.num_envs, -1) - self._low) / (self._high - self._low)
+        return np.clip(a - 1.0, -1.0, 1.0).astype(np.float32)
+
     def reset(self):
         seeds = self._seeds
         obs, infos = self.venv.reset(seed=None if all(s is None for s in seeds) else seeds)

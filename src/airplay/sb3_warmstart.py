@@ -62,16 +62,6 @@ class Demonstrations:
                    episodes=sum(p.episodes for p in parts), successes=sum(p.successes for p in parts))
 
 
-def expert_actions(env: AirPlaySB3VecEnv, commands: np.ndarray) -> np.ndarray:
-    """Commands (N, 4) (m/s, rad/s, heading frame) in ``env``'s normalized action units, clipped
-    to [-1, 1] (the inverse of :meth:`AirPlaySB3VecEnv.env_commands`)."""
-    if not env.normalize_actions:
-        raise ValueError("env: a warm start needs normalize_actions=True (PPO's [-1, 1] actions)")
-    low, high = env.command_low, env.command_high
-    a = 2.0 * (np.asarray(commands, np.float64) - low) / (high - low) - 1.0
-    return np.clip(a, -1.0, 1.0).astype(np.float32)
-
-
 def discounted_returns(rewards: np.ndarray, dones: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
     """Per step t and sub-environment i (arrays (T, N)): the discounted return
     ``sum_k gamma^k r[t+k, i]`` up to and including the step where that episode ends
@@ -127,7 +117,7 @@ def expert_rollouts(env: AirPlaySB3VecEnv, decisions: int, *, gamma: float = 0.9
     for t in range(steps):
         for k in keys:
             buffers[k][t] = obs[k]
-        label = expert_actions(env, expert.commands())
+        label = env.actions_for(expert.commands())
         actions[t] = label
         executed = label if pilot is None else np.asarray(pilot(obs), np.float32).reshape(n, 4)
         if noise_std > 0.0:
