@@ -67,16 +67,18 @@ sim-eval: $(STAMP)
 TEST_ENV := ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST FASTDDS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml \
 	FASTRTPS_DEFAULT_PROFILES_FILE=$(CURDIR)/config/fastdds_localhost.xml
 
-# The SITL groups (ArduPilot, then PX4) and the MAVLink link and vehicle-endpoint tests, which
-# mostly wait on an autopilot flying in real time (the last two: 136 s of wall time for 35 s of
-# CPU), run in a second pytest beside the rest of the suite (SITL runs take /tmp/airplay-sitl.lock
-# in turn); its report follows the suite's, and either failing fails the target.
-BESIDE := test/test_ardupilot_sitl.py test/test_px4_sitl.py test/test_mavlink_link.py test/test_vehicle_endpoint.py
+# The SITL groups (ArduPilot, then PX4) and the MAVLink link, vehicle-endpoint and bridge-node
+# tests, which mostly wait on an autopilot or the rehearsal vehicle flying in real time (the link
+# and endpoint tests: 136 s of wall time for 35 s of CPU), run in a second pytest beside the rest
+# of the suite (SITL runs take /tmp/airplay-sitl.lock in turn); its report follows the suite's,
+# and either failing fails the target.
+BESIDE := test/test_ardupilot_sitl.py test/test_px4_sitl.py test/test_mavlink_link.py test/test_vehicle_endpoint.py \
+	test/test_mavlink_node.py
 test: $(STAMP) chromium
 	@$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --basetemp=$(CURDIR)/.pytest-beside $(BESIDE) \
 	  > .pytest-beside.log 2>&1 & beside=$$!; \
 	echo "== the SITL and MAVLink groups run beside the suite (report at the end): $(BESIDE)"; \
-	$(TEST_ENV) $(PY) -m pytest -q --durations=15 $(addprefix --ignore=,$(BESIDE)); suite=$$?; \
+	$(TEST_ENV) $(PY) -m pytest -q --durations=30 $(addprefix --ignore=,$(BESIDE)); suite=$$?; \
 	wait $$beside; other=$$?; \
 	echo "== the SITL and MAVLink groups (ran beside the suite; exit $$other)"; cat .pytest-beside.log; \
 	if [ $$suite -ne 0 ]; then exit $$suite; fi; exit $$other
