@@ -119,7 +119,7 @@ def test_delayed_commands_are_executed_late(setup):
     _, world = setup
     env = AirPlayEnv(world, "pointgoal", tasks=[], render_backend="cpu", render_images=False)
     expert = make_policy("field_expert", world)
-    task = sample_tasks(world.scene, world.grid, 1, 0, "pointgoal", world.protocol)[0]
+    task = min(sample_tasks(world.scene, world.grid, 6, 0, "pointgoal", world.protocol), key=lambda t: t.astar_length_m)
     flights = {d: fly_episode(world, env, expert, expert, task, "cpu", 0.0, np.random.default_rng(0), delay_steps=d)
                for d in (0, 3)}
     speed = {d: np.linalg.norm(ep["state"][:, 7:10], axis=1) for d, ep in flights.items()}
