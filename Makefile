@@ -78,10 +78,10 @@ BESIDE := test/test_ardupilot_sitl.py test/test_px4_sitl.py test/test_mavlink_li
 test: $(STAMP) chromium
 	@$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --basetemp=$(CURDIR)/.pytest-beside $(BESIDE) \
 	  > .pytest-beside.log 2>&1 & beside=$$!; \
-	echo "== the SITL and MAVLink groups run beside the suite (report at the end): $(BESIDE)"; \
+	echo "== the second pytest runs beside the suite (report at the end): $(BESIDE)"; \
 	$(TEST_ENV) $(PY) -m pytest -q --durations=30 $(addprefix --ignore=,$(BESIDE)); suite=$$?; \
 	wait $$beside; other=$$?; \
-	echo "== the SITL and MAVLink groups (ran beside the suite; exit $$other)"; cat .pytest-beside.log; \
+	echo "== the second pytest (ran beside the suite; exit $$other): $(BESIDE)"; cat .pytest-beside.log; \
 	if [ $$suite -ne 0 ]; then exit $$suite; fi; exit $$other
 
 # Markers in pyproject.toml: slow (> ~5 s on 2 cores), sitl (PX4/ArduPilot SITL).

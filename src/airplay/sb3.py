@@ -107,8 +107,8 @@ class AirPlaySB3VecEnv(VecEnv):
         which an expert's commands become labels for the policy's actions."""
         if not self.normalize_actions:
             raise ValueError("normalize_actions: expert labels need normalize_actions=True (PPO's [-1, 1] actions)")
-        a = 2.0 * (np.asarray(commands, np.float64).reshape(self.num_envs, -1) - self._low) / (self._high - self._low)
-        return np.clip(a - 1.0, -1.0, 1.0).astype(np.float32)
+        c = np.asarray(commands, np.float64).reshape(self.num_envs, -1)
+        return np.clip(2.0 * (c - self._low) / (self._high - self._low) - 1.0, -1.0, 1.0).astype(np.float32)
 
     def reset(self):
         seeds = self._seeds
