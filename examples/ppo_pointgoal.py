@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 CURVE_FIELDS = ("minutes", "env_steps", "eval_sr", "eval_successes", "eval_episodes", "train_sr", "train_episodes",
-                "ep_return_mean", "train_pool")
+                "ep_return_mean", "train_pool", "actor_frozen", "bc_weight")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -100,6 +100,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dagger-rounds", type=int, default=0,
                    help="warm start: DAgger rounds after the first clone, each flying the clone (greedy) for "
                         "--expert-decisions decisions, the expert labelling its states, then re-cloning on all")
+    p.add_argument("--critic-warmup", type=int, default=0, metavar="DECISIONS",
+                   help="after the warm start, only the critic learns for this many decisions (the actor frozen)")
+    p.add_argument("--bc-coef", type=float, default=0.0,
+                   help="after the warm start, weight of the anchor to the expert's decisions added to PPO's loss "
+                        "(their negative log-likelihood under the actor; airplay.sb3_anchor; 0: none)")
+    p.add_argument("--bc-half-life", type=float, default=500_000.0, metavar="DECISIONS",
+                   help="decisions (after the critic warm-up) over which the anchor's weight halves")
     p.add_argument("--threads", type=int, default=None, help="render threads (default: the CPUs)")
     p.add_argument("--torch-threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = p.parse_args(argv)
@@ -120,6 +127,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error("--expert-decisions must be >= 0, --bc-epochs >= 1, --expert-noise >= 0 and --bc-lr > 0")
     if args.dagger_rounds < 0 or (args.dagger_rounds and not args.expert_decisions):
         p.error(f"--dagger-rounds must be >= 0 and needs --expert-decisions > 0, got {args.dagger_rounds}")
+    if args.critic_warmup < 0 or not args.bc_coef >= 0 or not args.bc_half_life > 0:
+        p.error(f"--critic-warmup must be >= 0, --bc-coef >= 0 and --bc-half-life > 0, got {args.critic_warmup}, "
+                f"{args.bc_coef}, {args.bc_half_life}")
+    if (args.critic_warmup or args.bc_coef) and not args.expert_decisions:
+        p.error("--critic-warmup and --bc-coef fine-tune a warm start: they need --expert-decisions > 0")
     if not 0.0 < args.promote_sr <= 1.0 or args.promote_episodes < 1:
         p.error(f"--promote-sr must be in (0, 1] and --promote-episodes >= 1, got {args.promote_sr}, "
                 f"{args.promote_episodes}")
@@ -174,10 +186,11 @@ def held_out_sr(policy, world, tasks) -> tuple[int, int]:
     return successes, len(tasks)
 
 
-def warm_start(args, sb3_env, model, train_tasks: list, first_pool: list, t_start: float) -> None:
+def warm_start(args, sb3_env, model, train_tasks: list, first_pool: list, t_start: float):
     """Clone the field expert, flown ``--expert-decisions`` decisions on all training tasks, into
     ``model`` (:mod:`airplay.sb3_warmstart`), then ``--dagger-rounds`` DAgger rounds on the same
-    tasks; then the curriculum's first pool is back in place."""
+    tasks; then the curriculum's first pool is back in place. Returns every decision cloned
+    (:class:`~airplay.sb3_warmstart.Demonstrations`)."""
     from airplay.sb3_warmstart import Demonstrations, clone_into, expert_rollouts
     from airplay.world.vector_expert import VectorFieldExpert
 
@@ -215,6 +228,7 @@ def warm_start(args, sb3_env, model, train_tasks: list, first_pool: list, t_star
         # about --bc-epochs x --expert-decisions samples per round, whatever the aggregate's size
         clone(Demonstrations.concatenate(parts), max(1, round(args.bc_epochs / (r + 1))))
     venv.set_tasks(first_pool)
+    return Demonstrations.concatenate(parts)
 
 
 def write_curve(out: Path, rows: list[dict]) -> None:
@@ -247,13 +261,13 @@ def write_curve(out: Path, rows: list[dict]) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
-    from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import VecMonitor
 
     from airplay.policies.checkpoint import save_json, save_policy
     from airplay.policies.ppo_depth import PPODepthConfig
     from airplay.sb3 import AirPlaySB3VecEnv, export_ppo_depth, ppo_policy_kwargs
+    from airplay.sb3_anchor import AnchoredPPO
     from airplay.tasks.sampler import sample_tasks
     from airplay.world.vector_env import AirPlayVectorEnv, load_world, task_pool
 
@@ -282,10 +296,14 @@ def main(argv=None) -> int:
     config = PPODepthConfig(image_size=args.image_size, action_low=low, action_high=high,
                             action_repeat=args.action_repeat)
     batch = min(args.batch_size, args.n_steps * args.num_envs)
-    model = PPO("MultiInputPolicy", env, n_steps=args.n_steps, batch_size=batch, n_epochs=args.epochs,
-                learning_rate=args.lr, gamma=args.gamma, gae_lambda=0.95, clip_range=0.2, ent_coef=args.ent_coef,
-                policy_kwargs={**ppo_policy_kwargs(config), "log_std_init": args.log_std_init}, seed=args.seed,
-                device="cpu", verbose=0)
+    # SB3's PPO, plus the critic warm-up and the anchor to the warm start's decisions (both off by default)
+    model = AnchoredPPO("MultiInputPolicy", env, n_steps=args.n_steps, batch_size=batch, n_epochs=args.epochs,
+                        learning_rate=args.lr, gamma=args.gamma, gae_lambda=0.95, clip_range=0.2,
+                        ent_coef=args.ent_coef, policy_kwargs={**ppo_policy_kwargs(config),
+                                                               "log_std_init": args.log_std_init},
+                        seed=args.seed, device="cpu", verbose=0, critic_warmup=args.critic_warmup,
+                        bc_coef=args.bc_coef, bc_half_life=args.bc_half_life, bc_batch_size=batch,
+                        anchor_seed=args.seed)
     rows: list[dict] = []
     print(f"scene {world.name}: {len(train_tasks)} training tasks, {len(eval_tasks)} held-out; "
           f"{args.num_envs} envs, {args.image_size}x{args.image_size} depth, a decision every {args.action_repeat} "
@@ -303,7 +321,8 @@ def main(argv=None) -> int:
                "train_sr": train["success"] / train["episodes"] if train["episodes"] else 0.0,
                "train_episodes": train["episodes"],
                "ep_return_mean": float(np.mean([e["r"] for e in model.ep_info_buffer])) if model.ep_info_buffer
-               else 0.0, "train_pool": len(venv.tasks)}
+               else 0.0, "train_pool": len(venv.tasks), "actor_frozen": model.actor_frozen(),
+               "bc_weight": round(model.anchor_weight(), 6)}
         rows.append(row)
         write_curve(out, rows)
         print(f"[{row['minutes']:6.1f} min] {row['env_steps']:>9,} steps  held-out SR {100 * row['eval_sr']:5.1f}% "
@@ -311,7 +330,7 @@ def main(argv=None) -> int:
               f"return {row['ep_return_mean']:.2f}", flush=True)
 
     if args.expert_decisions:
-        warm_start(args, env.venv, model, train_tasks, pools[0], t_start)
+        model.set_demonstrations(warm_start(args, env.venv, model, train_tasks, pools[0], t_start))
         evaluate({"success": 0, "episodes": 0})
 
     class Budget(BaseCallback):

@@ -43,8 +43,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"world", "gym"}),
     # what runs in a world: policies and their training (sb3: Stable-Baselines3 on the vector environment),
     # data, evaluation, VLN, the vehicle bridge, the results page, the rerun view
-    frozenset({"policies", "training", "sb3", "sb3_warmstart", "data", "eval", "vln", "bridge", "report", "view",
-               "aeroground"}),
+    frozenset({"policies", "training", "sb3", "sb3_warmstart", "sb3_anchor", "data", "eval", "vln", "bridge",
+               "report", "view", "aeroground"}),
     # the entry points: the CLI with the graph description and launcher, and the ROS nodes
     frozenset({"commands", "nodes"}),
 )

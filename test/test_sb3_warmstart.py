@@ -2,7 +2,9 @@
 (airplay.sb3_warmstart): the batched expert gives each row the single field expert's command for
 that vehicle's state and task, rollouts record its clean labels and are reproducible, returns are
 discounted per episode, and a PPO model cloned from a few expert flights flies those tasks to the
-goal (its exported ppo_depth actor, through airplay's episode loop)."""
+goal (its exported ppo_depth actor, through airplay's episode loop); PPO's fine-tuning of the clone
+(airplay.sb3_anchor) freezes the actor during the critic warm-up and keeps it near the
+demonstrations with the anchor."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("stable_baselines3")
 from stable_baselines3 import PPO  # noqa: E402
@@ -17,6 +20,7 @@ from stable_baselines3 import PPO  # noqa: E402
 from airplay.eval.runner import run_episode  # noqa: E402
 from airplay.policies.ppo_depth import PPODepthConfig  # noqa: E402
 from airplay.sb3 import AirPlaySB3VecEnv, export_ppo_depth, ppo_policy_kwargs  # noqa: E402
+from airplay.sb3_anchor import AnchoredPPO  # noqa: E402
 from airplay.sb3_warmstart import (Demonstrations, clone_into, discounted_returns,  # noqa: E402
                                    expert_rollouts)
 from airplay.scene.synthetic import make_scene  # noqa: E402
@@ -188,3 +192,74 @@ def test_a_ppo_model_cloned_from_the_expert_flies_its_tasks_to_the_goal(worlds, 
     with pytest.raises(ValueError, match="no decisions"):
         clone_into(model, Demonstrations({k: v[:0] for k, v in demos.obs.items()}, demos.actions[:0],
                                          demos.returns[:0], demos.ended[:0], 0, 0))
+
+
+def _anchored(env, **kwargs) -> AnchoredPPO:
+    config = PPODepthConfig(image_size=SIZE, action_low=LOW, action_high=HIGH, action_repeat=5)
+    return AnchoredPPO("MultiInputPolicy", env, n_steps=16, batch_size=32, n_epochs=2, learning_rate=1e-3,
+                       policy_kwargs={**ppo_policy_kwargs(config), "log_std_init": -1.0}, seed=0, device="cpu",
+                       verbose=0, **kwargs)
+
+
+def _actor_state(model) -> dict:
+    return {k: v.detach().clone() for k, v in model.policy.state_dict().items()
+            if not k.startswith(("value_net", "mlp_extractor.value_net"))}
+
+
+def _action_mse(model, demos: Demonstrations) -> float:
+    obs = model.policy.obs_to_tensor(demos.obs)[0]
+    mean = model.policy.get_distribution(obs).distribution.mean.detach().numpy()
+    return float(np.mean((mean - demos.actions) ** 2))
+
+
+def test_the_critic_warmup_trains_the_critic_alone_then_the_actor(worlds, tasks):
+    env = _sb3_env(worlds[0], tasks[0])  # 4 rows x 16 steps: 64 decisions per update
+    model = _anchored(env, critic_warmup=128)
+    actor = _actor_state(model)
+    critic = model.policy.value_net.weight.detach().clone()
+    model.learn(total_timesteps=128)
+    assert [(r["decisions"], r["actor_frozen"]) for r in model.anchor_log] == [(64, True), (128, True)]
+    after = _actor_state(model)
+    for key, value in actor.items():  # the features extractor shared with the critic included
+        assert torch.equal(after[key], value), f"{key} moved during the critic warm-up"
+    assert not torch.equal(model.policy.value_net.weight, critic), "the critic learns during its warm-up"
+    assert all(p.requires_grad for p in model.policy.parameters()), "every parameter trains again afterwards"
+    model.learn(total_timesteps=64, reset_num_timesteps=False)
+    assert model.anchor_log[-1]["actor_frozen"] is False
+    assert not torch.equal(model.policy.action_net.weight, actor["action_net.weight"]), "then the actor learns"
+
+
+def test_the_anchor_keeps_the_fine_tuned_actor_near_the_demonstrations(worlds, tasks):
+    """Two clones of the same expert decisions fine-tuned by the same PPO updates, one with the
+    anchor: its actor stays nearer the expert's actions; the anchor's weight halves on schedule."""
+    env = _sb3_env(worlds[0], tasks[0])
+    demos = expert_rollouts(env, 400, noise_std=0.3, seed=0)
+    fits = {}
+    for coef in (0.0, 1.0):
+        model = _anchored(env, bc_coef=coef, bc_half_life=128, demos=demos)
+        clone_into(model, demos, epochs=10, batch_size=128, lr=2e-3, seed=0)
+        cloned = _action_mse(model, demos)
+        model.learn(total_timesteps=256)
+        fits[coef] = (cloned, _action_mse(model, demos), model.anchor_log)
+    assert fits[0.0][0] == fits[1.0][0], "the same clone before fine-tuning"
+    free, anchored = fits[0.0][1], fits[1.0][1]
+    assert anchored < 0.7 * free, f"action MSE on the demonstrations: {anchored:.4f} anchored, {free:.4f} free"
+    weights = [r["bc_weight"] for r in fits[1.0][2]]
+    np.testing.assert_allclose(weights, [0.5 ** (d / 128) for d in (64, 128, 192, 256)])
+    assert all(np.isfinite(r["bc_nll"]) for r in fits[1.0][2]) and all(np.isnan(r["bc_nll"]) for r in fits[0.0][2])
+
+
+def test_anchored_ppo_refuses_bad_arguments(worlds, tasks):
+    env = _sb3_env(worlds[0], tasks[0])
+    for bad, match in ((dict(bc_coef=-1.0), "bc_coef"), (dict(bc_half_life=0.0), "bc_half_life"),
+                       (dict(critic_warmup=-5), "critic_warmup"), (dict(critic_warmup=1.5), "critic_warmup"),
+                       (dict(bc_batch_size=0), "bc_batch_size")):
+        with pytest.raises(ValueError, match=match):
+            _anchored(env, **bad)
+    model = _anchored(env, bc_coef=1.0)
+    with pytest.raises(ValueError, match="no demonstrations to anchor to"):
+        model.learn(total_timesteps=64)
+    empty = expert_rollouts(env, 4, seed=0)
+    with pytest.raises(ValueError, match="no demonstrations"):
+        model.set_demonstrations(Demonstrations({k: v[:0] for k, v in empty.obs.items()}, empty.actions[:0],
+                                                empty.returns[:0], empty.ended[:0], 0, 0))
