@@ -19,7 +19,10 @@ By default PPO starts from a warm start (:mod:`airplay.sb3_warmstart`;
 tasks in the same vector environment (with ``--expert-noise``), its actions and returns are
 cloned into the actor and the critic (``--bc-epochs``), ``--dagger-rounds`` DAgger rounds
 follow (the clone flies, the expert labels, the clone is re-fitted on everything), the clone
-is evaluated, and PPO fine-tunes it; all inside ``--minutes``.
+is evaluated, and PPO fine-tunes it; all inside ``--minutes``. The fine-tuning can first train
+the critic alone for ``--critic-warmup`` decisions and keep the actor near the expert's decisions
+with an anchor of weight ``--bc-coef`` that halves every ``--bc-half-life`` decisions
+(:class:`airplay.sb3_anchor.AnchoredPPO`; both off by default).
 
 Writes into ``--out``:
 
@@ -107,6 +110,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "(their negative log-likelihood under the actor; airplay.sb3_anchor; 0: none)")
     p.add_argument("--bc-half-life", type=float, default=500_000.0, metavar="DECISIONS",
                    help="decisions (after the critic warm-up) over which the anchor's weight halves")
+    p.add_argument("--critic-features", choices=("shared", "own"), default="shared",
+                   help="the critic reads the actor's depth and goal encoder (shared) or has its own (own: the "
+                        "value loss cannot change the actor's features)")
     p.add_argument("--threads", type=int, default=None, help="render threads (default: the CPUs)")
     p.add_argument("--torch-threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = p.parse_args(argv)
@@ -297,10 +303,11 @@ def main(argv=None) -> int:
                             action_repeat=args.action_repeat)
     batch = min(args.batch_size, args.n_steps * args.num_envs)
     # SB3's PPO, plus the critic warm-up and the anchor to the warm start's decisions (both off by default)
+    policy_kwargs = {**ppo_policy_kwargs(config, shared_critic=args.critic_features == "shared"),
+                     "log_std_init": args.log_std_init}
     model = AnchoredPPO("MultiInputPolicy", env, n_steps=args.n_steps, batch_size=batch, n_epochs=args.epochs,
                         learning_rate=args.lr, gamma=args.gamma, gae_lambda=0.95, clip_range=0.2,
-                        ent_coef=args.ent_coef, policy_kwargs={**ppo_policy_kwargs(config),
-                                                               "log_std_init": args.log_std_init},
+                        ent_coef=args.ent_coef, policy_kwargs=policy_kwargs,
                         seed=args.seed, device="cpu", verbose=0, critic_warmup=args.critic_warmup,
                         bc_coef=args.bc_coef, bc_half_life=args.bc_half_life, bc_batch_size=batch,
                         anchor_seed=args.seed)

@@ -5,6 +5,7 @@ checkpoint `airplay eval` flies."""
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
 import warnings
@@ -123,13 +124,14 @@ def test_adapter_equals_the_vector_env_step_for_step(world, short_tasks):
     raw.close()
 
 
-def test_exported_actor_acts_as_sb3s_and_round_trips_a_checkpoint(world, short_tasks, tmp_path):
+@pytest.mark.parametrize("shared_critic", [True, False], ids=["shared-critic", "own-critic"])
+def test_exported_actor_acts_as_sb3s_and_round_trips_a_checkpoint(world, short_tasks, tmp_path, shared_critic):
     venv = AirPlaySB3VecEnv(AirPlayVectorEnv(2, world, tasks=short_tasks, observations=OBS, render_backend="cpu"))
     space = venv.venv.single_action_space
     config = PPODepthConfig(image_size=SIZE, action_low=tuple(map(float, space.low)),
                             action_high=tuple(map(float, space.high)))
-    model = PPO("MultiInputPolicy", venv, n_steps=8, batch_size=16, policy_kwargs=ppo_policy_kwargs(config),
-                seed=0, device="cpu")
+    model = PPO("MultiInputPolicy", venv, n_steps=8, batch_size=16,
+                policy_kwargs=ppo_policy_kwargs(config, shared_critic=shared_critic), seed=0, device="cpu")
     venv.seed(3)
     obs = venv.reset()
     sb3_actions, _ = model.predict(obs, deterministic=True)
@@ -256,16 +258,22 @@ def test_ppo_example_trains_and_airplay_eval_flies_its_checkpoint(tmp_path, monk
                             "--n-steps", "64", "--batch-size", "64", "--epochs", "1", "--train-tasks", "2",
                             "--curriculum", "2", "--eval-tasks", "1", "--threads", "1", "--torch-threads", "1",
                             "--expert-decisions", "8", "--bc-epochs", "1", "--dagger-rounds", "1",
-                            "--out", str(out)]) == 0
+                            "--critic-warmup", "128", "--bc-coef", "1", "--bc-half-life", "128",
+                            "--critic-features", "own", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "held-out SR" in printed and "curriculum: 2 stages of 1, 2 tasks" in printed
     assert "warm start: the field expert flew 8 decisions" in printed and "clone: epoch 1/1" in printed
     assert "DAgger round 1/1: the clone flew 8 decisions" in printed and "cloned 16 decisions" in printed
-    rows = (out / "curve.csv").read_text().splitlines()
-    assert rows[0].startswith("minutes,env_steps,eval_sr") and len(rows) == 3  # after the warm start, at the end
-    assert rows[0].endswith(",train_pool") and rows[1].endswith(",1")  # the first stage: the shorter task
-    assert rows[2].endswith(",1"), "after the warm start (on all training tasks) the first stage is back"
-    assert int(rows[1].split(",")[1]) == 0 and int(rows[2].split(",")[1]) >= 256
+    assert (out / "curve.csv").read_text().startswith("minutes,env_steps,eval_sr")
+    with open(out / "curve.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2  # after the warm start, at the end
+    # the first stage (the shorter task); after the warm start (on all training tasks) it is back
+    assert [r["train_pool"] for r in rows] == ["1", "1"]
+    assert int(rows[0]["env_steps"]) == 0 and int(rows[1]["env_steps"]) >= 256
+    # the first update (128 decisions) trained the critic alone; the second, at 256, the actor with the anchor
+    # at half its weight (128 decisions past the warm-up, --bc-half-life 128)
+    assert [(r["actor_frozen"], float(r["bc_weight"])) for r in rows] == [("True", 0.0), ("False", 0.5)]
     assert (out / "curve.png").stat().st_size > 1000
     summary = json.loads((out / "train.json").read_text())
     assert summary["env_steps"] >= 256 and summary["final"]["eval_episodes"] == 1
@@ -327,6 +335,13 @@ def test_ppo_example_curriculum_pools_shortest_first(capsys):
     args = example.parse_args([])
     assert (args.curriculum, args.train_tasks, args.promote_sr, args.promote_episodes) == (8, 256, 0.5, 100)
     assert (args.expert_decisions, args.expert_noise, args.bc_epochs, args.dagger_rounds) == (30000, 0.3, 8, 0)
+    assert (args.critic_warmup, args.bc_coef, args.critic_features) == (0, 0.0, "shared")
+    with pytest.raises(SystemExit):
+        example.parse_args(["--expert-decisions", "0", "--bc-coef", "1"])
+    assert "--critic-warmup and --bc-coef fine-tune a warm start" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        example.parse_args(["--bc-half-life", "0"])
+    assert "--bc-half-life > 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         example.parse_args(["--expert-decisions", "0", "--dagger-rounds", "2"])
     assert "--dagger-rounds must be >= 0 and needs --expert-decisions > 0, got 2" in capsys.readouterr().err

@@ -194,16 +194,23 @@ def test_a_ppo_model_cloned_from_the_expert_flies_its_tasks_to_the_goal(worlds, 
                                          demos.returns[:0], demos.ended[:0], 0, 0))
 
 
-def _anchored(env, **kwargs) -> AnchoredPPO:
+def _anchored(env, shared_critic: bool = True, **kwargs) -> AnchoredPPO:
     config = PPODepthConfig(image_size=SIZE, action_low=LOW, action_high=HIGH, action_repeat=5)
     return AnchoredPPO("MultiInputPolicy", env, n_steps=16, batch_size=32, n_epochs=2, learning_rate=1e-3,
-                       policy_kwargs={**ppo_policy_kwargs(config), "log_std_init": -1.0}, seed=0, device="cpu",
-                       verbose=0, **kwargs)
+                       policy_kwargs={**ppo_policy_kwargs(config, shared_critic=shared_critic), "log_std_init": -1.0},
+                       seed=0, device="cpu", verbose=0, **kwargs)
+
+
+CRITIC = ("value_net", "mlp_extractor.value_net", "vf_features_extractor")
+"""state_dict prefixes of the critic's own layers (its features extractor where it has one)."""
 
 
 def _actor_state(model) -> dict:
-    return {k: v.detach().clone() for k, v in model.policy.state_dict().items()
-            if not k.startswith(("value_net", "mlp_extractor.value_net"))}
+    return {k: v.detach().clone() for k, v in model.policy.state_dict().items() if not k.startswith(CRITIC)}
+
+
+def _critic_state(model) -> dict:
+    return {k: v.detach().clone() for k, v in model.policy.state_dict().items() if k.startswith(CRITIC)}
 
 
 def _action_mse(model, demos: Demonstrations) -> float:
@@ -212,17 +219,20 @@ def _action_mse(model, demos: Demonstrations) -> float:
     return float(np.mean((mean - demos.actions) ** 2))
 
 
-def test_the_critic_warmup_trains_the_critic_alone_then_the_actor(worlds, tasks):
+@pytest.mark.parametrize("shared_critic", [True, False], ids=["shared-critic", "own-critic"])
+def test_the_critic_warmup_trains_the_critic_alone_then_the_actor(worlds, tasks, shared_critic):
     env = _sb3_env(worlds[0], tasks[0])  # 4 rows x 16 steps: 64 decisions per update
-    model = _anchored(env, critic_warmup=128)
-    actor = _actor_state(model)
-    critic = model.policy.value_net.weight.detach().clone()
+    model = _anchored(env, shared_critic=shared_critic, critic_warmup=128)
+    actor, critic = _actor_state(model), _critic_state(model)
     model.learn(total_timesteps=128)
     assert [(r["decisions"], r["actor_frozen"]) for r in model.anchor_log] == [(64, True), (128, True)]
     after = _actor_state(model)
     for key, value in actor.items():  # the features extractor shared with the critic included
         assert torch.equal(after[key], value), f"{key} moved during the critic warm-up"
-    assert not torch.equal(model.policy.value_net.weight, critic), "the critic learns during its warm-up"
+    moved = {k for k, v in _critic_state(model).items() if not torch.equal(v, critic[k])}
+    assert "value_net.weight" in moved, "the critic learns during its warm-up"
+    if not shared_critic:
+        assert any(k.startswith("vf_features_extractor") for k in moved), "with its own encoder"
     assert all(p.requires_grad for p in model.policy.parameters()), "every parameter trains again afterwards"
     model.learn(total_timesteps=64, reset_num_timesteps=False)
     assert model.anchor_log[-1]["actor_frozen"] is False

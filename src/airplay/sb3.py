@@ -187,11 +187,14 @@ class DepthGoalExtractor(BaseFeaturesExtractor):
         return self.encoder(observations["depth"], observations["goal"])
 
 
-def ppo_policy_kwargs(config: PPODepthConfig) -> dict:
-    """SB3 PPO's ``policy_kwargs`` whose actor is :class:`PPODepthPolicy` of ``config`` (shared
-    features extractor, one Tanh hidden layer for the actor and for the critic)."""
+def ppo_policy_kwargs(config: PPODepthConfig, shared_critic: bool = True) -> dict:
+    """SB3 PPO's ``policy_kwargs`` whose actor is :class:`PPODepthPolicy` of ``config`` (one Tanh
+    hidden layer for the actor and for the critic). shared_critic: the critic reads the actor's
+    features extractor (True) or has its own of the same shape (False: the value loss cannot
+    change the actor's features; twice the encoder compute)."""
     return {"features_extractor_class": DepthGoalExtractor, "features_extractor_kwargs": {"config": config},
-            "net_arch": {"pi": [config.hidden_dim], "vf": [config.hidden_dim]}, "share_features_extractor": True}
+            "net_arch": {"pi": [config.hidden_dim], "vf": [config.hidden_dim]},
+            "share_features_extractor": bool(shared_critic)}
 
 
 def _airplay_vec_env(env) -> "AirPlaySB3VecEnv | None":

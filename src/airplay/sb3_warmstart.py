@@ -163,8 +163,10 @@ def clone_into(model, demos: Demonstrations, *, epochs: int = 4, batch_size: int
             idx = order[start:start + batch_size]
             obs = {k: torch.as_tensor(v[idx], device=policy.device) for k, v in demos.obs.items()}
             target = torch.as_tensor(demos.actions[idx], device=policy.device)
-            features = policy.extract_features(obs)
-            latent_pi, latent_vf = policy.mlp_extractor(features)
+            features = policy.extract_features(obs)  # (actor's, critic's) where the critic has its own
+            pi_features, vf_features = features if isinstance(features, tuple) else (features, features)
+            latent_pi = policy.mlp_extractor.forward_actor(pi_features)
+            latent_vf = policy.mlp_extractor.forward_critic(vf_features)
             action_mse = torch.nn.functional.mse_loss(policy.action_net(latent_pi), target)
             loss = action_mse
             mask = torch.as_tensor(demos.ended[idx], device=policy.device)
