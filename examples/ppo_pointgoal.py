@@ -222,7 +222,7 @@ def warm_start(args, sb3_env, model, train_tasks: list, first_pool: list, t_star
               f"({(time.monotonic() - t_start) / 60:.1f} min in)", flush=True)
 
     clone(demos, args.bc_epochs)
-    parts = [demos]
+    parts, everything = [demos], demos
     for r in range(1, args.dagger_rounds + 1):
         t0 = time.monotonic()
         flown_by_clone = expert_rollouts(sb3_env, args.expert_decisions, gamma=args.gamma, seed=args.seed + r,
@@ -232,9 +232,10 @@ def warm_start(args, sb3_env, model, train_tasks: list, first_pool: list, t_star
               f"({flown_by_clone.episodes} episodes ended, {flown_by_clone.successes} at the goal) in "
               f"{time.monotonic() - t0:.0f} s, labelled by the expert", flush=True)
         # about --bc-epochs x --expert-decisions samples per round, whatever the aggregate's size
-        clone(Demonstrations.concatenate(parts), max(1, round(args.bc_epochs / (r + 1))))
+        everything = Demonstrations.concatenate(parts)
+        clone(everything, max(1, round(args.bc_epochs / (r + 1))))
     venv.set_tasks(first_pool)
-    return Demonstrations.concatenate(parts)
+    return everything
 
 
 def write_curve(out: Path, rows: list[dict]) -> None:

@@ -99,10 +99,7 @@ class AnchoredPPO(PPO):
         idx = self._anchor_rng.integers(0, len(self.demos), min(self.bc_batch_size, len(self.demos)))
         obs = {k: torch.as_tensor(v[idx], device=policy.device) for k, v in self.demos.obs.items()}
         target = torch.as_tensor(self.demos.actions[idx], device=policy.device)
-        features = policy.extract_features(obs)
-        if not policy.share_features_extractor:
-            features = features[0]  # (actor's, critic's)
-        mean = policy.action_net(policy.mlp_extractor.forward_actor(features))
+        mean = policy.get_distribution(obs).distribution.mean  # the actor's encoder only
         var = torch.exp(2.0 * policy.log_std.detach())
         return (((mean - target) ** 2) / (2.0 * var)).sum(dim=-1).mean()
 
