@@ -76,7 +76,7 @@ TEST_ENV := ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST FASTDDS_DEFAULT_PROFILES_FIL
 BESIDE := test/test_ardupilot_sitl.py test/test_px4_sitl.py test/test_mavlink_link.py test/test_vehicle_endpoint.py \
 	test/test_mavlink_node.py test/test_policy_closed_loop.py
 test: $(STAMP) chromium
-	@$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --basetemp=$(CURDIR)/.pytest-beside $(BESIDE) \
+	@$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=15 --basetemp=$(CURDIR)/.pytest-beside $(BESIDE) \
 	  > .pytest-beside.log 2>&1 & beside=$$!; \
 	echo "== the second pytest runs beside the suite (report at the end): $(BESIDE)"; \
 	$(TEST_ENV) $(PY) -m pytest -q --durations=30 $(addprefix --ignore=,$(BESIDE)); suite=$$?; \

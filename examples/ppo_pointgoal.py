@@ -7,8 +7,8 @@ rendered observation and the summed reward per decision). The reward's progress 
 geodesic by default (``--progress``: the drop of the goal's cost-to-go around obstacles,
 :mod:`airplay.world.geodesic`), plus +10 on success and -10 on a collision. The network is
 :class:`airplay.policies.ppo_depth.PPODepthPolicy`'s (a small CNN on the depth, an MLP on the
-goal, one Tanh layer each for actor and critic). Every
-``--eval-every-min`` minutes (and at the end) the actor is exported into a ``ppo_depth``
+goal, one Tanh layer each for actor and critic). Every ``--eval-every-min`` minutes (or
+``--eval-every-steps`` decisions) and at the end the actor is exported into a ``ppo_depth``
 checkpoint and flown greedily on held-out tasks of the same scene (sampled with another seed),
 through the same episode loop as ``airplay eval``, deciding every ``--action-repeat`` control
 periods as in training; its success rate (SR) is logged. With ``--curriculum STAGES`` training
@@ -23,6 +23,11 @@ is evaluated, and PPO fine-tunes it; all inside ``--minutes``. The fine-tuning c
 the critic alone for ``--critic-warmup`` decisions and keep the actor near the expert's decisions
 with an anchor of weight ``--bc-coef`` that halves every ``--bc-half-life`` decisions
 (:class:`airplay.sb3_anchor.AnchoredPPO`; both off by default).
+
+A budget of ``--minutes`` gives fewer decisions on a slower or busier machine. ``--minutes 0
+--max-steps N --eval-every-steps K`` trains for N decisions and evaluates every K: the checkpoint
+and the curve (its minutes aside) are then the same whatever the load or the number of render
+threads, on one machine with the same ``--torch-threads``.
 
 Writes into ``--out``:
 
@@ -59,8 +64,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--scene", default="scenes/indoor_0", help="scene folder (a missing <category>_<seed> is generated)")
     p.add_argument("--minutes", type=float, default=60.0,
                    help="wall-clock budget of training and its periodic evaluations (set-up and the final "
-                        "evaluation come on top)")
-    p.add_argument("--max-steps", type=int, default=0, help="stop after this many env steps too (0: no limit)")
+                        "evaluation come on top; 0: none, with --max-steps)")
+    p.add_argument("--max-steps", type=int, default=0,
+                   help="stop after this many env steps (decisions) too (0: no limit); a budget in steps does "
+                        "not depend on the machine's speed or load")
     p.add_argument("--num-envs", type=int, default=16, help="sub-environments of the vector environment")
     p.add_argument("--seed", type=int, default=0, help="seeds PPO, the environments and the training tasks")
     p.add_argument("--out", default="out/ppo_pointgoal", help="output folder")
@@ -68,6 +75,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--train-tasks", type=int, default=256, help="training tasks (sampled with --seed)")
     p.add_argument("--eval-tasks", type=int, default=20, help="held-out tasks (sampled with --seed + 10000)")
     p.add_argument("--eval-every-min", type=float, default=6.0, help="minutes between held-out evaluations")
+    p.add_argument("--eval-every-steps", type=int, default=0,
+                   help="env steps (decisions) between held-out evaluations, instead of --eval-every-min")
     p.add_argument("--n-steps", type=int, default=128, help="PPO rollout length per sub-environment")
     p.add_argument("--batch-size", type=int, default=256, help="PPO minibatch size")
     p.add_argument("--epochs", type=int, default=4, help="PPO epochs per rollout")
@@ -120,8 +129,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                  "action_repeat"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.minutes <= 0 or args.eval_every_min <= 0:
-        p.error("--minutes and --eval-every-min must be > 0")
+    if args.minutes < 0 or args.max_steps < 0 or (args.minutes == 0 and not args.max_steps):
+        p.error(f"--minutes must be > 0, or 0 with --max-steps > 0; got --minutes {args.minutes:g}, "
+                f"--max-steps {args.max_steps}")
+    if args.eval_every_min <= 0 or args.eval_every_steps < 0:
+        p.error(f"--eval-every-min must be > 0 and --eval-every-steps >= 0, got {args.eval_every_min:g}, "
+                f"{args.eval_every_steps}")
     for name in ("max_speed", "max_climb", "max_yaw_rate"):
         if not getattr(args, name) > 0:
             p.error(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
@@ -342,11 +355,12 @@ def main(argv=None) -> int:
         evaluate({"success": 0, "episodes": 0})
 
     class Budget(BaseCallback):
-        """Stops at the wall-clock budget or --max-steps; evaluates every --eval-every-min."""
+        """Stops at the wall-clock budget or --max-steps; evaluates every --eval-every-min (or, with
+        --eval-every-steps, at the first rollout's end past each multiple of it)."""
 
         def _init_callback(self) -> None:
             self.train = {"success": 0, "episodes": 0}
-            self.last_eval = time.monotonic()
+            self.last_eval, self.last_eval_steps = time.monotonic(), 0
             self.stage, self.recent = 0, []  # curriculum stage; its episodes' successes since it began
 
         def _on_step(self) -> bool:
@@ -366,13 +380,17 @@ def main(argv=None) -> int:
                       f"{len(window)} episodes)", flush=True)
             if args.max_steps and self.num_timesteps >= args.max_steps:
                 return False
-            return time.monotonic() - t_start < budget_s
+            return not budget_s or time.monotonic() - t_start < budget_s
 
         def _on_rollout_end(self) -> None:
-            if time.monotonic() - self.last_eval >= 60.0 * args.eval_every_min:
+            if args.eval_every_steps:
+                due = self.num_timesteps // args.eval_every_steps > self.last_eval_steps // args.eval_every_steps
+            else:
+                due = time.monotonic() - self.last_eval >= 60.0 * args.eval_every_min
+            if due:
                 evaluate(self.train)
                 self.train = {"success": 0, "episodes": 0}
-                self.last_eval = time.monotonic()
+                self.last_eval, self.last_eval_steps = time.monotonic(), self.num_timesteps
 
     callback = Budget()
     model.learn(total_timesteps=10**12, callback=callback, progress_bar=False)

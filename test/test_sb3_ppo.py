@@ -289,6 +289,55 @@ def test_ppo_example_trains_and_airplay_eval_flies_its_checkpoint(tmp_path, monk
     assert episode.policy == "ppo_depth" and episode.status in {"success", "collision", "out_of_bounds", "timeout"}
 
 
+@pytest.mark.slow  # two runs of the example as processes (~40 s)
+def test_a_step_budget_gives_the_same_checkpoint_and_curve_under_load_and_any_render_threads(tmp_path):
+    """``--minutes 0 --max-steps N --eval-every-steps K``: the run does not depend on the machine's
+    speed. The command twice, as a user runs it: with 1 render thread on a quiet machine, and with
+    2 threads beside a busy loop: the same checkpoint bytes and the same curve rows, minutes aside."""
+    import os
+    import subprocess
+    import sys
+
+    scene = tmp_path / "indoor_1"
+    make_scene("indoor", 1, scene, gaussians_per_m2=4, name="indoor_1")
+    env = {**os.environ, "AIRPLAY_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+
+    def run(out: Path, threads: int) -> tuple[bytes, list[dict]]:
+        subprocess.run([sys.executable, str(REPO / "examples" / "ppo_pointgoal.py"), "--scene", str(scene),
+                        "--minutes", "0", "--max-steps", "384", "--eval-every-steps", "128", "--num-envs", "2",
+                        "--image-size", "16", "--n-steps", "64", "--batch-size", "64", "--epochs", "1",
+                        "--train-tasks", "2", "--curriculum", "2", "--eval-tasks", "1", "--threads", str(threads),
+                        "--torch-threads", "1", "--expert-decisions", "8", "--bc-epochs", "1",
+                        "--critic-warmup", "128", "--bc-coef", "1", "--bc-half-life", "128", "--out", str(out)],
+                       env=env, check=True, capture_output=True, timeout=600)
+        with open(out / "curve.csv", newline="") as f:
+            rows = [{k: v for k, v in r.items() if k != "minutes"} for r in csv.DictReader(f)]
+        return (out / "checkpoint" / "model.safetensors").read_bytes(), rows
+
+    quiet = run(tmp_path / "quiet", threads=1)
+    busy_loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        busy = run(tmp_path / "busy", threads=2)
+    finally:
+        busy_loop.kill()
+        busy_loop.wait()
+    # after the warm start, after the rollouts that end at 128 and 256 decisions, at the end (384)
+    assert [int(r["env_steps"]) for r in quiet[1]] == [0, 128, 256, 384]
+    assert busy[1] == quiet[1]
+    assert busy[0] == quiet[0], "the same weights, to the byte"
+
+
+def test_ppo_example_refuses_a_budget_it_cannot_keep(capsys):
+    example = _example()
+    for argv, named in ((["--minutes", "0"], "--minutes must be > 0, or 0 with --max-steps > 0"),
+                        (["--minutes", "-1", "--max-steps", "10"], "--minutes must be > 0"),
+                        (["--eval-every-steps", "-5"], "--eval-every-steps >= 0")):
+        with pytest.raises(SystemExit):
+            example.parse_args(argv)
+        assert named in capsys.readouterr().err
+
+
 def test_ppo_depth_reads_any_camera_size_and_checks_its_config():
     policy = PPODepthPolicy(PPODepthConfig())  # 64x64, the example's default
     policy.reset()
