@@ -19,10 +19,11 @@ By default PPO starts from a warm start (:mod:`airplay.sb3_warmstart`;
 tasks in the same vector environment (with ``--expert-noise``), its actions and returns are
 cloned into the actor and the critic (``--bc-epochs``), ``--dagger-rounds`` DAgger rounds
 follow (the clone flies, the expert labels, the clone is re-fitted on everything), the clone
-is evaluated, and PPO fine-tunes it; all inside ``--minutes``. The fine-tuning can first train
-the critic alone for ``--critic-warmup`` decisions and keep the actor near the expert's decisions
-with an anchor of weight ``--bc-coef`` that halves every ``--bc-half-life`` decisions
-(:class:`airplay.sb3_anchor.AnchoredPPO`; both off by default).
+is evaluated, and PPO fine-tunes it; all inside ``--minutes``. The fine-tuning first trains
+the critic alone for ``--critic-warmup`` decisions, then keeps the actor near the expert's
+decisions with an anchor of weight ``--bc-coef`` that halves every ``--bc-half-life`` decisions
+(:class:`airplay.sb3_anchor.AnchoredPPO`; 100,000, 1 and 500,000 by default; ``--critic-warmup 0
+--bc-coef 0`` is plain PPO from the clone).
 
 A budget of ``--minutes`` gives fewer decisions on a slower or busier machine. ``--minutes 0
 --max-steps N --eval-every-steps K`` trains for N decisions and evaluates every K: the checkpoint
@@ -55,6 +56,9 @@ from pathlib import Path
 
 import numpy as np
 
+# the fine-tuning's defaults after a warm start: the critic alone for 100,000 decisions, then an anchor
+# of weight 1 to the expert's decisions (halving every --bc-half-life); docs/gym.md has the runs
+CRITIC_WARMUP, BC_COEF = 100_000, 1.0
 CURVE_FIELDS = ("minutes", "env_steps", "eval_sr", "eval_successes", "eval_episodes", "train_sr", "train_episodes",
                 "ep_return_mean", "train_pool", "actor_frozen", "bc_weight")
 
@@ -112,11 +116,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dagger-rounds", type=int, default=0,
                    help="warm start: DAgger rounds after the first clone, each flying the clone (greedy) for "
                         "--expert-decisions decisions, the expert labelling its states, then re-cloning on all")
-    p.add_argument("--critic-warmup", type=int, default=0, metavar="DECISIONS",
-                   help="after the warm start, only the critic learns for this many decisions (the actor frozen)")
-    p.add_argument("--bc-coef", type=float, default=0.0,
+    p.add_argument("--critic-warmup", type=int, default=None, metavar="DECISIONS",
+                   help="after the warm start, only the critic learns for this many decisions (the actor frozen; "
+                        f"default {CRITIC_WARMUP:,} with a warm start, 0 without)")
+    p.add_argument("--bc-coef", type=float, default=None,
                    help="after the warm start, weight of the anchor to the expert's decisions added to PPO's loss "
-                        "(their negative log-likelihood under the actor; airplay.sb3_anchor; 0: none)")
+                        f"(their negative log-likelihood under the actor; airplay.sb3_anchor; default {BC_COEF:g} "
+                        "with a warm start, 0: none)")
     p.add_argument("--bc-half-life", type=float, default=500_000.0, metavar="DECISIONS",
                    help="decisions (after the critic warm-up) over which the anchor's weight halves")
     p.add_argument("--critic-features", choices=("shared", "own"), default="shared",
@@ -146,6 +152,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error("--expert-decisions must be >= 0, --bc-epochs >= 1, --expert-noise >= 0 and --bc-lr > 0")
     if args.dagger_rounds < 0 or (args.dagger_rounds and not args.expert_decisions):
         p.error(f"--dagger-rounds must be >= 0 and needs --expert-decisions > 0, got {args.dagger_rounds}")
+    if args.critic_warmup is None:
+        args.critic_warmup = CRITIC_WARMUP if args.expert_decisions else 0
+    if args.bc_coef is None:
+        args.bc_coef = BC_COEF if args.expert_decisions else 0.0
     if args.critic_warmup < 0 or not args.bc_coef >= 0 or not args.bc_half_life > 0:
         p.error(f"--critic-warmup must be >= 0, --bc-coef >= 0 and --bc-half-life > 0, got {args.critic_warmup}, "
                 f"{args.bc_coef}, {args.bc_half_life}")
@@ -316,7 +326,7 @@ def main(argv=None) -> int:
     config = PPODepthConfig(image_size=args.image_size, action_low=low, action_high=high,
                             action_repeat=args.action_repeat)
     batch = min(args.batch_size, args.n_steps * args.num_envs)
-    # SB3's PPO, plus the critic warm-up and the anchor to the warm start's decisions (both off by default)
+    # SB3's PPO, plus the critic warm-up and the anchor to the warm start's decisions
     policy_kwargs = {**ppo_policy_kwargs(config, shared_critic=args.critic_features == "shared"),
                      "log_std_init": args.log_std_init}
     model = AnchoredPPO("MultiInputPolicy", env, n_steps=args.n_steps, batch_size=batch, n_epochs=args.epochs,

@@ -293,14 +293,16 @@ def test_ppo_example_trains_and_airplay_eval_flies_its_checkpoint(tmp_path, monk
 def test_a_step_budget_gives_the_same_checkpoint_and_curve_under_load_and_any_render_threads(tmp_path):
     """``--minutes 0 --max-steps N --eval-every-steps K``: the run does not depend on the machine's
     speed. The command twice, as a user runs it: with 1 render thread on a quiet machine, and with
-    2 threads beside a busy loop: the same checkpoint bytes and the same curve rows, minutes aside."""
+    2 threads beside a busy loop: the same checkpoint bytes and the same curve rows, minutes aside.
+    OpenMP (torch's and numba's parallel regions) on one thread: with two, one run in three or four
+    ends with weights a few ulp apart (measured beside a busy machine)."""
     import os
     import subprocess
     import sys
 
     scene = tmp_path / "indoor_1"
     make_scene("indoor", 1, scene, gaussians_per_m2=4, name="indoor_1")
-    env = {**os.environ, "AIRPLAY_CACHE_DIR": str(tmp_path / "cache"),
+    env = {**os.environ, "AIRPLAY_CACHE_DIR": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
 
     def run(out: Path, threads: int) -> tuple[bytes, list[dict]]:
@@ -384,7 +386,12 @@ def test_ppo_example_curriculum_pools_shortest_first(capsys):
     args = example.parse_args([])
     assert (args.curriculum, args.train_tasks, args.promote_sr, args.promote_episodes) == (8, 256, 0.5, 100)
     assert (args.expert_decisions, args.expert_noise, args.bc_epochs, args.dagger_rounds) == (30000, 0.3, 8, 0)
-    assert (args.critic_warmup, args.bc_coef, args.critic_features) == (0, 0.0, "shared")
+    assert (args.critic_warmup, args.bc_coef, args.bc_half_life, args.critic_features) == (
+        100_000, 1.0, 500_000.0, "shared"), "with the warm start: the critic warm-up and the anchor"
+    args = example.parse_args(["--expert-decisions", "0"])
+    assert (args.critic_warmup, args.bc_coef) == (0, 0.0), "from scratch: plain PPO"
+    args = example.parse_args(["--critic-warmup", "0", "--bc-coef", "0"])
+    assert (args.expert_decisions, args.critic_warmup, args.bc_coef) == (30000, 0, 0.0), "PPO from the clone"
     with pytest.raises(SystemExit):
         example.parse_args(["--expert-decisions", "0", "--bc-coef", "1"])
     assert "--critic-warmup and --bc-coef fine-tune a warm start" in capsys.readouterr().err
