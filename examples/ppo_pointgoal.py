@@ -26,9 +26,10 @@ decisions with an anchor of weight ``--bc-coef`` that halves every ``--bc-half-l
 --bc-coef 0`` is plain PPO from the clone).
 
 A budget of ``--minutes`` gives fewer decisions on a slower or busier machine. ``--minutes 0
---max-steps N --eval-every-steps K`` trains for N decisions and evaluates every K: the checkpoint
-and the curve (its minutes aside) are then the same whatever the load or the number of render
-threads, on one machine with the same ``--torch-threads``.
+--max-steps N --eval-every-steps K`` trains for N decisions and evaluates every K. With OpenMP on
+one thread (``OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1``, ``--torch-threads 1``) the checkpoint and
+the curve (its minutes aside) are then the same whatever the load or the number of render
+threads, on one machine; with two OpenMP threads the weights can differ in their last bits.
 
 Writes into ``--out``:
 
@@ -70,8 +71,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="wall-clock budget of training and its periodic evaluations (set-up and the final "
                         "evaluation come on top; 0: none, with --max-steps)")
     p.add_argument("--max-steps", type=int, default=0,
-                   help="stop after this many env steps (decisions) too (0: no limit); a budget in steps does "
-                        "not depend on the machine's speed or load")
+                   help="stop after this many env steps (decisions) too (0: no limit); unlike --minutes, a "
+                        "machine's speed or load does not change how much a run trains")
     p.add_argument("--num-envs", type=int, default=16, help="sub-environments of the vector environment")
     p.add_argument("--seed", type=int, default=0, help="seeds PPO, the environments and the training tasks")
     p.add_argument("--out", default="out/ppo_pointgoal", help="output folder")
