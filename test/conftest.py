@@ -41,12 +41,26 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.timeout(SITL_TIMEOUT_S))
 
 
+SITL_UDP_PORTS = (14540, 14550, 19410)
+"""UDP ports the SITL tests bind on 127.0.0.1: PX4's offboard and GCS links and SIH's true state."""
+
+
+def dds_ports(domain: int) -> range:
+    """The UDP ports Fast DDS may bind for ROS_DOMAIN_ID ``domain``: the RTPS well-known ports
+    7400 + 250 x domain (discovery multicast) up to the next domain's block (unicast discovery and
+    user traffic at offsets 10 and 11 plus 2 per participant)."""
+    return range(7400 + 250 * domain, 7400 + 250 * (domain + 1))
+
+
 def random_ros_domain() -> str:
     """A ROS_DOMAIN_ID for one graph: 1..101, the range ROS 2 documents as safe on Linux
-    (higher ids can collide with the kernel's ephemeral ports)."""
+    (higher ids can collide with the kernel's ephemeral ports), less the domains whose DDS ports
+    hold a SITL port (28: 14540 and 14550; 48: 19410, where DDS's first participant binds
+    19410 and 19411 and PX4's truth listener then cannot)."""
     import random
 
-    return str(random.SystemRandom().randint(1, 101))
+    allowed = [d for d in range(1, 102) if not any(port in dds_ports(d) for port in SITL_UDP_PORTS)]
+    return str(random.SystemRandom().choice(allowed))
 
 
 def descendants(pid: int) -> list[int]:

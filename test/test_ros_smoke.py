@@ -108,3 +108,41 @@ def test_the_loopback_profile_is_what_fast_dds_runs_with(monkeypatch):
             proc.kill()
             proc.wait(timeout=10)
     assert 8.0 < waited < 15.0, f"a killed node left the graph after {waited:.1f} s (profile lease: 10 s)"
+
+
+def test_random_ros_domains_leave_the_sitl_ports_free():
+    """Fast DDS binds its domain's ports: with ROS_DOMAIN_ID 48 a node holds 19410, where the PX4
+    SITL tests listen for SIH's true state (seen: all 13 PX4 scenarios failed at boot). A real
+    node in a private network namespace, for domain 48 and for the domains the tests draw."""
+    from conftest import SITL_UDP_PORTS, random_ros_domain
+
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare -n (a private network namespace) is not permitted here")
+    probe = textwrap.dedent(f"""
+        import socket, rclpy
+        rclpy.init()
+        node = rclpy.create_node("port_probe")
+        held = []
+        for port in {SITL_UDP_PORTS!r}:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                held.append(port)
+            s.close()
+        print(held)
+        node.destroy_node()
+        rclpy.shutdown()
+    """)
+
+    def held(domain: str) -> str:
+        env = {**os.environ, "ROS_DOMAIN_ID": domain}
+        inner = f"ip link set lo up && exec {sys.executable} -c '{probe}'"
+        out = subprocess.run(["unshare", "-n", "bash", "-c", inner], env=env, capture_output=True, text=True,
+                             timeout=60, check=True)
+        return out.stdout.strip().splitlines()[-1]
+
+    assert held("48") == "[19410]"
+    drawn = {random_ros_domain() for _ in range(500)}
+    assert not drawn & {"28", "48"} and len(drawn) > 80
+    assert held(sorted(drawn)[0]) == "[]" and held("101") == "[]"
