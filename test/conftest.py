@@ -3,6 +3,9 @@
 import os
 import signal
 import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -61,6 +64,29 @@ def random_ros_domain() -> str:
 
     allowed = [d for d in range(1, 102) if not any(port in dds_ports(d) for port in SITL_UDP_PORTS)]
     return str(random.SystemRandom().choice(allowed))
+
+
+def unshare_permitted() -> bool:
+    """Whether this process may make a network namespace with its loopback up (root, or user
+    namespaces allowed): ``unshare -n bash -c 'ip link set lo up'``."""
+    try:
+        res = subprocess.run(["unshare", "-n", "bash", "-c", "ip link set lo up"], check=False, capture_output=True,
+                             timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return res.returncode == 0
+
+
+@contextmanager
+def busy_loops(n: int) -> Iterator[int]:
+    """``n`` busy processes (``while True: pass``) for the block: a loaded machine. Yields ``n``."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield n
+    finally:
+        for proc in loops:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def descendants(pid: int) -> list[int]:

@@ -70,7 +70,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
-from conftest import descendants, random_ros_domain  # importing it also keeps DDS on loopback
+from conftest import descendants, random_ros_domain, unshare_permitted  # importing it also keeps DDS on loopback
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TOOLS = REPO.parent / "shared" / "tools"
@@ -1746,16 +1746,6 @@ class Harness:
 
 
 # -- for the pytest modules (test_px4_sitl.py, test_ardupilot_sitl.py) -----------------------------
-
-def unshare_permitted() -> bool:
-    """Whether this process may make a network namespace (root, or user namespaces allowed)."""
-    try:
-        res = subprocess.run(["unshare", "-n", "bash", "-c", "ip link set lo up"], check=False, capture_output=True,
-                             timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return res.returncode == 0
-
 
 @dataclass
 class Group:

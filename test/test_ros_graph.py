@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import sparse_indoor_scene
+from conftest import busy_loops, sparse_indoor_scene
 
 rclpy = pytest.importorskip("rclpy")
 
@@ -274,13 +274,8 @@ def test_graph_equals_inprocess_with_wind(scene_dir, tmp_path):
 @pytest.fixture
 def busy_machine():
     """Twice as many busy processes as cores for the length of a test (a loaded machine)."""
-    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * (os.cpu_count() or 1))]
-    try:
-        yield len(loops)
-    finally:
-        for proc in loops:
-            proc.kill()
-            proc.wait(timeout=10)
+    with busy_loops(2 * (os.cpu_count() or 1)) as n:
+        yield n
 
 
 @pytest.mark.slow

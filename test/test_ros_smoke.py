@@ -114,9 +114,9 @@ def test_random_ros_domains_leave_the_sitl_ports_free():
     """Fast DDS binds its domain's ports: with ROS_DOMAIN_ID 48 a node holds 19410, where the PX4
     SITL tests listen for SIH's true state (seen: all 13 PX4 scenarios failed at boot). A real
     node in a private network namespace, for domain 48 and for the domains the tests draw."""
-    from conftest import SITL_UDP_PORTS, random_ros_domain
+    from conftest import SITL_UDP_PORTS, random_ros_domain, unshare_permitted
 
-    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+    if not unshare_permitted():
         pytest.skip("unshare -n (a private network namespace) is not permitted here")
     probe = textwrap.dedent(f"""
         import socket, rclpy

@@ -15,6 +15,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from conftest import busy_loops
 
 pytest.importorskip("stable_baselines3")
 import torch  # noqa: E402
@@ -318,12 +319,8 @@ def test_a_step_budget_gives_the_same_checkpoint_and_curve_under_load_and_any_re
         return (out / "checkpoint" / "model.safetensors").read_bytes(), rows
 
     quiet = run(tmp_path / "quiet", threads=1)
-    busy_loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
+    with busy_loops(1):
         busy = run(tmp_path / "busy", threads=2)
-    finally:
-        busy_loop.kill()
-        busy_loop.wait()
     # after the warm start, after the rollouts that end at 128 and 256 decisions, at the end (384)
     assert [int(r["env_steps"]) for r in quiet[1]] == [0, 128, 256, 384]
     assert busy[1] == quiet[1]
