@@ -28,6 +28,7 @@ rclpy = pytest.importorskip("rclpy")
 
 from airplay.data import messages as M  # noqa: E402
 from airplay.data.bag import iter_episode_bags, read_bag_messages, read_episode  # noqa: E402
+from airplay.nodes.common import LOCKSTEP_DEPTH  # noqa: E402
 
 EPISODES = 2
 SEED = 1  # tasks of 11.1 m and 2.4 m on this scene: ~30 s of graph time
@@ -219,7 +220,7 @@ def test_collect_graph_bags_hold_the_episodes(recorded):
         assert {t: n for t, n in counts.items() if n} == _bag_counts(bag)
         qos = {t["topic_metadata"]["name"]: t["topic_metadata"]["offered_qos_profiles"][0]
                for t in info["topics_with_message_count"]}
-        assert qos["/camera/image_raw"]["reliability"] == "reliable" and qos["/cmd_vel"]["depth"] == 10
+        assert qos["/camera/image_raw"]["reliability"] == "reliable" and qos["/cmd_vel"]["depth"] == LOCKSTEP_DEPTH
 
 
 def test_sigint_finalizes_the_open_bag(recorded):

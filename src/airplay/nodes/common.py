@@ -60,12 +60,24 @@ LATEST_SENSOR = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT, h
 freshest frame only, so that a policy slower than the camera acts on the newest view rather
 than a queue of older ones."""
 
-LOCKSTEP_IMAGES = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
-                             durability=DurabilityPolicy.VOLATILE)
-"""Camera streams in lockstep: reliable KEEP_LAST 10. In lockstep every frame gates a
-control step, so a dropped frame costs a bounded-wait retry; best effort drops large
+LOCKSTEP_DEPTH = 100
+"""History of the streams a recorder keeps in lockstep (2 s of 50 Hz control steps). The graph's
+pace is the policy's, not the recorder's: a reliable writer repairs a sample for a slow reader
+only while the sample is in its history. At depth 10 a recorder starved for more than 0.2 s of
+graph time lost 6 consecutive camera frames (a fresh-clone ``make test`` beside a 2-worker
+``airplay eval`` and a busy loop)."""
+
+LOCKSTEP_IMAGES = QoSProfile(depth=LOCKSTEP_DEPTH, reliability=ReliabilityPolicy.RELIABLE,
+                             history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE)
+"""Camera streams in lockstep: reliable KEEP_LAST :data:`LOCKSTEP_DEPTH`. In lockstep every frame
+gates a control step, so a dropped frame costs a bounded-wait retry; best effort drops large
 frames under load on loopback (fragmented UDP), reliable does not. A best-effort
 subscriber still matches this publisher."""
+
+LOCKSTEP_STREAM = QoSProfile(depth=LOCKSTEP_DEPTH, reliability=ReliabilityPolicy.RELIABLE,
+                             history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE)
+"""``odom`` and ``cmd_vel`` as published in lockstep: as :data:`RELIABLE` with the history of
+:data:`LOCKSTEP_DEPTH`, so a recorder that falls behind the graph still gets every step."""
 
 EPISODE_STATUS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
                             durability=DurabilityPolicy.TRANSIENT_LOCAL)

@@ -35,10 +35,12 @@ from airplay.data.episode_recorder import (EpisodeRecorder, basic_metadata, igno
                                             scene_task_metadata, started_task_metadata)
 from airplay.data.messages import TOPICS
 from airplay.node_schemas import RECORDER
-from airplay.nodes.common import ParameterError, episode_parameters, run_node
+from airplay.nodes.common import LOCKSTEP_DEPTH, ParameterError, episode_parameters, run_node
 from airplay.nodes.params import declare_schema
 
 CAMERA_TOPICS = ("/camera/image_raw", "/camera/depth/image_raw", "/camera/camera_info")
+LOCKSTEP_TOPICS = (*CAMERA_TOPICS, "/odom", "/cmd_vel")
+"""Published in lockstep with the history of :data:`airplay.nodes.common.LOCKSTEP_DEPTH`."""
 DEFAULT_TOPICS = ("/camera/image_raw", "/camera/camera_info", "/odom", "/cmd_vel", "/goal_pose", "/goal_image",
                   "/episode/status")
 
@@ -94,6 +96,8 @@ class RecorderNode(Node):
         self.get_logger().info(f"recording {', '.join(wanted)} to {out} (split {split})")
 
     def expected_qos(self, topic: str) -> dict:
+        if self.lockstep and topic in LOCKSTEP_TOPICS:
+            return qos_profile("reliable", LOCKSTEP_DEPTH)
         return QOS_SENSOR_DATA if topic in CAMERA_TOPICS and not self.lockstep else QOS_RELIABLE
 
     def subscribe(self, topic: str, msgtype: str) -> None:

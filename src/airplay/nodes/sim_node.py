@@ -64,7 +64,7 @@ from rosgraph_msgs.msg import Clock as ClockMsg
 from std_msgs.msg import String
 
 from airplay.node_schemas import SIM
-from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, RELIABLE, SIM_STATE_TOPIC, WorldCache,
+from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LOCKSTEP_STREAM, RELIABLE, SIM_STATE_TOPIC, WorldCache,
                                   command_from_twist, episode_parameters, first_scene, json_message,
                                   json_payload, ns_from_stamp, odometry_from_state, parse_wind, run_node,
                                   sim_state_from_state, stamp_from_ns, transform_from_odometry)
@@ -103,7 +103,7 @@ class SimNode(Node):
         if scene is not None:
             self._warm_up(scene)
         self.clock_pub = self.create_publisher(ClockMsg, "/clock", 10)
-        self.odom_pub = self.create_publisher(Odometry, "odom", RELIABLE)
+        self.odom_pub = self.create_publisher(Odometry, "odom", LOCKSTEP_STREAM if self.lockstep else RELIABLE)
         self.state_pub = self.create_publisher(Odometry, SIM_STATE_TOPIC, RELIABLE) if self.lockstep else None
         try:  # /tf where tf2_msgs exists (a ROS 2 distribution; the pip wheels lack it)
             from tf2_msgs.msg import TFMessage
