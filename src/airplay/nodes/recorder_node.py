@@ -8,7 +8,7 @@ to :class:`airplay.data.episode_recorder.EpisodeRecorder`, which cuts episodes b
 Parameters: ``out`` (bags), ``topics`` (comma-separated absolute names; default the bag
 topics of :data:`airplay.data.messages.TOPICS` that the graph publishes, depth only with
 ``record_depth:=true``), ``split`` (episode | none), ``max_bytes`` (0: no size split),
-``lockstep`` (the graph steps in lockstep: the camera QoS to expect, reliable keep-last 10,
+``lockstep`` (the graph steps in lockstep: the camera QoS to expect, reliable keep-last 100,
 else sensor data; and how messages that come before their episode's status are told apart,
 see :mod:`airplay.data.episode_recorder`),
 ``flush_interval_s`` (0.5: a SIGKILL loses at most about this much), ``grace_s`` (1.0 wall
