@@ -216,8 +216,8 @@ def _eval_with_view(args: argparse.Namespace, cfg) -> int:
         if view_out:
             print(f"live view recorded in {view_out}; open it with: rerun {view_out}")
         if server is not None:
-            print(f"the run has ended; the web viewer keeps serving {server.web_url} until Ctrl-C", flush=True)
-            try:
+            try:  # the line first inside: a Ctrl-C the moment it is read still ends the run with its code
+                print(f"the run has ended; the web viewer keeps serving {server.web_url} until Ctrl-C", flush=True)
                 server.wait()
             except KeyboardInterrupt:
                 pass
