@@ -1889,8 +1889,9 @@ class Checks:
         self.that(self.v["error"] is None, f"the scenario runs to its end (error: {self.v['error']})")
         self.that(not self.v["stray_processes"], f"nothing the scenario started outlives it "
                                                  f"({self.v['stray_processes']})")
-        self.that(self.v["autopilot_nice"] == sitl_nice(), f"the autopilot ran at nice {sitl_nice()}, ahead of the "
-                                                           f"test suite where permitted ({self.v['autopilot_nice']})")
+        nice = sitl_nice()
+        self.that(self.v["autopilot_nice"] == nice, f"the autopilot ran at nice {nice}, ahead of the test suite "
+                                                    f"where permitted ({self.v['autopilot_nice']})")
 
     def landed_disarmed(self) -> None:
         v = self.v

@@ -69,15 +69,15 @@ class GroundClient:
         from sensor_msgs.msg import CameraInfo, Image
 
         from airplay.nodes.background import BackgroundNode
-        from airplay.nodes.common import LOCKSTEP_IMAGES, RELIABLE
+        from airplay.nodes.common import LOCKSTEP_STREAM, RELIABLE
 
         self.background = BackgroundNode("ground_camera_client")
         node = self.background.node
         self.images: list = []
         self.infos: list = []
         self.pub = node.create_publisher(PoseStamped, "ground/pose", RELIABLE)
-        node.create_subscription(Image, "ground/camera/image_raw", self._image, LOCKSTEP_IMAGES)
-        node.create_subscription(CameraInfo, "ground/camera/camera_info", self._info, LOCKSTEP_IMAGES)
+        node.create_subscription(Image, "ground/camera/image_raw", self._image, LOCKSTEP_STREAM)
+        node.create_subscription(CameraInfo, "ground/camera/camera_info", self._info, LOCKSTEP_STREAM)
         self.background.start()
 
     def _image(self, msg) -> None:

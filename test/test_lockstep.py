@@ -147,7 +147,7 @@ class FakeSimAndCamera:
         from std_msgs.msg import String
 
         from airplay.nodes.background import BackgroundNode
-        from airplay.nodes.common import EPISODE_STATUS, LOCKSTEP_IMAGES, RELIABLE, SIM_STATE_TOPIC
+        from airplay.nodes.common import EPISODE_STATUS, LOCKSTEP_STREAM, RELIABLE, SIM_STATE_TOPIC
 
         self.background = BackgroundNode("fake_sim_and_camera")
         node = self.background.node
@@ -156,8 +156,8 @@ class FakeSimAndCamera:
         self.reports: list[dict] = []
         self.status = node.create_publisher(String, "episode/status", EPISODE_STATUS)
         self.state = node.create_publisher(Odometry, SIM_STATE_TOPIC, RELIABLE)
-        self.rgb = node.create_publisher(Image, "camera/image_raw", LOCKSTEP_IMAGES)
-        self.depth = node.create_publisher(Image, "camera/depth/image_raw", LOCKSTEP_IMAGES)
+        self.rgb = node.create_publisher(Image, "camera/image_raw", LOCKSTEP_STREAM)
+        self.depth = node.create_publisher(Image, "camera/depth/image_raw", LOCKSTEP_STREAM)
         self.command_pub = node.create_publisher(String, "episode/command", RELIABLE)
         node.create_subscription(TwistStamped, "cmd_vel", self._on_cmd, RELIABLE)
         node.create_subscription(String, "episode/policy", self._on_report, RELIABLE)

@@ -67,17 +67,13 @@ only while the sample is in its history. At depth 10 a recorder starved for more
 graph time lost 6 consecutive camera frames (a fresh-clone ``make test`` beside a 2-worker
 ``airplay eval`` and a busy loop)."""
 
-LOCKSTEP_IMAGES = QoSProfile(depth=LOCKSTEP_DEPTH, reliability=ReliabilityPolicy.RELIABLE,
-                             history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE)
-"""Camera streams in lockstep: reliable KEEP_LAST :data:`LOCKSTEP_DEPTH`. In lockstep every frame
-gates a control step, so a dropped frame costs a bounded-wait retry; best effort drops large
-frames under load on loopback (fragmented UDP), reliable does not. A best-effort
-subscriber still matches this publisher."""
-
 LOCKSTEP_STREAM = QoSProfile(depth=LOCKSTEP_DEPTH, reliability=ReliabilityPolicy.RELIABLE,
                              history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE)
-"""``odom`` and ``cmd_vel`` as published in lockstep: as :data:`RELIABLE` with the history of
-:data:`LOCKSTEP_DEPTH`, so a recorder that falls behind the graph still gets every step."""
+"""The streams that step the graph in lockstep (camera images and info, ``odom``, ``cmd_vel``):
+reliable KEEP_LAST :data:`LOCKSTEP_DEPTH`, so a recorder that falls behind the graph still gets
+every step. Every frame gates a control step, so a dropped frame costs a bounded-wait retry;
+best effort drops large frames under load on loopback (fragmented UDP), reliable does not. A
+best-effort subscriber still matches this publisher."""
 
 EPISODE_STATUS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
                             durability=DurabilityPolicy.TRANSIENT_LOCAL)

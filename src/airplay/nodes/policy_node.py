@@ -78,9 +78,8 @@ from std_msgs.msg import String
 
 from airplay.frames import heading_of_state
 from airplay.node_schemas import POLICY_NODE
-from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LATEST_SENSOR, LOCKSTEP_IMAGES, LOCKSTEP_STREAM,
-                                  RELIABLE, EpisodeTasks, GateLog, ParameterError, WorldCache, depth_from_image,
-                                  episode_parameters,
+from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LATEST_SENSOR, LOCKSTEP_STREAM, RELIABLE, EpisodeTasks,
+                                  GateLog, ParameterError, WorldCache, depth_from_image, episode_parameters,
                                   first_scene, json_message, json_payload, ns_from_stamp, one_compute_thread,
                                   rgb_from_image, run_node, SIM_STATE_TOPIC, state_from_odometry,
                                   state_from_sim_state, twist_from_command)
@@ -134,7 +133,7 @@ class PolicyNode(Node):
         scene = first_scene(p["scenes"])
         if scene is not None:
             self._warm_up(scene)
-        qos = LOCKSTEP_IMAGES if self.lockstep else LATEST_SENSOR  # real time: act on the newest view
+        qos = LOCKSTEP_STREAM if self.lockstep else LATEST_SENSOR  # real time: act on the newest view
         self.cmd_pub = self.create_publisher(TwistStamped, "cmd_vel", LOCKSTEP_STREAM if self.lockstep else RELIABLE)
         self.report_pub = self.create_publisher(String, "episode/policy", RELIABLE)
         self.create_subscription(String, "episode/status", self.on_episode_status, EPISODE_STATUS)

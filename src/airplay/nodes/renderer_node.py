@@ -24,7 +24,7 @@ one view of the first scene (:func:`airplay.world.warmup.warm_camera`), so that 
 compiles inside an episode; a command for a new scene does the same ahead of its episode.
 
 Publishes ``camera/image_raw`` (rgb8), ``camera/depth/image_raw`` (32FC1, m) and
-``camera/camera_info``; QoS: see :data:`airplay.nodes.common.LOCKSTEP_IMAGES`.
+``camera/camera_info``; QoS: see :data:`airplay.nodes.common.LOCKSTEP_STREAM`.
 
 A ground robot beside the UAV (AeroGround, :mod:`airplay.aeroground`): for each
 ``ground/pose`` (geometry_msgs/PoseStamped, frame ``map``, ENU; position = the robot's base on
@@ -54,7 +54,7 @@ from std_msgs.msg import String
 
 from airplay.frames import heading_of_state, yaw_from_quat
 from airplay.node_schemas import RENDERER
-from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LATEST_ONLY, LOCKSTEP_IMAGES, RELIABLE,
+from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LATEST_ONLY, LOCKSTEP_STREAM, RELIABLE,
                                   SENSOR_DATA, GateLog, WorldCache, camera_info, episode_parameters, first_scene,
                                   image_from_depth, image_from_rgb, json_payload, ns_from_stamp, one_compute_thread,
                                   run_node, state_from_odometry)
@@ -89,7 +89,7 @@ class RendererNode(Node):
         scene = first_scene(p["scenes"])
         if scene is not None:
             self._prepare(scene)
-        qos = LOCKSTEP_IMAGES if self.lockstep else SENSOR_DATA
+        qos = LOCKSTEP_STREAM if self.lockstep else SENSOR_DATA
         self.rgb_pub = self.create_publisher(Image, "camera/image_raw", qos)
         self.depth_pub = self.create_publisher(Image, "camera/depth/image_raw", qos)
         self.info_pub = self.create_publisher(CameraInfo, "camera/camera_info", qos)

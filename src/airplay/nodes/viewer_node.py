@@ -96,7 +96,7 @@ class ViewerNode(Node):
         self.create_subscription(Odometry, "odom", self.on_odom, QoSProfile(
             depth=100, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE))
         if self.render_images:
-            # reliable in lockstep (the renderer's LOCKSTEP_IMAGES), best effort otherwise (matches any publisher)
+            # reliable in lockstep (the renderer's LOCKSTEP_STREAM), best effort otherwise (matches any publisher)
             qos = QoSProfile(depth=20, history=HistoryPolicy.KEEP_LAST,
                              reliability=ReliabilityPolicy.RELIABLE if self.lockstep else ReliabilityPolicy.BEST_EFFORT)
             self.create_subscription(Image, "camera/image_raw", lambda m: self.on_image(m, "rgb"), qos)
