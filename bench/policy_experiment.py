@@ -10,8 +10,8 @@
 4. ``airplay dagger`` from each policy named in ``--dagger``: ITERATIONS rounds of flying it on
    new tasks of the training scenes, labelling with the field expert, retraining.
 5. ``airplay eval``: every checkpoint, the experts and ``random``, PointGoal, on (a) new tasks of
-   the training scenes (task seed 100) and (b) the unseen scenes, EPISODES per scene, with
-   bootstrap 95 % intervals.
+   the training scenes (task seed 100) and (b) the unseen scenes, EPISODES per scene
+   (``--train-episodes`` per training scene where given), with bootstrap 95 % intervals.
 6. The rest of the evaluation protocol (docs/evaluation.md), unless ``--no-protocol``:
    ``airplay sweep`` of the ``--sweep`` policy over ``--horizons`` on new tasks of the training
    scenes; ``airplay disturb`` of the ``--disturb`` policy on both splits; ``airplay eval-offline``
@@ -130,7 +130,9 @@ def main() -> int:
     ap.add_argument("--dagger-episodes", type=int, default=40, help="tasks flown per training scene per iteration")
     ap.add_argument("--dagger-updates", type=int, default=3000, help="updates per DAgger retraining")
     ap.add_argument("--episodes", type=int, default=40, help="closed-loop episodes per scene and split")
-    ap.add_argument("--workers", type=int, default=2, help="processes for collection and DAgger flights")
+    ap.add_argument("--train-episodes", type=int, default=None,
+                    help="closed-loop episodes per training scene (default: --episodes), for runs in many scenes")
+    ap.add_argument("--workers", type=int, default=2, help="processes for collection, DAgger flights and evaluations")
     ap.add_argument("--threads", type=int, default=2, help="torch threads for training")
     ap.add_argument("--no-protocol", action="store_true", help="skip stage 6 (sweep, disturb, offline vs closed)")
     ap.add_argument("--sweep", default="act", choices=tuple(MODELS), help="policy of the execution-horizon sweep")
@@ -209,17 +211,19 @@ def main() -> int:
         checkpoints[name] = {"path": final, "policy": kind, "flights": total_flights, "dagger": args.dagger_iterations}
 
     rows: dict[str, dict] = {}
-    splits = {"train_scenes_new_tasks": train_scenes, "unseen_scenes": unseen_scenes}
+    splits = {"train_scenes_new_tasks": (train_scenes, args.train_episodes or args.episodes),
+              "unseen_scenes": (unseen_scenes, args.episodes)}
     for name in [*checkpoints, "field_expert", "expert", "random"]:
         rows[name] = {}
-        for split, scenes in splits.items():
+        for split, (scenes, episodes) in splits.items():
             folder = out / "eval" / split / name
-            if not made_from(folder / "summary.json", checkpoints.get(name, {}).get("path"), args.episodes):
+            if not made_from(folder / "summary.json", checkpoints.get(name, {}).get("path"), episodes):
                 stage(f"eval {name} on {split}")
                 shutil.rmtree(folder, ignore_errors=True)
                 policy = checkpoints[name]["policy"] if name in checkpoints else name
-                cmd = AIRPLAY + ["eval", "--scenes", *scenes, "--policy", policy, "--episodes", args.episodes,
-                                 "--seed", 100, "--out", folder, "--bootstrap", 1000, "--backend", "cpu"]
+                cmd = AIRPLAY + ["eval", "--scenes", *scenes, "--policy", policy, "--episodes", episodes,
+                                 "--seed", 100, "--out", folder, "--bootstrap", 1000, "--backend", "cpu",
+                                 "--workers", args.workers]  # the same results files as one process
                 if name in checkpoints:
                     cmd += ["--checkpoint", checkpoints[name]["path"]]
                 else:
@@ -302,7 +306,8 @@ def write_results(out: Path, args, rows: dict, checkpoints: dict, total_flights:
                      f"| {pct(a['cr'])} | {ci(b, 'sr')} | {pct(b['cr'])} |")
     note = (f"{total_flights} field-expert demonstrations (DART noise {args.noise}) in "
             f"{', '.join(f'indoor_{s}' for s in args.train_seeds)} at {args.image_size}x{args.image_size}; "
-            f"{args.episodes} PointGoal episodes (task seed 100) per scene and split; unseen scenes "
+            f"{args.train_episodes or args.episodes} and {args.episodes} PointGoal episodes (task seed 100) per "
+            f"training and unseen scene; unseen scenes "
             f"{', '.join(f'indoor_{s}' for s in args.unseen_seeds)}. Wall time {total / 60:.1f} min.")
     table = "\n".join(lines)
     (out / "results.md").write_text(table + "\n\n" + note + "\n")
