@@ -212,3 +212,43 @@ def test_resnet18_loads_local_imagenet_weights(tmp_path):
     torch.testing.assert_close(trunk[7][1].conv2.weight, reference.layer4[1].conv2.weight)
     with pytest.raises(FileNotFoundError, match="nowhere.pth"):
         build_policy("cnn_bc", image_size=32, pretrained_backbone=str(tmp_path / "nowhere.pth"), group_norm=False)
+
+
+CHUNK_DATASET_PEAK = r"""
+from pathlib import Path
+import numpy as np
+from airplay.policies.dataset import ChunkDataset, EpisodeData
+from airplay.policies.observation import resize_images
+
+rng = np.random.default_rng(0)
+episodes = [EpisodeData(rgb=rng.integers(0, 256, (500, 64, 64, 3), dtype=np.uint8), state=np.zeros((500, 13)),
+                        action=np.zeros((500, 4)), goal=np.zeros((500, 3))) for _ in range(40)]
+for e in episodes[::2]:
+    e.rgb.setflags(write=False)  # as the frame cache's memory-mapped views are
+def status_kb(field):
+    line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith(field + ":"))
+    return int(line.split()[1])
+
+ChunkDataset(episodes[:1], 64).batch(np.arange(4))  # loads what torch loads lazily
+Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM, the peak resident size, to VmRSS
+before = status_kb("VmRSS")
+ds = ChunkDataset(episodes, 64)
+grown = status_kb("VmHWM") - before
+for k in (0, 1, 39):
+    assert (ds.images[k * 500:(k + 1) * 500] == resize_images(episodes[k].rgb.copy(), 64)).all()
+print(grown * 1024 / ds.images.numel())  # kB -> bytes, per byte of frames
+"""
+
+
+def test_chunk_dataset_holds_one_copy_of_the_frames():
+    """Building the training set grows the peak memory by about one copy of its frames
+    (246 MB here; measured 1.05-1.08). The concatenation it replaced grew it by two (2.02), on top of a
+    copy made while loading, and ran a 510k-frame DAgger retraining out of 24 GiB. Measured in
+    a fresh process by Linux's peak resident size (VmHWM), reset before the build."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", CHUNK_DATASET_PEAK], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    copies = float(out.stdout.split()[-1])
+    assert 0.9 < copies < 1.5, f"ChunkDataset grew the peak memory by {copies:.2f} copies of its frames"
