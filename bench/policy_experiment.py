@@ -6,7 +6,8 @@
    training scene (task seed 0) by the state-only field expert, DART noise on the executed
    command (the recorded action is the clean label); ``airplay dataset export``.
 3. ``airplay train``: CNN-BC, ACT and DP with their CPU configurations (:data:`MODELS`) on all
-   flights, and CNN-BC also on the first 1/4 and 1/2 of them (the scaling study).
+   flights, and CNN-BC also on the first 1/4 and 1/2 of them (the scaling study); with
+   ``--waypoints`` also CNN-BC with waypoint actions (:data:`WAYPOINTS`).
 4. ``airplay dagger`` from each policy named in ``--dagger``: ITERATIONS rounds of flying it on
    new tasks of the training scenes, labelling with the field expert, retraining.
 5. ``airplay eval``: every checkpoint, the experts and ``random``, PointGoal, on (a) new tasks of
@@ -51,6 +52,9 @@ MODELS = {
 }
 """CPU configurations: a small CNN trunk at 64x64, no state input (the default), spatial-softmax
 image features (CNN-BC, DP). Table 9's ResNet-18 configurations stay the defaults of the code."""
+WAYPOINTS = ["actions=waypoint", "chunk_size=10", "execution_horizon=5"]
+"""``--waypoints``: CNN-BC's configuration plus these, trained on the poses of the next 10 control
+periods (relative to the current one) and executed 5 at a time by the tracker adapter."""
 OPTIM = {"cnn_bc": (64, 1e-3), "act": (32, 3e-4), "dp": (64, 1e-3)}
 """(batch size, peak learning rate) per policy."""
 
@@ -125,6 +129,8 @@ def main() -> int:
     ap.add_argument("--policies", nargs="+", default=["cnn_bc", "act", "dp"], choices=tuple(MODELS))
     ap.add_argument("--scaling", type=float, nargs="*", default=[0.25, 0.5],
                     help="fractions of the flights CNN-BC is also trained on (the scaling plot)")
+    ap.add_argument("--waypoints", action="store_true",
+                    help="also train CNN-BC with waypoint actions (WAYPOINTS: 10 future poses, tracker, H = 5)")
     ap.add_argument("--dagger", nargs="*", default=["cnn_bc"], choices=tuple(MODELS), help="policies to run DAgger on")
     ap.add_argument("--dagger-iterations", type=int, default=6)
     ap.add_argument("--dagger-episodes", type=int, default=40, help="tasks flown per training scene per iteration")
@@ -175,9 +181,10 @@ def main() -> int:
     updates = dict(zip(("cnn_bc", "act", "dp"), args.updates))
     checkpoints: dict[str, dict] = {}  # name -> {"path", "policy", "flights"}
 
-    def train(kind: str, name: str, flights: int) -> None:
+    def train(kind: str, name: str, flights: int, extra: tuple = ()) -> None:
         ckpt = out / "checkpoints" / name
-        checkpoints[name] = {"path": ckpt, "policy": kind, "flights": flights}
+        checkpoints[name] = {"path": ckpt, "policy": kind, "flights": flights,
+                             "actions": "waypoint" if "actions=waypoint" in extra else "velocity"}
         if (ckpt / "model.safetensors").is_file():
             return
         stage(f"train {name}")
@@ -186,7 +193,7 @@ def main() -> int:
                          "--batch-size", batch, "--lr", lr, "--image-size", f"{args.image_size}x{args.image_size}",
                          "--threads", args.threads,
                          "--save-every", 1000, "--log-every", 100, "--max-episodes", flights, "--no-progress"]
-        for item in MODELS[kind]:
+        for item in [*MODELS[kind], *extra]:
             cmd += ["--set", item]
         run(cmd, out / "checkpoints" / f"{name}.log")
 
@@ -196,6 +203,8 @@ def main() -> int:
         for fraction in args.scaling:
             n = max(1, round(fraction * total_flights))
             train("cnn_bc", f"cnn_bc_{n}", n)
+    if args.waypoints:
+        train("cnn_bc", "cnn_bc_waypoints", total_flights, tuple(WAYPOINTS))
     for kind in args.dagger:
         name = f"{kind}_dagger"
         run_dir = out / "dagger" / kind
@@ -208,7 +217,8 @@ def main() -> int:
                            args.dagger_episodes, "--steps", args.dagger_updates, "--batch-size", batch, "--lr", lr / 2,
                            "--image-size", f"{args.image_size}x{args.image_size}", "--workers", args.workers,
                            "--threads", args.threads, "--no-progress"], out / "dagger" / f"{kind}.log")
-        checkpoints[name] = {"path": final, "policy": kind, "flights": total_flights, "dagger": args.dagger_iterations}
+        checkpoints[name] = {"path": final, "policy": kind, "flights": total_flights, "dagger": args.dagger_iterations,
+                             "actions": "velocity"}
 
     rows: dict[str, dict] = {}
     splits = {"train_scenes_new_tasks": (train_scenes, args.train_episodes or args.episodes),
@@ -268,6 +278,8 @@ def protocol(out: Path, args, checkpoints: dict, train_scenes: list, unseen_scen
             folder / "heldout-export.log")
     pairs, inputs = [], []
     for name, info in checkpoints.items():
+        if info["actions"] != "velocity":
+            continue  # the offline metrics integrate velocity commands (eval-offline refuses waypoints)
         result = folder / "offline" / f"{name}.json"
         if not made_from(result, info["path"]):
             stage(f"eval-offline {name}")
@@ -280,7 +292,7 @@ def protocol(out: Path, args, checkpoints: dict, train_scenes: list, unseen_scen
     relate = folder / "relate"
     made = relate / "relate.json"
     stale = not made.is_file() or any(p.stat().st_mtime > made.stat().st_mtime for p in inputs)  # an input is newer
-    if len(checkpoints) >= 3 and stale:
+    if len(pairs) // 3 >= 3 and stale:  # three checkpoints (each "--pair OFFLINE EVAL") or more
         stage("offline vs closed loop")
         shutil.rmtree(relate, ignore_errors=True)
         run(AIRPLAY + ["offline-vs-closed", *pairs, "--bootstrap", 1000, "--out", relate], folder / "relate.log")
@@ -314,10 +326,10 @@ def write_results(out: Path, args, rows: dict, checkpoints: dict, total_flights:
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     (out / "results.json").write_text(json.dumps(
         {"rows": rows, "checkpoints": {k: {**v, "path": str(v["path"])} for k, v in checkpoints.items()},
-         "config": config, "models": MODELS, "optim": OPTIM, "wall_time_s": round(total, 1),
+         "config": config, "models": MODELS, "waypoints": WAYPOINTS, "optim": OPTIM, "wall_time_s": round(total, 1),
          "stage_started_s": times}, indent=2) + "\n")
     scaling = sorted((v["flights"], rows[k]) for k, v in checkpoints.items()
-                     if v["policy"] == "cnn_bc" and not v.get("dagger"))
+                     if v["policy"] == "cnn_bc" and not v.get("dagger") and v["actions"] == "velocity")
     if scaling:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure

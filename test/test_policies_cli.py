@@ -189,3 +189,33 @@ def test_decoded_frames_are_cached_and_equal_the_video(dataset, tmp_path, monkey
             np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
             np.testing.assert_array_equal(getattr(a, field), getattr(c, field))
     assert frame_cache_dir(dataset, 32) != frame_cache_dir(dataset, 16)
+
+
+def test_train_and_eval_a_waypoint_policy(dataset, scene_dir, tmp_path, monkeypatch, capsys):
+    """``--set actions=waypoint`` trains on relative future poses and stores the tracker adapter;
+    ``airplay eval`` flies it; eval-offline and dagger, defined for velocity commands, refuse it
+    by name."""
+    from airplay.policies.checkpoint import load_policy
+    from airplay.policies.normalize import _name
+
+    monkeypatch.setenv("AIRPLAY_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "wp"
+    assert main(["train", "--policy", "cnn_bc", "--dataset", str(dataset), "--out", str(folder), "--steps", "3",
+                 "--batch-size", "4", "--image-size", "32x32", "--threads", "1", "--no-progress",
+                 "--set", "backbone=small", "--set", "backbone_width=8", "--set", "actions=waypoint",
+                 "--set", "chunk_size=6", "--set", "execution_horizon=3"]) == 0
+    policy = load_policy(folder)
+    assert (policy.config.actions, policy.config.adapter, policy.config.chunk_size) == ("waypoint", "tracker", 6)
+    # normalization statistics of waypoints: positions within a few centimetres per period, not m/s
+    assert float(policy.normalizer.stats[_name("action")].scale[:3].max()) < 0.5
+    out = tmp_path / "results"
+    assert main(["eval", "--policy", "cnn_bc", "--checkpoint", str(folder), "--scenes", str(scene_dir),
+                 "--episodes", "1", "--out", str(out), "--no-images", "--bootstrap", "10", "--no-progress"]) == 0
+    assert json.loads((out / "episodes.jsonl").read_text().splitlines()[0])["steps"] > 0
+    capsys.readouterr()
+    assert main(["eval-offline", "--checkpoint", str(folder), "--dataset", str(dataset)]) == 2
+    assert "predicts 'waypoint' actions" in capsys.readouterr().err
+    assert main(["dagger", "--checkpoint", str(folder), "--dataset", str(dataset), "--scenes", str(scene_dir),
+                 "--out", str(tmp_path / "dagger")]) == 2
+    assert "predicts waypoints" in capsys.readouterr().err
+    assert not (tmp_path / "dagger").exists()

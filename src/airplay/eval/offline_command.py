@@ -57,6 +57,9 @@ def evaluate_offline(checkpoint: str, dataset: str, horizon: int = 10, execution
         raise ValueError(f"rollout must be one of {', '.join(offline.ROLLOUTS)}, got {rollout!r}")
     policy = load_policy(checkpoint, device=device)
     cfg = policy.config
+    if getattr(cfg, "actions", "velocity") != "velocity":
+        raise ValueError(f"{checkpoint}: the offline metrics integrate velocity commands; this policy predicts "
+                         f"{cfg.actions!r} actions (config 'actions')")
     h = int(execution_horizon or cfg.execution_horizon)
     if not 1 <= h <= cfg.chunk_size:
         raise ValueError(f"execution horizon must be in 1..{cfg.chunk_size} (the chunk size of {checkpoint}), got {h}")

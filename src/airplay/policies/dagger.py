@@ -83,6 +83,11 @@ class DaggerConfig:
             raise DaggerError(f"dagger field 'beta' must be in [0, 1], got {self.beta!r}")
         if not (Path(self.checkpoint) / "model.safetensors").is_file():
             raise DaggerError(f"checkpoint {self.checkpoint}: no model.safetensors (train it first: airplay train)")
+        from airplay.policies.checkpoint import read_config
+
+        if getattr(read_config(self.checkpoint)[1], "actions", "velocity") != "velocity":
+            raise DaggerError(f"checkpoint {self.checkpoint}: its policy predicts waypoints (config 'actions'); "
+                              "DAgger labels visited states with the expert's velocity commands, not waypoints")
         for d in self.datasets:
             if not (Path(d) / "meta" / "info.json").is_file():
                 raise DaggerError(f"dataset {d}: no meta/info.json (a LeRobot v3 dataset: airplay dataset export)")

@@ -6,7 +6,9 @@ gather: the CPU or GPU is never waiting on video decoding.
 
 A sample at frame t of an episode of T frames holds the observations at t - n + 1 .. t
 (repeating frame 0 before the start) and the actions t .. t + K - 1; those past the end
-repeat the last action and are flagged in ``action_is_pad``.
+repeat the last action and are flagged in ``action_is_pad``. With ``actions="waypoint"`` the
+chunk is the K poses after t relative to t's (:func:`airplay.policies.waypoints.episode_waypoints`),
+computed once here from the recorded states.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import torch
 from airplay.policies.normalize import compute_stats
 from airplay.policies.observation import (ACTION, ACTION_DIM, ACTION_IS_PAD, GOAL, GOAL_DIM, GOAL_IMAGE, IMAGE,
                                           STATE, STATE_DIM, resize_images, to_float)
+from airplay.policies.waypoints import ACTION_SPACES, episode_waypoints
 
 
 @dataclass
@@ -48,12 +51,15 @@ class ChunkDataset:
     """Windows of ``n_obs_steps`` observations and ``chunk_size`` actions over ``episodes``.
 
     goal: "point" (needs every episode's goal), "image" (goal_image) or "none".
+    actions: "velocity" (the recorded commands) or "waypoint" (relative future poses).
     """
 
     def __init__(self, episodes: list[EpisodeData], image_size: int, n_obs_steps: int = 1, chunk_size: int = 1,
-                 goal: str = "point") -> None:
+                 goal: str = "point", actions: str = "velocity") -> None:
         if not episodes:
             raise ValueError("no episodes to train on")
+        if actions not in ACTION_SPACES:
+            raise ValueError(f"actions must be one of {', '.join(ACTION_SPACES)}, got {actions!r}")
         self.image_size, self.n_obs_steps, self.chunk_size, self.goal = image_size, n_obs_steps, chunk_size, goal
         lengths = np.array([len(e.rgb) for e in episodes])
         self.num_episodes, self.num_frames = len(episodes), int(lengths.sum())
@@ -68,6 +74,11 @@ class ChunkDataset:
             self.images[a:a + n] = resize_images(np.array(e.rgb), image_size)  # np.array: a read-only view
         self.state = torch.as_tensor(np.concatenate([e.state for e in episodes]), dtype=torch.float32)
         self.action = torch.as_tensor(np.concatenate([e.action for e in episodes]), dtype=torch.float32)
+        self.actions, self.waypoints = actions, None
+        if actions == "waypoint":  # (N, K, 4) labels and (N, K) padding, per frame
+            labels = [episode_waypoints(e.state, chunk_size) for e in episodes]
+            self.waypoints = torch.as_tensor(np.concatenate([w for w, _ in labels]))
+            self.waypoint_is_pad = torch.as_tensor(np.concatenate([p for _, p in labels]))
         self.goal_vec = self.goal_images = None
         if goal == "point":
             missing = [i for i, e in enumerate(episodes) if e.goal is None]
@@ -84,8 +95,10 @@ class ChunkDataset:
         return self.num_frames
 
     def stats(self) -> dict[str, dict]:
-        """Normalization statistics of state, action (and goal) over all frames."""
-        out = {STATE: compute_stats(self.state.numpy()), ACTION: compute_stats(self.action.numpy())}
+        """Normalization statistics of state, action (and goal) over all frames (waypoint
+        actions: over every waypoint that is not padding)."""
+        action = self.action.numpy() if self.waypoints is None else self.waypoints[~self.waypoint_is_pad].numpy()
+        out = {STATE: compute_stats(self.state.numpy()), ACTION: compute_stats(action)}
         if self.goal_vec is not None:
             out[GOAL] = compute_stats(self.goal_vec.numpy())
         return out
@@ -99,6 +112,8 @@ class ChunkDataset:
         act = act.minimum(self.end[i, None] - 1)
         out = {IMAGE: to_float(self.images[obs]), STATE: self.state[obs], ACTION: self.action[act],
                ACTION_IS_PAD: is_pad}
+        if self.waypoints is not None:
+            out[ACTION], out[ACTION_IS_PAD] = self.waypoints[i], self.waypoint_is_pad[i]
         if self.goal_vec is not None:
             out[GOAL] = self.goal_vec[obs]
         if self.goal_images is not None:

@@ -20,6 +20,7 @@ from airplay.policies.normalize import MODES, Normalizer, compute_stats
 from airplay.policies.observation import (ACTION, ACTION_DIM, GOAL, GOAL_DIM, GOAL_IMAGE, GOAL_KINDS, IMAGE, STATE,
                                           STATE_FEATURES, ObservationHistory, state_features)
 from airplay.policies.vision import BACKBONES, POOLS
+from airplay.policies.waypoints import ACTION_SPACES
 
 
 @dataclasses.dataclass
@@ -50,6 +51,9 @@ class LearnedConfig(PolicyConfig):
     image_pool: how CNN-BC and DP turn the image feature map into a vector (ACT keeps one
         token per cell): "spatial_softmax" (default), "flatten" or "avg" (global average,
         which loses where an obstacle is in the image); see :data:`airplay.policies.vision.POOLS`.
+    actions: what each chunk holds: "velocity" (default; heading-frame velocity (m/s) and yaw
+        rate (rad/s) commands) or "waypoint" (future poses relative to the current one, see
+        :mod:`airplay.policies.waypoints`), which runs with the "tracker" adapter only.
     """
 
     type: ClassVar[str] = "learned"
@@ -69,6 +73,7 @@ class LearnedConfig(PolicyConfig):
     augment_shift_px: int = 0
     augment_jitter: float = 0.0
     image_pool: str = "spatial_softmax"
+    actions: str = "velocity"
 
     def validate(self) -> None:
         super().validate()
@@ -91,6 +96,11 @@ class LearnedConfig(PolicyConfig):
               "augment_shift_px", f"must be an integer in 0..{self.image_size // 2 - 1}, got {self.augment_shift_px!r}")
         check(self.image_pool in POOLS, "image_pool", f"must be one of {', '.join(POOLS)}, got {self.image_pool!r}")
         check(0 <= self.augment_jitter < 1, "augment_jitter", f"must be in [0, 1), got {self.augment_jitter!r}")
+        check(self.actions in ACTION_SPACES, "actions",
+              f"must be one of {', '.join(ACTION_SPACES)}, got {self.actions!r}")
+        check((self.actions == "waypoint") == (self.adapter == "tracker"), "adapter",
+              f"must be 'tracker' with waypoint actions and only with them (actions {self.actions!r}, "
+              f"adapter {self.adapter!r})")
         for name in ("state_norm", "goal_norm", "action_norm"):
             check(getattr(self, name) in MODES, name, f"must be one of {', '.join(MODES)}, got {getattr(self, name)!r}")
 

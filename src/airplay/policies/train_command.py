@@ -41,6 +41,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         fields["image_size"] = width
     if args.execution_horizon:
         fields["execution_horizon"] = args.execution_horizon
+    if fields.get("actions") == "waypoint":  # waypoints are executed by the tracker (and only by it)
+        fields.setdefault("adapter", "tracker")
     try:  # validate the config before decoding any video
         defaults = policy_class(args.policy).config_class(**{k: v for k, v in fields.items() if k != "goal"})
     except (ConfigError, TypeError) as err:
@@ -59,7 +61,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         more, goal = load_lerobot_episodes(folder, defaults.image_size, goal, progress=not args.no_progress,
                                            max_episodes=left)
         episodes += more
-    dataset = ChunkDataset(episodes, defaults.image_size, defaults.n_obs_steps, defaults.chunk_size, goal)
+    dataset = ChunkDataset(episodes, defaults.image_size, defaults.n_obs_steps, defaults.chunk_size, goal,
+                           defaults.actions)
     print(f"{' + '.join(args.dataset)}: {dataset.num_episodes} episodes, {len(dataset)} frames, goal {goal!r}, images "
           f"{defaults.image_size}x{defaults.image_size} cached ({dataset.images.numel() / 1e6:.0f} MB) "
           f"in {time.perf_counter() - t0:.1f} s")
