@@ -19,7 +19,6 @@ from pathlib import Path
 import numba
 import numpy as np
 import torch
-import yaml
 
 from airplay.policies import make_policy
 from airplay.policies.adapters import TrackerAdapter
@@ -85,13 +84,8 @@ def main() -> int:
     numba.set_num_threads(1)
     torch.set_num_threads(1)
     root = Path(tempfile.mkdtemp(prefix="action-spaces-"))
-    folder = root / "indoor"
-    make_scene("indoor", 2, folder, gaussians_per_m2=4)
-    spec = yaml.safe_load((folder / "scene.yaml").read_text())
-    cam, scale = spec["camera"], IMAGE / spec["camera"]["width"]
-    cam.update(width=IMAGE, height=IMAGE, fx=cam["fx"] * scale, fy=cam["fy"] * scale, cx=IMAGE / 2, cy=IMAGE / 2)
-    (folder / "scene.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    world = World.load(folder)
+    make_scene("indoor", 2, root / "indoor", gaussians_per_m2=4)
+    world = World.load(root / "indoor").with_camera_size(IMAGE, IMAGE)  # the same field of view
     env = AirPlayEnv(world, "pointgoal", tasks=[], render_backend="cpu", render_images=False)
     expert = make_policy("field_expert", world)
     tasks = sample_tasks(world.scene, world.grid, TASKS, 0, "pointgoal", world.protocol)

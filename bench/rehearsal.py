@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import signal
@@ -41,15 +42,11 @@ def free_udp_port() -> int:
 
 
 def in_process_statuses(eval_dir: Path | None, scene_name: str) -> dict[int, str]:
-    """task index -> status of an ``airplay eval`` in that scene (task ids end in the index)."""
+    """task index -> status of an ``airplay eval`` in that scene (task ids end in "-INDEX")."""
     if eval_dir is None:
         return {}
-    out = {}
-    for line in (eval_dir / "episodes.jsonl").read_text().splitlines():
-        ep = json.loads(line)
-        if ep.get("scene") == scene_name:
-            out[int(ep.get("index", re.findall(r"\d+", str(ep["task_id"]))[-1]))] = ep["status"]
-    return out
+    episodes = [json.loads(line) for line in (eval_dir / "episodes.jsonl").read_text().splitlines()]
+    return {int(ep["task_id"].rsplit("-", 1)[1]): ep["status"] for ep in episodes if ep["scene"] == scene_name}
 
 
 class Watcher:
@@ -158,8 +155,6 @@ def main() -> int:
     ap.add_argument("--eval-dir", type=Path, default=None, help="an airplay eval of the same tasks, to compare")
     ap.add_argument("--logs", type=Path, default=None, help="folder for the graphs' logs (default: a temporary one)")
     args = ap.parse_args()
-    import os
-
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(20, 99)))  # not the default domain's other graphs
     from airplay.launcher import graph_environment
 

@@ -74,7 +74,7 @@ class ChunkDataset:
             self.images[a:a + n] = resize_images(np.array(e.rgb), image_size)  # np.array: a read-only view
         self.state = torch.as_tensor(np.concatenate([e.state for e in episodes]), dtype=torch.float32)
         self.action = torch.as_tensor(np.concatenate([e.action for e in episodes]), dtype=torch.float32)
-        self.actions, self.waypoints = actions, None
+        self.waypoints = self.waypoint_is_pad = None
         if actions == "waypoint":  # (N, K, 4) labels and (N, K) padding, per frame
             labels = [episode_waypoints(e.state, chunk_size) for e in episodes]
             self.waypoints = torch.as_tensor(np.concatenate([w for w, _ in labels]))
@@ -107,13 +107,13 @@ class ChunkDataset:
         """The samples at flat frame indices ``index`` (B,) as a batch (observation module's keys)."""
         i = torch.as_tensor(index, dtype=torch.long)
         obs = (i[:, None] - torch.arange(self.n_obs_steps - 1, -1, -1)).maximum(self.start[i, None])  # (B, n)
-        act = i[:, None] + torch.arange(self.chunk_size)  # (B, K)
-        is_pad = act >= self.end[i, None]
-        act = act.minimum(self.end[i, None] - 1)
-        out = {IMAGE: to_float(self.images[obs]), STATE: self.state[obs], ACTION: self.action[act],
-               ACTION_IS_PAD: is_pad}
-        if self.waypoints is not None:
-            out[ACTION], out[ACTION_IS_PAD] = self.waypoints[i], self.waypoint_is_pad[i]
+        if self.waypoints is None:
+            act = i[:, None] + torch.arange(self.chunk_size)  # (B, K)
+            is_pad = act >= self.end[i, None]
+            action = self.action[act.minimum(self.end[i, None] - 1)]
+        else:
+            action, is_pad = self.waypoints[i], self.waypoint_is_pad[i]
+        out = {IMAGE: to_float(self.images[obs]), STATE: self.state[obs], ACTION: action, ACTION_IS_PAD: is_pad}
         if self.goal_vec is not None:
             out[GOAL] = self.goal_vec[obs]
         if self.goal_images is not None:
