@@ -111,7 +111,8 @@ class Rig:
     """Bridge core here, vehicle in a process; a 50 Hz thread plays the policy (``command``:
     None sends nothing) and ticks the FlightController."""
 
-    def __init__(self, tmp_path: Path, flavour: str = "px4", vehicle_args=(), arm: bool = True, **config) -> None:
+    def __init__(self, tmp_path: Path, flavour: str = "px4", vehicle_args=(), arm: bool = True, judge=None,
+                 **config) -> None:
         config.setdefault("takeoff_height_m", 0.6)
         config.setdefault("heartbeat_timeout_s", 1.5)
         config.setdefault("command_timeout_s", 0.2)
@@ -120,8 +121,11 @@ class Rig:
         self.vehicle = start_vehicle(self.autopilot.link.local_port, flavour, self.log_path, *vehicle_args)
         self.interventions = []
         self.phases = []  # every phase the controller entered, in order (a short one is not missed)
+        self.ties, self.endings = [], []
         self.flight = FlightController(self.autopilot, default_flight_config(**config),
-                                       on_intervention=self.interventions.append, on_phase=self.phases.append)
+                                       on_intervention=self.interventions.append, on_phase=self.phases.append,
+                                       judge=judge, on_tie=self.ties.append, on_mission_end=self.endings.append)
+        self.handover = None  # (time s, state) at the first tick the policy flies
         self.command = None
         self.trace = []   # (time s, state (13,)) at every tick
         self._stop = threading.Event()
@@ -144,6 +148,8 @@ class Rig:
             state = self.autopilot.telemetry.state()
             if state is not None:
                 self.trace.append((now, state))
+                if self.handover is None and self.flight.phase == "flying":
+                    self.handover = (now, state)
             time.sleep(0.02)
 
     def state(self) -> np.ndarray:
@@ -536,3 +542,69 @@ def test_an_autopilot_fence_that_cannot_be_installed_fails_on_the_ground(rigs):
     assert "autopilot_fence" in rig.flight.error and "GPS_GLOBAL_ORIGIN" in rig.flight.error
     assert "arming" not in rig.phases and "ready" not in rig.phases
     assert not rig.autopilot.status.armed
+
+
+# -- the mission: tied at the task's start, handed over at the start pose, ended by its rules ------
+def _mission(**fields):
+    from airplay.bridge.mission import Mission, MissionJudge
+
+    values = dict(task_id="test-0", start_position=(10.0, 5.0, 1.0), start_yaw=-math.pi / 2,
+                  goal_position=(10.0, 1.5, 1.0), success_radius_m=0.5, time_limit_s=30.0)
+    values.update(fields)
+    return MissionJudge(Mission(**values))
+
+
+@pytest.mark.parametrize("flavour", ["px4", "ardupilot"])
+def test_a_mission_is_tied_at_its_start_handed_over_there_and_ends_at_the_goal(rigs, flavour):
+    """The vehicle stands at local (2, -1) facing 30 deg; the task starts at map (10, 5, 1.0) facing
+    -y. The map is tied so that the vehicle is the start on the ground; PX4's take-off ends short
+    (NAV_MC_ALT_RAD), the bridge climbs and turns to the start pose, and only there does the policy
+    fly; it flies forward into the goal's radius: success, a hold, then the landing."""
+    judge = _mission()
+    rig = rigs(flavour, ("--start", "2,-1,0,30"), judge=judge, map_tie="task_start", takeoff_height_m=1.0,
+               end_hold_s=1.0)
+    rig.command = [0.8, 0.0, 0.0, 0.0]
+    rig.wait_phase("landed", 60)
+    assert rig.flight.error is None, rig.flight.error
+    phases = [str(p) for p in rig.phases]
+    assert phases[phases.index("warming_up"):] == ["warming_up", "positioning", "flying", "landing", "landed"], phases
+    [tie] = rig.ties
+    assert tie.yaw_rad == pytest.approx(-math.pi / 2 - math.radians(30), abs=1e-3)
+    assert_allclose(tie.position_to_map((2.0, -1.0, 0.0)), (10.0, 5.0, 0.0), atol=0.02)
+    # handed over at the start pose, at rest
+    _, s = rig.handover
+    assert np.linalg.norm(s[0:3] - (10.0, 5.0, 1.0)) <= 0.2, s[0:3]
+    assert abs(frames.wrap_angle(yaw_of_state(s) + math.pi / 2)) <= math.radians(6)
+    # ended at the goal, held there, then landed under it (map frame)
+    [ending] = rig.endings
+    assert ending.status == "success" and ending.goal_distance_m <= 0.5
+    assert judge.ending is ending
+    landed = rig.state()[0:3]
+    assert np.hypot(*(landed[0:2] - (10.0, 1.5))) <= 0.8, landed
+    # it flew forward (map -y) from the start to the goal, never past the goal by more than the hold's drift
+    ys = [st[1] for t, st in rig.trace if t >= rig.handover[0]]
+    assert min(ys) >= 1.5 - 0.5 - 0.3
+
+
+def test_a_missions_time_limit_and_the_policys_stop(rigs):
+    """A policy that hovers: the task's time limit ends the mission (timeout), hold, land. A
+    policy that stops away from the goal: stopped, hold, land."""
+    judge = _mission(time_limit_s=3.0)
+    rig = rigs("px4", ("--start", "0,0,0,90"), judge=judge, map_tie="task_start", takeoff_height_m=1.0,
+               end_hold_s=0.5)
+    rig.command = [0.0, 0.0, 0.0, 0.0]
+    rig.wait_phase("landed", 60)
+    [ending] = rig.endings
+    assert ending.status == "timeout" and ending.flown_s == pytest.approx(3.0, abs=0.1)
+    assert rig.flight.error is None
+
+    judge = _mission()
+    rig = rigs("px4", ("--start", "0,0,0,90"), judge=judge, map_tie="task_start", takeoff_height_m=1.0,
+               end_hold_s=0.5)
+    rig.command = [0.0, 0.0, 0.0, 0.0]
+    rig.wait_phase("flying", 40)
+    time.sleep(0.5)
+    rig.flight.policy_stop("STOP")
+    rig.wait_phase("landed", 30)
+    [ending] = rig.endings
+    assert ending.status == "stopped" and ending.reason == "STOP"

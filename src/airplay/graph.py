@@ -363,7 +363,7 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     vln = _vln_arguments(v, episode, _flag(v, "render_images") or bool(v["camera_topic"]))
     if vln:  # on a vehicle: no evaluator (the policy node's docstring)
         vln.update(vehicle=True, instruction=v["instruction"], episode_instruction=not v["camera_topic"])
-    bridge = _bridge_parameters(v)
+    bridge = _bridge_parameters(v, episode)
     remap = []
     if v["camera_topic"]:
         remap.append(("camera/image_raw", v["camera_topic"]))
@@ -391,12 +391,16 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
     return nodes
 
 
-def _bridge_parameters(v: dict[str, str]) -> dict:
+def _bridge_parameters(v: dict[str, str], episode: dict) -> dict:
     """The mavlink_bridge node's parameters from the fly graph's arguments, typed and checked
-    (:func:`airplay.bridge.parameters.flight_settings`); errors name the launch argument."""
+    (:func:`airplay.bridge.parameters.flight_settings`); errors name the launch argument. The
+    task (scene, index and the arguments that sample the scene's tasks, as the policy node's)
+    is the bridge's mission."""
     values = {name: v[name] for name in BRIDGE_SCHEMA.names() if name in v}
     values.update(scene_dir=v["scene"], index=v["index"], exit_when_landed="true",
                   land_on_policy_stop="true")  # the policy's stop request (episode/policy "stop": true) lands
+    values.update({k: str(episode[k]) for k in ("episodes", "seed", "setting", "vln_config", "vln_episodes")
+                   if k in episode})
     try:
         typed = {name: coerce(name, value) for name, value in values.items()}
         flight_settings(typed)

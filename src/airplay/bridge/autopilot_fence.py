@@ -32,7 +32,7 @@ take-off. When the flight has ended on the ground, :meth:`InstalledFence.restore
 fence and the parameters that were there before.
 
 Map metres (ENU) become latitude/longitude through the autopilot's EKF origin
-(GPS_GLOBAL_ORIGIN; map = local ENU + ``origin_enu``) with the local flat-earth (equirectangular)
+(GPS_GLOBAL_ORIGIN; map = the :class:`~airplay.bridge.map_tie.MapTie` of local ENU) with the local flat-earth (equirectangular)
 approximation, good to a millimetre over a few hundred metres. No rclpy here.
 """
 
@@ -87,13 +87,18 @@ def local_to_latlon(north_m: float, east_m: float, origin: GlobalOrigin) -> tupl
     return lat, lon
 
 
-def fence_vertices_latlon(polygon_map_xy, origin_enu, origin: GlobalOrigin) -> list[tuple[int, int]]:
-    """The map-frame polygon ``[(x, y), ...]`` (ENU metres) as (lat, lon) in 1e-7 degrees, with the
-    map -> local shift ``origin_enu`` (map = local ENU + origin_enu)."""
+def fence_vertices_latlon(polygon_map_xy, tie, origin: GlobalOrigin) -> list[tuple[int, int]]:
+    """The map-frame polygon ``[(x, y), ...]`` (ENU metres) as (lat, lon) in 1e-7 degrees, through
+    ``tie`` (:class:`~airplay.bridge.map_tie.MapTie`: map = Rz(yaw) local ENU + origin; a plain
+    (3,) origin is a shift without a turn)."""
+    from airplay.bridge.map_tie import MapTie
+
+    if not isinstance(tie, MapTie):
+        tie = MapTie(tuple(float(v) for v in tie))
     out = []
     for x, y in polygon_map_xy:
-        east, north = float(x) - float(origin_enu[0]), float(y) - float(origin_enu[1])
-        lat, lon = local_to_latlon(north, east, origin)
+        east, north, _ = tie.position_to_local((float(x), float(y), 0.0))
+        lat, lon = local_to_latlon(float(north), float(east), origin)
         out.append((int(round(lat * 1e7)), int(round(lon * 1e7))))
     return out
 
@@ -332,7 +337,7 @@ class InstalledFence:
                  len(self.previous_items), ", ".join(f"{k}={v[0]:g}" for k, v in self.previous_params.items()))
 
 
-def install(autopilot, request: FenceRequest, origin_enu, timeout_s: float = 1.0) -> InstalledFence:
+def install(autopilot, request: FenceRequest, tie, timeout_s: float = 1.0) -> InstalledFence:
     """Install ``request`` in the autopilot, read it back, and return what to restore afterwards.
     Raises :class:`AutopilotFenceError` naming the step that failed (nothing is left half-set: a
     failure after the first change restores what was there)."""
@@ -343,7 +348,7 @@ def install(autopilot, request: FenceRequest, origin_enu, timeout_s: float = 1.0
     items = []
     if request.polygon_map_xy is not None:
         origin = t.global_origin()
-        vertices = fence_vertices_latlon(expand_polygon(request.polygon_map_xy, request.margin_m), origin_enu, origin)
+        vertices = fence_vertices_latlon(expand_polygon(request.polygon_map_xy, request.margin_m), tie, origin)
         command = mavlink.MAV_CMD_NAV_FENCE_POLYGON_VERTEX_INCLUSION
         items = [(command, lat, lon, float(len(vertices))) for lat, lon in vertices]
     ceiling = ceiling_above_home_m(request)

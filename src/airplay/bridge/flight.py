@@ -37,12 +37,17 @@ The flight sequence is an explicit state machine (:class:`Phase`):
 ``warming_up``
     the supervisor's output streamed (hover until the policy commands) for
     ``setpoint_warmup_s``, then PX4: OFFBOARD, checked in the HEARTBEAT.
-``flying``
+``positioning``
+    with a mission (:mod:`airplay.bridge.flight_mission`): position setpoints to the task's
+    start pose until the vehicle has settled there; then the policy flies. (The map was tied to
+    the task's start, with ``map_tie`` "task_start", when the checks passed.)
+``flying
     every tick sends the supervisor's output: a velocity + yaw-rate setpoint (MAV_FRAME_LOCAL_NED,
     turned into the world frame with the current yaw), or a position + yaw setpoint while the
     supervisor holds. The autopilot leaving offboard control by itself (its fence or another
     failsafe, the pilot's mode switch) -> the bridge stops sending and ends in ``holding`` with an
-    error (AUTOPILOT_TOOK_OVER): it never takes the vehicle back.
+    error (AUTOPILOT_TOOK_OVER): it never takes the vehicle back. With a mission, the task's end
+    rules are judged every tick; at the end the policy is no longer flown: hold, then land.
 ``link_lost``
     nothing from the autopilot (HEARTBEAT or telemetry) for ``heartbeat_timeout_s`` while
     armed, or this process stalled that long (no control period ran): nothing is sent (the
@@ -71,6 +76,7 @@ The parts: this module holds the sequence up to ``flying`` and the control perio
 :mod:`airplay.bridge.flight_checks` the readiness, take-off and autopilot-fence checks;
 :mod:`airplay.bridge.flight_ending` failures, landing, shutdown and close;
 :mod:`airplay.bridge.flight_link` the link loss, its return and the autopilot taking over;
+:mod:`airplay.bridge.flight_mission` the mission (tie, positioning, end);
 :mod:`airplay.bridge.flight_config` the configuration and the phases.
 """
 
@@ -88,6 +94,7 @@ from airplay.bridge.flight_config import (ARM_BACKOFF_S, PX4_ARMING_MODES, TERMI
                                           FlightConfig, FlightFailure, Phase)
 from airplay.bridge.flight_ending import FlightEnding
 from airplay.bridge.flight_link import LinkWatch
+from airplay.bridge.flight_mission import MissionControl
 from airplay.bridge.interventions import Mode
 from airplay.bridge.mavlink_link import CommandError
 from airplay.bridge.supervisor import SafetySupervisor
@@ -96,18 +103,23 @@ from airplay.frames import yaw_of_state
 log = logging.getLogger("airplay.bridge")
 
 
-class FlightController(FlightEnding, LinkWatch):
-    """See the module docstring. ``on_intervention(intervention)`` and ``on_phase(phase)`` are
-    called from the thread that caused them."""
+class FlightController(FlightEnding, LinkWatch, MissionControl):
+    """See the module docstring. ``on_intervention(intervention)``, ``on_phase(phase)``,
+    ``on_tie(map_tie)`` and ``on_mission_end(ending)`` are called from the thread that caused
+    them. ``judge``: the mission (:class:`~airplay.bridge.mission.MissionJudge`; None: the policy
+    flies until told to land)."""
 
     def __init__(self, autopilot, config: FlightConfig | None = None, clock=time.time,
-                 on_intervention=None, on_phase=None) -> None:
+                 on_intervention=None, on_phase=None, judge=None, on_tie=None, on_mission_end=None) -> None:
         self.autopilot = autopilot
         self.config = config if config is not None else FlightConfig()
         self.clock = clock
         self.supervisor = SafetySupervisor(self.config.supervisor)
         self.on_intervention = on_intervention or (lambda iv: None)
         self.on_phase = on_phase or (lambda phase: None)
+        self.judge = judge
+        self.on_tie = on_tie or (lambda tie: None)
+        self.on_mission_end = on_mission_end or (lambda ending: None)
         self.phase = Phase.CONNECTING
         self.error: str | None = None
         self.streaming = False
@@ -213,6 +225,7 @@ class FlightController(FlightEnding, LinkWatch):
             ap.request_message_interval(mavlink.MAVLINK_MSG_ID_SYS_STATUS, 2.0, cfg.ack_timeout_s)  # pre-arm bit
             self._set_phase(Phase.CHECKING)
             self._wait_ready()
+            self._tie_at_start()
             if cfg.autopilot_fence:
                 self._install_autopilot_fence()
             self._set_phase(Phase.READY)
@@ -323,9 +336,13 @@ class FlightController(FlightEnding, LinkWatch):
         if self._landing_requested:
             return
         self._check_going("the switch to offboard control")
+        self._in_offboard = True
+        self._position_at_start()
+        if self._landing_requested or self.phase not in (Phase.WARMING_UP, Phase.POSITIONING):
+            return
+        self._start_mission(self.clock())
         if self._flying_since is None:
             self._flying_since = self.clock()
-        self._in_offboard = True
         self._set_phase(Phase.FLYING)
 
     def _current_z(self) -> float:
@@ -353,14 +370,18 @@ class FlightController(FlightEnding, LinkWatch):
                 return None
             out = sup.output(now)
             self.last_output = out
+            goto = self._goto_setpoint(out)
             if out.command is not None:
-                if out.hold_position_enu is not None:  # the supervisor holds: a position setpoint, no drift
+                if goto is not None:  # positioning at the task's start, or the mission's end: hold there
+                    ap.send_position(*goto)
+                elif out.hold_position_enu is not None:  # the supervisor holds: a position setpoint, no drift
                     ap.send_position(out.hold_position_enu, out.hold_yaw_rad)
                 else:  # world-frame velocity: what the supervisor checked against the fence
                     ap.send_velocity(out.command, yaw)
                 self.sent += 1
         for intervention in out.interventions:
             self.on_intervention(intervention)
+        self._judge_mission(now, state)
         if out.mode is Mode.LANDING and not self._landing_requested:
             self._request_land("the supervisor lands (operator stop or geofence)")
         elif (self.phase == Phase.FLYING and cfg.flight_time_s > 0 and self._flying_since is not None

@@ -136,6 +136,6 @@ def install_flight_fence(autopilot, config: FlightConfig, ground_z_m: float) -> 
     if request is None:
         raise FlightFailure("autopilot_fence is true but no fence is set (fence_box, fence_polygon or fence_z_max)")
     try:
-        return install_autopilot_fence(autopilot, request, autopilot.telemetry.origin_enu, cfg.ack_timeout_s)
+        return install_autopilot_fence(autopilot, request, autopilot.telemetry.tie, cfg.ack_timeout_s)
     except AutopilotFenceError as exc:
         raise FlightFailure(f"autopilot_fence: {exc}") from None

@@ -21,6 +21,7 @@ class Phase(str, enum.Enum):
     ARMING = "arming"
     TAKING_OFF = "taking_off"
     WARMING_UP = "warming_up"
+    POSITIONING = "positioning"
     FLYING = "flying"
     LINK_LOST = "link_lost"
     LANDING = "landing"
@@ -34,8 +35,12 @@ class Phase(str, enum.Enum):
 
 PHASES = tuple(p.value for p in Phase)
 TERMINAL_PHASES = frozenset({Phase.LANDED, Phase.HOLDING, Phase.FAILED})
+OFFBOARD_PHASES = frozenset({Phase.POSITIONING, Phase.FLYING})
+"""Phases in which the bridge flies the vehicle under offboard control (OFFBOARD / GUIDED)."""
 LINK_RETURN_RULES = ("land", "resume")
 FAILURE_OUTCOMES = ("land", "hold")
+MAP_TIES = ("origin", "task_start")
+END_ACTIONS = ("land", "hold")
 PX4_ARMING_MODES = ("POSCTL", "ALTCTL", "MANUAL", "STABILIZED", "AUTO.LOITER")
 """PX4 modes the bridge arms in; from any other it switches to AUTO.LOITER first."""
 PREARM_FRESH_S = 3.0
@@ -59,9 +64,12 @@ class AutopilotTookOver(RuntimeError):
 
 @dataclass(frozen=True)
 class FlightConfig:
-    """The flight sequence; heights m, times s. ``flight_time_s`` 0: fly until told to land.
-    ``link_return``: "land" or "resume" (after a heartbeat loss); ``on_failure``: "land" or
-    "hold" (airborne failures)."""
+    """The flight sequence; heights m, times s, angles rad. ``flight_time_s`` 0: fly until told to
+    land. ``link_return``: "land" or "resume" (after a heartbeat loss); ``on_failure``: "land" or
+    "hold" (airborne failures). With a mission (:mod:`airplay.bridge.flight_mission`):
+    ``map_tie`` "origin" (the telemetry's tie as given) or "task_start" (tied at the task's start
+    once ready); ``positioning_*`` the hand-over at the start pose; ``end_hold_s`` and
+    ``end_action`` ("land" or "hold") what follows the mission's end."""
 
     takeoff_height_m: float = 1.5
     altitude_tolerance_m: float = 0.15
@@ -81,6 +89,14 @@ class FlightConfig:
     autopilot_fence_action: str = "land"
     autopilot_fence_margin_m: float = 1.0
     autopilot_ceiling_margin_m: float = 4.0
+    map_tie: str = "origin"
+    positioning_tolerance_m: float = 0.15
+    positioning_yaw_tolerance_rad: float = math.radians(5.0)
+    positioning_speed_m_s: float = 0.2
+    positioning_settle_s: float = 0.5
+    positioning_timeout_s: float = 30.0
+    end_hold_s: float = 2.0
+    end_action: str = "land"
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
 
     def __post_init__(self) -> None:
@@ -92,15 +108,17 @@ class FlightConfig:
                 if not isinstance(value, bool):
                     raise ValueError(f"FlightConfig.autopilot_fence must be true or false, got {value!r}")
                 continue
-            if f.name in ("link_return", "on_failure", "autopilot_fence_action"):
+            if f.name in ("link_return", "on_failure", "autopilot_fence_action", "map_tie", "end_action"):
                 allowed = {"link_return": LINK_RETURN_RULES, "on_failure": FAILURE_OUTCOMES,
-                           "autopilot_fence_action": FENCE_ACTIONS}[f.name]
+                           "autopilot_fence_action": FENCE_ACTIONS, "map_tie": MAP_TIES,
+                           "end_action": END_ACTIONS}[f.name]
                 if value not in allowed:
                     raise ValueError(f"FlightConfig.{f.name} must be one of {', '.join(allowed)}, got {value!r}")
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < 0 or (value == 0 and f.name not in ("flight_time_s", "autopilot_fence_margin_m",
-                                                                         "autopilot_ceiling_margin_m")):
+                                                                         "autopilot_ceiling_margin_m", "end_hold_s",
+                                                                         "positioning_settle_s")):
                 raise ValueError(f"FlightConfig.{f.name} must be a positive number, got {value!r}")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from airplay.bridge.flight_config import FlightFailure, Phase
+from airplay.bridge.flight_config import OFFBOARD_PHASES, FlightFailure, Phase
 from airplay.bridge.interventions import Intervention, InterventionKind
 from airplay.bridge.mavlink_link import CommandError
 from airplay.bridge.modes import MODE_NAMES
@@ -36,11 +36,12 @@ class LinkWatch:
         phase = self.phase
         stalled_s = 0.0 if self._last_tick_s is None else now - self._last_tick_s
         self._last_tick_s = now
-        if stalled_s > timeout and phase in (Phase.TAKING_OFF, Phase.WARMING_UP, Phase.FLYING, Phase.LANDING):
+        airborne_phases = (Phase.TAKING_OFF, Phase.WARMING_UP, Phase.POSITIONING, Phase.FLYING, Phase.LANDING)
+        if stalled_s > timeout and phase in airborne_phases:
             # this process stalled (SIGSTOP, swap): nothing was sent, the autopilot's failsafe may have acted
             log.error("the bridge itself stalled for %.2f s (> heartbeat_timeout_s %.2f s)", stalled_s, timeout)
             lost, age = True, max(age, stalled_s)
-        if phase in (Phase.TAKING_OFF, Phase.WARMING_UP, Phase.FLYING, Phase.LANDING) and lost:
+        if phase in airborne_phases and lost:
             with self._lock:
                 self._link_lost_since = now - age
                 self._phase_before_loss = phase
@@ -65,16 +66,17 @@ class LinkWatch:
 
     def _watch_mode(self, now: float) -> None:
         """The autopilot left offboard control by itself (its fence, a failsafe, the pilot's switch)
-        while ``flying``: the bridge yields. It stops sending, reports AUTOPILOT_TOOK_OVER and ends
-        in ``holding`` with an error; the autopilot (or the pilot) keeps control."""
-        if not self._in_offboard or self.phase != Phase.FLYING:
+        while ``positioning`` or ``flying``: the bridge yields. It stops sending, reports
+        AUTOPILOT_TOOK_OVER and ends in ``holding`` with an error; the autopilot (or the pilot) keeps
+        control."""
+        if not self._in_offboard or self.phase not in OFFBOARD_PHASES:
             return
         st = self.autopilot.status
         offboard = MODE_NAMES.get(st.flavour, {}).get("offboard")
         if offboard is None or st.mode == offboard or not st.mode:
             return
         with self._lock:
-            if not self._in_offboard or self.phase != Phase.FLYING:
+            if not self._in_offboard or self.phase not in OFFBOARD_PHASES:
                 return
             self._in_offboard = False
             self.streaming = False

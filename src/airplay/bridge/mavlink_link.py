@@ -386,9 +386,10 @@ class Autopilot:
         """SET_POSITION_TARGET_LOCAL_NED from an airplay heading-frame command ``[vx fwd, vy left,
         vz up (m/s), yaw_rate CCW (rad/s)]``, velocity + yaw rate (type_mask 1479).
 
-        With the vehicle's current yaw ``yaw_enu_rad`` (map ENU, CCW from east) the velocity goes in
-        MAV_FRAME_LOCAL_NED, turned into the world frame here
-        (:func:`airplay.bridge.frames.heading_command_to_local_ned`): the autopilot then flies the
+        With the vehicle's current yaw ``yaw_enu_rad`` (map ENU, CCW from map x) the velocity goes in
+        MAV_FRAME_LOCAL_NED, turned into the autopilot's local frame here (the heading in the local
+        frame is the map yaw less the tie's, ``telemetry.tie``;
+        :func:`airplay.bridge.frames.heading_command_to_local_ned`): the autopilot then flies the
         very world-frame velocity the supervisor checked against the geofence, whatever its yaw
         does meanwhile. Without it, MAV_FRAME_BODY_NED
         (:func:`airplay.bridge.frames.heading_command_to_px4_body_ned`)."""
@@ -400,7 +401,8 @@ class Autopilot:
             v, yaw_rate_cw = mav_frames.heading_command_to_px4_body_ned(np.asarray(cmd, np.float64))
         else:
             frame = mav_frames.MAV_FRAME_LOCAL_NED
-            v, yaw_rate_cw = mav_frames.heading_command_to_local_ned(np.asarray(cmd, np.float64), yaw_enu_rad)
+            v, yaw_rate_cw = mav_frames.heading_command_to_local_ned(np.asarray(cmd, np.float64),
+                                                                     self.telemetry.tie.yaw_to_local(yaw_enu_rad))
         self.link.mav.set_position_target_local_ned_send(
             int((time.monotonic() - self._boot) * 1000) & 0xFFFFFFFF, st.system, st.component,
             frame, mav_frames.TYPE_MASK_VELOCITY_YAW_RATE,
@@ -409,13 +411,14 @@ class Autopilot:
     def send_position(self, position_enu, yaw_enu_rad: float) -> None:
         """SET_POSITION_TARGET_LOCAL_NED holding map ENU position ``position_enu`` (m) with map yaw
         ``yaw_enu_rad`` (CCW from east): MAV_FRAME_LOCAL_NED, position + yaw
-        (:data:`airplay.bridge.frames.TYPE_MASK_POSITION_YAW`); the map -> local shift is
-        ``telemetry.origin_enu``."""
+        (:data:`airplay.bridge.frames.TYPE_MASK_POSITION_YAW`); map -> local through the tie
+        ``telemetry.tie`` (:class:`~airplay.bridge.map_tie.MapTie`)."""
         st = self.status
         if st.system is None:
             return
-        local_ned = frames.enu_to_ned(np.asarray(position_enu, np.float64) - self.telemetry.origin_enu)
-        yaw_ned = float(frames.yaw_enu_to_ned(yaw_enu_rad))
+        tie = self.telemetry.tie
+        local_ned = frames.enu_to_ned(tie.position_to_local(position_enu))
+        yaw_ned = float(frames.yaw_enu_to_ned(tie.yaw_to_local(yaw_enu_rad)))
         self.link.mav.set_position_target_local_ned_send(
             int((time.monotonic() - self._boot) * 1000) & 0xFFFFFFFF, st.system, st.component,
             mav_frames.MAV_FRAME_LOCAL_NED, mav_frames.TYPE_MASK_POSITION_YAW,

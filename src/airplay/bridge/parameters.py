@@ -28,7 +28,8 @@ BRIDGE_SCHEMA = NodeSchema("mavlink_bridge", (
     _P("target_system", 0, "the autopilot's system id (0: the first autopilot heard)", min=0, max=255),
     _P("arm", False, "arm and fly once the checks pass, without waiting (rehearsals, tests); false: wait for the "
                      "lifecycle's activate transition or the arm service"),
-    _P("takeoff_height_m", 1.5, "take-off height above the start, m"),
+    _P("takeoff_height_m", math.nan, "take-off height above the ground, m (nan: the task's start height above "
+                                      "ground_z with scene_dir, else 1.5)"),
     _P("flight_time_s", 0.0, "land after this long under the policy, s (0: on land, estop or the policy's stop)"),
     _P("setpoint_warmup_s", 0.5, "setpoints streamed before asking for OFFBOARD, s"),
     _P("ack_timeout_s", 1.0, "wait for each COMMAND_ACK, s (3 sends)"),
@@ -65,19 +66,40 @@ BRIDGE_SCHEMA = NodeSchema("mavlink_bridge", (
                                           "measures altitude from its home, which PX4 SIH moved by up to 3.1 m in "
                                           "flight), m"),
     _P("landing_speed_m_s", 0.5, "descent speed when landing by velocity setpoints, m/s"),
-    _P("origin_x", 0.0, "map x of the autopilot's local origin (where it booted), m", unit="m",
+    _P("map_tie", "auto", "how the scene's map frame is tied to the autopilot's local frame: task_start (the "
+                          "vehicle's pose when ready is the task's start on the ground, facing its heading), origin "
+                          "(origin_x/y/z/yaw_deg), auto (task_start with scene_dir, else origin)",
+       choices=("auto", "task_start", "origin")),
+    _P("origin_x", 0.0, "map_tie origin: map x of the autopilot's local origin (where it booted), m", unit="m",
        finite=True),
-    _P("origin_y", 0.0, "map y of the autopilot's local origin, m", unit="m", finite=True),
-    _P("origin_z", 0.0, "map z of the autopilot's local origin, m", unit="m", finite=True),
-    _P("scene_dir", "", "scene of a rehearsal: episode/status is published for the renderer"),
-    _P("index", 0, "task index of a rehearsal (with scene_dir)"),
+    _P("origin_y", 0.0, "map_tie origin: map y of the autopilot's local origin, m", unit="m", finite=True),
+    _P("origin_z", 0.0, "map_tie origin: map z of the autopilot's local origin, m", unit="m", finite=True),
+    _P("origin_yaw_deg", 0.0, "map_tie origin: map angle of the local frame's east axis, deg CCW from map x",
+       unit="deg", finite=True),
+    _P("ground_z", 0.0, "map z of the ground under the task's start, m (scenes have their floor at z = 0)",
+       unit="m", finite=True),
+    _P("positioning_timeout_s", 30.0, "with a task: the vehicle must settle at the task's start pose within this "
+                                      "after the take-off, before the policy flies, s"),
+    _P("end_hold_s", 2.0, "with a task: at the mission's end (success, timeout, the policy's stop, out of bounds) "
+                          "hold this long, then end_action, s"),
+    _P("end_action", "land", "with a task: after the end's hold, land, or hold until the operator lands",
+       choices=("land", "hold")),
+    _P("scene_dir", "", "scene of the task flown: its start pose, goal and end rules (and a rehearsal's camera)"),
+    _P("index", 0, "task index in the scene (with scene_dir)"),
+    _P("episodes", 10, "tasks sampled in the scene, as sim_eval samples them (index picks one)", min=1),
+    _P("seed", 0, "task sampling seed, as sim_eval's"),
+    _P("setting", "pointgoal", "task setting of scene_dir's tasks"),
+    _P("vln_config", "", "setting vln: the VLN configuration (as the policy node's)"),
+    _P("vln_episodes", "", "setting vln: the VLN episodes file (as the policy node's)"),
     _P("exit_when_landed", True, "the node exits when the flight has ended (landed, holding or failed)"),
     _P("land_on_policy_stop", True, "land when the policy reports its stop on episode/policy"),
 ))
 """Every parameter of the ``mavlink_bridge`` node, in order (all read-only)."""
 
-FLY_GRAPH_SETS = ("scene_dir", "index", "exit_when_landed", "land_on_policy_stop")
-"""Bridge parameters the fly graph sets itself (from scene:= and index:=), not launch arguments."""
+FLY_GRAPH_SETS = ("scene_dir", "index", "episodes", "seed", "setting", "vln_config", "vln_episodes",
+                  "exit_when_landed", "land_on_policy_stop")
+"""Bridge parameters the fly graph sets itself (from scene:=, index:= and its task arguments), not
+launch arguments of their own."""
 
 
 class BridgeParameterError(ParamError):
@@ -128,13 +150,16 @@ class FlightSettings:
     """Everything the bridge node needs, checked: the flight config and the link's settings."""
 
     flight: object            # airplay.bridge.flight_config.FlightConfig
+    takeoff_from_task: bool   # takeoff_height_m was not given: the task's start height (1.5 m without a task)
     connection: str
     peer: str | None
     system_id: int
     component_id: int
     target_system: int | None
     origin_enu: tuple[float, float, float]
+    origin_yaw_rad: float
     control_rate_hz: float
+    ground_z: float
 
 
 def flight_settings(values: dict) -> FlightSettings:
@@ -146,13 +171,22 @@ def flight_settings(values: dict) -> FlightSettings:
         p = BRIDGE_SCHEMA.check(values, parse=True)
     except ParamError as exc:
         raise BridgeParameterError(str(exc)) from None
+    takeoff_from_task = math.isnan(p["takeoff_height_m"])
+    if takeoff_from_task:
+        p = {**p, "takeoff_height_m": 1.5}
+    map_tie = p["map_tie"] if p["map_tie"] != "auto" else ("task_start" if p["scene_dir"] else "origin")
+    if map_tie == "task_start" and not p["scene_dir"]:
+        raise BridgeParameterError("parameter 'map_tie' is task_start but there is no task: set scene_dir "
+                                   "(scene:= in the fly graph) and index")
     flight_names = ("takeoff_height_m", "flight_time_s", "setpoint_warmup_s", "ack_timeout_s", "heartbeat_wait_s",
                     "ready_timeout_s", "takeoff_timeout_s", "landing_timeout_s", "shutdown_timeout_s",
                     "link_lost_timeout_s", "link_return", "on_failure", "autopilot_fence", "autopilot_fence_action",
-                    "autopilot_fence_margin_m", "autopilot_ceiling_margin_m")
+                    "autopilot_fence_margin_m", "autopilot_ceiling_margin_m", "positioning_timeout_s", "end_hold_s",
+                    "end_action")
     supervisor_names = ("command_timeout_s", "heartbeat_timeout_s", "fence_margin_m", "fence_brake_accel_m_s2",
                         "fence_response_s", "geofence_hold_s", "landing_speed_m_s")
     overrides = {name: p[name] for name in flight_names + supervisor_names}
+    overrides["map_tie"] = map_tie
     overrides.update(fence_box_xy_m=_fence_box(p["fence_box"]), fence_polygon_xy_m=_fence_polygon(p["fence_polygon"]),
                      fence_z_min_m=_optional(p["fence_z_min"]), fence_z_max_m=_optional(p["fence_z_max"]),
                      control_period_s=1.0 / p["control_rate_hz"])
@@ -174,6 +208,6 @@ def flight_settings(values: dict) -> FlightSettings:
         host, _, port = p["peer"].rpartition(":")
         if not host or not port.isdigit():
             raise BridgeParameterError(f"parameter 'peer' must be HOST:PORT, got {p['peer']!r}")
-    return FlightSettings(config, p["connection"], p["peer"] or None, p["system_id"], p["component_id"],
-                          p["target_system"] or None, (p["origin_x"], p["origin_y"], p["origin_z"]),
-                          p["control_rate_hz"])
+    return FlightSettings(config, takeoff_from_task, p["connection"], p["peer"] or None, p["system_id"],
+                          p["component_id"], p["target_system"] or None, (p["origin_x"], p["origin_y"], p["origin_z"]),
+                          math.radians(p["origin_yaw_deg"]), p["control_rate_hz"], p["ground_z"])

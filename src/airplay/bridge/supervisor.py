@@ -126,6 +126,13 @@ class SafetySupervisor:
         """Mode of the last output (None before the first)."""
         return self._mode
 
+    @property
+    def holding_at_fence(self) -> bool:
+        """The last output holds because of the geofence (outside it, predicted to cross it, or no
+        position to check it against), not for a stale command."""
+        return self._mode is Mode.HOLD and (self._fence_exit or (self.fence is not None
+                                                                 and self._position_enu is None))
+
     # ----------------------------------------------------------------- inputs
     def on_command(self, cmd, stamp_s: float, now_s: float) -> Intervention | None:
         """Record a policy command (4,) ``[vx, vy, vz m/s, yaw_rate rad/s]`` stamped ``stamp_s``.

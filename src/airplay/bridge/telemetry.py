@@ -9,8 +9,10 @@ velocity (3) map ENU m/s, angular velocity (3) base_link FLU rad/s]`` - the stat
 :meth:`airplay.world.env.AirPlayEnv.state_vector`, which the bridge node publishes as a REP-105
 ``odom`` (:func:`airplay.nodes.common.odometry_from_state`: the twist in base_link).
 
-The map frame is the autopilot's local frame turned to ENU, shifted by ``origin_enu`` (the
-position of the local origin in map, m) - zero when the map is the autopilot's local frame.
+The map frame is the autopilot's local frame turned to ENU, then turned and shifted by the
+:class:`~airplay.bridge.map_tie.MapTie` ``tie`` (``map = Rz(yaw) local_enu + origin``; the
+identity when the map is the autopilot's local frame). :meth:`Telemetry.local_state` gives the
+state before the tie.
 
 Messages are ordered by their ``time_boot_ms``: one older than the newest of its kind is
 dropped as out of order (counted in :attr:`Telemetry.out_of_order`), unless it is older by
@@ -25,20 +27,27 @@ import math
 import numpy as np
 
 from airplay import frames
+from airplay.bridge.map_tie import MapTie
 
 
-def state_from_ned(position_ned, velocity_ned, q_ned_frd_wxyz, rates_frd, origin_enu=(0.0, 0.0, 0.0)) -> np.ndarray:
-    """(13,) float64 ENU/FLU state (see the module docstring) from NED/FRD quantities."""
+def state_from_ned(position_ned, velocity_ned, q_ned_frd_wxyz, rates_frd, tie: MapTie | None = None) -> np.ndarray:
+    """(13,) float64 ENU/FLU state (see the module docstring) from NED/FRD quantities, in the map
+    frame of ``tie`` (None: the local frame turned to ENU)."""
     q = frames.quat_ned_frd_wxyz_to_enu_flu_xyzw(q_ned_frd_wxyz)
-    return np.concatenate([frames.ned_to_enu(position_ned) + np.asarray(origin_enu, np.float64), q,
-                           frames.ned_to_enu(velocity_ned), frames.frd_to_flu(rates_frd)])
+    p, v = frames.ned_to_enu(position_ned), frames.ned_to_enu(velocity_ned)
+    if tie is not None:
+        p, v, q = tie.position_to_map(p), tie.vector_to_map(v), tie.quat_to_map_xyzw(q)
+    return np.concatenate([p, q, v, frames.frd_to_flu(rates_frd)])
 
 
 class Telemetry:
-    """The latest position/velocity and attitude of the vehicle, kept in NED as received."""
+    """The latest position/velocity and attitude of the vehicle, kept in NED as received.
+    ``tie``: the map frame (:class:`~airplay.bridge.map_tie.MapTie`; ``origin_enu`` alone: a
+    shift without a turn); it may be replaced while running (the bridge ties the map to the
+    task's start once the vehicle is ready)."""
 
-    def __init__(self, origin_enu=(0.0, 0.0, 0.0), reboot_s: float = 10.0) -> None:
-        self.origin_enu = np.asarray(origin_enu, np.float64).reshape(3)
+    def __init__(self, origin_enu=(0.0, 0.0, 0.0), reboot_s: float = 10.0, tie: MapTie | None = None) -> None:
+        self.tie = tie if tie is not None else MapTie(tuple(np.asarray(origin_enu, np.float64).reshape(3)))
         self.reboot_s = reboot_s
         self.out_of_order = 0
         self.rejected = 0
@@ -91,10 +100,22 @@ class Telemetry:
         """Autopilot time of the newest accepted position (ms since its boot)."""
         return None if self._position is None else self._position[0]
 
+    @property
+    def origin_enu(self) -> np.ndarray:
+        """The map position of the local origin, m (the tie's shift)."""
+        return np.asarray(self.tie.origin_enu, np.float64)
+
     def state(self) -> np.ndarray | None:
-        """(13,) ENU/FLU state, or None until both a position and an attitude arrived."""
+        """(13,) ENU/FLU state in the map frame, or None until both a position and an attitude arrived."""
+        return self._state(self.tie)
+
+    def local_state(self) -> np.ndarray | None:
+        """(13,) ENU/FLU state in the autopilot's local frame turned to ENU (before the tie)."""
+        return self._state(None)
+
+    def _state(self, tie: MapTie | None) -> np.ndarray | None:
         if self._position is None or self._attitude is None:
             return None
         _, p, v = self._position
         _, q, r = self._attitude
-        return state_from_ned(p, v, q, r, self.origin_enu)
+        return state_from_ned(p, v, q, r, tie)

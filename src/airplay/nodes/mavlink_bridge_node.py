@@ -26,15 +26,26 @@ while flying lands the vehicle. Services (std_srvs/Trigger): ``estop``, ``land``
 ``~/arm`` (``/mavlink_bridge/arm``). ``airplay bridge state|arm|land|estop`` calls them
 (:mod:`airplay.nodes.bridge_control`) where there is no ``ros2`` CLI.
 
+The mission (``scene_dir`` and ``index``: the task as sim_eval samples it, from ``episodes``,
+``seed``, ``setting``; :mod:`airplay.bridge.mission`, :mod:`airplay.bridge.flight_mission`): the
+map is tied to the vehicle's pose at the task's start (``map_tie``), the take-off goes to the
+start's height, the bridge flies to the start pose (``positioning``) before the policy flies, and
+ends the flight by the task's rules (success, timeout, the policy's stop, out of bounds: hold
+``end_hold_s``, then land; a collision: land at once).
+
 Publishes: ``odom`` nav_msgs/Odometry (REP-105: map ENU -> base_link FLU, twist in base_link;
-:mod:`airplay.nodes.common`; map = the autopilot's local frame turned to ENU, shifted by
-``origin_x/y/z``), ``vehicle/armed`` std_msgs/Bool, ``vehicle/mode`` std_msgs/String (the
+:mod:`airplay.nodes.common`; map = the autopilot's local frame turned to ENU, then turned and
+shifted by the map tie), ``vehicle/map_tie`` std_msgs/String (JSON: origin_enu, yaw_rad, source;
+transient local), ``mission/result`` std_msgs/String (JSON: task_id, status, reason, flown_s,
+position, goal_distance_m, closest_goal_distance_m, the mission and the map tie; transient local;
+status ``interrupted`` when the flight ended before the mission did), ``vehicle/armed`` std_msgs/Bool, ``vehicle/mode`` std_msgs/String (the
 autopilot's mode name), ``vehicle/phase`` std_msgs/String (:class:`airplay.bridge.flight_config.Phase`),
 ``vehicle/statustext`` std_msgs/String (the autopilot's STATUSTEXTs, "SEVERITY: text"),
 ``vehicle/battery`` sensor_msgs/BatteryState, ``supervisor/interventions`` std_msgs/String (one
 JSON object per intervention), and, when ``scene_dir`` is set, ``episode/status``
 {"episode": 0, "status": "started", ...} once flying (every second; the policy and renderer
-start their episode on it) and {"status": "landed"} after touchdown.
+start their episode on it), {"status": <the mission's ending>} at its end, and
+{"status": "landed"} after touchdown.
 
 With ``exit_when_landed`` (default) the node exits when the flight has ended: landed (code 0;
 1 where a failure ended it, e.g. a lost link), left holding or failed (code 1), so that
@@ -77,6 +88,10 @@ class MavlinkBridgeNode(LifecycleNode):
             self.settings = flight_settings(p)
         except BridgeParameterError as exc:
             raise ParameterError(f"bridge parameters: {exc}") from None
+        self.judge = self._mission_judge()
+        self._pending_ties = []
+        self._pending_endings = []
+        self._episode_ended = False
         self.autopilot = None
         self.flight = None
         self.exit_code = 0
@@ -98,6 +113,8 @@ class MavlinkBridgeNode(LifecycleNode):
         self.battery_pub = self.create_publisher(BatteryState, "vehicle/battery", RELIABLE)
         self.interventions_pub = self.create_publisher(String, "supervisor/interventions", RELIABLE)
         self.status_pub = self.create_publisher(String, "episode/status", EPISODE_STATUS)
+        self.tie_pub = self.create_publisher(String, "vehicle/map_tie", EPISODE_STATUS)
+        self.result_pub = self.create_publisher(String, "mission/result", EPISODE_STATUS)
         self.create_subscription(TwistStamped, "cmd_vel", self.on_cmd_vel, RELIABLE)
         self.create_subscription(Empty, "estop", lambda _: self.operator_stop("estop topic"), RELIABLE)
         self.create_subscription(Empty, "land", lambda _: self.land("land topic"), RELIABLE)
@@ -122,6 +139,48 @@ class MavlinkBridgeNode(LifecycleNode):
             self.get_logger().info("waiting for the request to arm: the lifecycle's activate transition "
                                    "(ros2 lifecycle set /mavlink_bridge activate) or the arm service")
 
+    def _mission_judge(self):
+        """The task of (scene_dir, index), as sim_eval samples it (the policy node derives the same),
+        as the flight's mission (:mod:`airplay.bridge.mission`); None without scene_dir."""
+        from dataclasses import replace
+
+        from airplay.bridge.mission import Mission, MissionJudge
+        from airplay.nodes.common import EpisodeTasks
+
+        p = self.p
+        if not p["scene_dir"]:
+            return None
+        t0 = time.monotonic()
+        tasks = EpisodeTasks(p["episodes"], p["seed"], p["setting"], p["vln_config"] or None,
+                             p["vln_episodes"] or None)
+        try:
+            world, task_list = tasks.load(p["scene_dir"])
+        except Exception as exc:  # noqa: BLE001 - a scene that cannot be loaded: say which and why
+            raise ParameterError(f"parameter 'scene_dir': cannot load the task's scene {p['scene_dir']!r}: "
+                                 f"{exc}") from None
+        if not 0 <= p["index"] < len(task_list):
+            raise ParameterError(f"parameter 'index' must be 0..{len(task_list) - 1} (the scene's "
+                                 f"{len(task_list)} tasks with episodes={p['episodes']}), got {p['index']}")
+        task = task_list[p["index"]]
+        vln = p["setting"] == "vln"
+        radius = tasks.vln.radius_m if vln else world.protocol.success_radius_m
+        try:
+            mission = Mission.from_task(task, radius, self.settings.ground_z, success_on_entry=not vln)
+        except ValueError as exc:
+            raise ParameterError(f"parameter 'ground_z': {exc}") from None
+        judge = MissionJudge(mission, world.checker)
+        judge.checker.status(np.asarray([mission.start_position]))  # build the SDF now, not in flight
+        if self.settings.takeoff_from_task:
+            self.settings = replace(self.settings, flight=replace(self.settings.flight,
+                                                                  takeoff_height_m=mission.takeoff_height_m))
+        self.get_logger().info(
+            f"mission {task.task_id}: start ({', '.join(f'{v:.2f}' for v in mission.start_position)}) m, yaw "
+            f"{math.degrees(mission.start_yaw):.0f} deg, goal ({', '.join(f'{v:.2f}' for v in mission.goal_position)}) m, "
+            f"radius {radius:.2f} m, time limit {mission.time_limit_s:.1f} s; take-off to "
+            f"{self.settings.flight.takeoff_height_m:.2f} m; map tie {self.settings.flight.map_tie} "
+            f"({time.monotonic() - t0:.1f} s to load)")
+        return judge
+
     # -- lifecycle -----------------------------------------------------------------------------
     def on_configure(self, state) -> TransitionCallbackReturn:
         from airplay.bridge.flight import FlightController
@@ -135,10 +194,15 @@ class MavlinkBridgeNode(LifecycleNode):
             self._configure_error = str(exc)
             self.get_logger().error(f"configure: {exc}")
             return TransitionCallbackReturn.FAILURE
-        self.autopilot.telemetry.origin_enu[:] = s.origin_enu
+        from airplay.bridge.map_tie import MapTie
+
+        self.autopilot.telemetry.tie = MapTie(s.origin_enu, s.origin_yaw_rad, "origin")
+        if s.flight.map_tie == "origin":
+            self._pending_ties.append(self.autopilot.telemetry.tie)
         self.autopilot.on_message.append(self._on_message)
         self.flight = FlightController(self.autopilot, s.flight, clock=time.time,
-                                       on_intervention=self._pending_interventions.append)
+                                       on_intervention=self._pending_interventions.append, judge=self.judge,
+                                       on_tie=self._pending_ties.append, on_mission_end=self._pending_endings.append)
         self.autopilot.start()
         self.flight.start()
         self.get_logger().info(f"MAVLink on {s.connection} as system {s.system_id} component {s.component_id}; "
@@ -209,10 +273,11 @@ class MavlinkBridgeNode(LifecycleNode):
         except (ValueError, AttributeError):
             self.get_logger().error(f"episode/policy: not a JSON object: {msg.data[:200]!r}")
             return
-        if stop and self.flight is not None and self.flight.phase == "flying":
-            reason = f"policy stop ({report.get('stop_reason') or 'stop'}, {report.get('vln_steps', '?')} steps)"
-            self.get_logger().info(f"{reason}: landing")
-            self.flight.land(reason)
+        if stop and self.flight is not None and self.flight.phase in ("flying", "positioning"):
+            reason = f"policy stop ({report.get('stop_reason') or report.get('status') or 'stop'}, " \
+                     f"{report.get('vln_steps', '?')} steps)"
+            self.get_logger().info(f"{reason}: the mission ends" if self.judge is not None else f"{reason}: landing")
+            self.flight.policy_stop(reason)
 
     def on_estop_service(self, request, response):
         response.success = self.operator_stop("estop service")
@@ -261,7 +326,9 @@ class MavlinkBridgeNode(LifecycleNode):
         while self._pending_texts:
             self.text_pub.publish(String(data=self._pending_texts.pop(0)))
         self.publish_status(now_ns)
-        if fc.phase == "flying" and self.p["scene_dir"] and now_ns * 1e-9 - self._last_episode_s >= 1.0:
+        self._publish_mission(now_ns)
+        if (fc.phase == "flying" and self.p["scene_dir"] and not self._episode_ended
+                and now_ns * 1e-9 - self._last_episode_s >= 1.0):
             if self._started_ns is None:
                 self._started_ns = now_ns
             self.status_pub.publish(json_message({"episode": 0, "status": "started", "stamp_ns": self._started_ns,
@@ -272,16 +339,49 @@ class MavlinkBridgeNode(LifecycleNode):
             if fc.error is not None or fc.phase != "landed":
                 self.get_logger().error(f"flight ended {fc.phase}: {fc.error}")
                 self.exit_code = 1
+            self._interrupt_mission(f"the flight ended {fc.phase} before the mission did"
+                                    + (f": {fc.error}" if fc.error else ""), now_ns)
             if self.p["scene_dir"] and fc.phase == "landed":
                 self.status_pub.publish(json_message({"episode": 0, "status": "landed"}))
             self.publish_status(now_ns, force=True)
             # The last state (landed or failed, disarmed) must reach the reliable subscribers before
             # the process ends: DDS drops what is not yet acknowledged when its writer goes away.
             for pub in (self.status_pub, self.interventions_pub, self.armed_pub, self.mode_pub, self.phase_pub,
-                        self.text_pub):
+                        self.text_pub, self.result_pub):
                 pub.wait_for_all_acked(Duration(seconds=1.0))
             self.get_logger().info(f"{fc.phase}: bridge exits")
             self.context.try_shutdown()
+
+    def _publish_mission(self, now_ns: int) -> None:
+        """The map tie and the mission's end, queued by the flight's threads, on their topics (and the
+        episode's end on ``episode/status``: the policy and the renderer stop)."""
+        while self._pending_ties:
+            tie = self._pending_ties.pop(0)
+            self.tie_pub.publish(json_message(tie.to_dict()))
+        while self._pending_endings:
+            ending = self._pending_endings.pop(0)
+            self._publish_result(ending, now_ns)
+
+    def _publish_result(self, ending, now_ns: int) -> None:
+        result = {"task_id": self.judge.mission.task_id, **ending.to_dict(),
+                  "closest_goal_distance_m": round(self.judge.closest_m, 4), "mission": self.judge.mission.to_dict(),
+                  "map_tie": self.autopilot.telemetry.tie.to_dict()}
+        self.result_pub.publish(json_message(result))
+        log = self.get_logger().info if ending.status == "success" else self.get_logger().warning
+        log(f"mission result: {ending.status} ({ending.reason}) after {ending.flown_s:.1f} s, "
+            f"{ending.goal_distance_m:.2f} m from the goal")
+        if self.p["scene_dir"] and not self._episode_ended and self._started_ns is not None:
+            self._episode_ended = True
+            self.status_pub.publish(json_message({"episode": 0, "status": str(ending.status), "stamp_ns": now_ns}))
+
+    def _interrupt_mission(self, reason: str, now_ns: int) -> None:
+        """The flight ended before the mission (the operator, a failure, the autopilot's takeover):
+        ``mission/result`` says ``interrupted`` and why."""
+        if self.judge is None or self.judge.ending is not None:
+            return
+        state = self.autopilot.telemetry.state()
+        ending = self.judge.interrupted(None if state is None else state[0:3], time.time(), reason)
+        self._publish_result(ending, now_ns)
 
     def publish_status(self, now_ns: int, force: bool = False) -> None:
         st = self.autopilot.status
@@ -310,7 +410,10 @@ class MavlinkBridgeNode(LifecycleNode):
             flight.shutdown()
             try:  # the end state for the subscribers (the context is still up)
                 self.publish_status(self.wall.now().nanoseconds, force=True)
-                for pub in (self.armed_pub, self.mode_pub, self.phase_pub):
+                self._publish_mission(self.wall.now().nanoseconds)
+                self._interrupt_mission("the bridge was stopped (Ctrl-C, SIGTERM) before the mission ended",
+                                        self.wall.now().nanoseconds)
+                for pub in (self.armed_pub, self.mode_pub, self.phase_pub, self.result_pub):
                     pub.wait_for_all_acked(Duration(seconds=1.0))
             except Exception as exc:  # noqa: BLE001 - shutting down: report and go on
                 self.get_logger().warning(f"final status not published: {exc}")

@@ -1,0 +1,174 @@
+"""The flight's mission: the map tied at the task's start, the hand-over at the start pose, the end.
+
+A mixin of :class:`~airplay.bridge.flight.FlightController` (it uses the controller's
+autopilot, config, supervisor, phase, lock and callbacks), active when the controller was given
+a :class:`~airplay.bridge.mission.MissionJudge` (the fly graph with ``scene:=`` and ``index:=``):
+
+- **tie** (``map_tie`` "task_start"): once the pre-arm checks pass, the vehicle's estimated pose
+  on the ground becomes the task's start on the ground, facing the start heading
+  (:meth:`airplay.bridge.map_tie.MapTie.at_pose`); everything after (odom, setpoints, the
+  fences) is in that map frame.
+- **positioning**: after the take-off, under offboard control, the bridge flies to the task's
+  start pose by position setpoints (PX4 ends its take-off up to ``NAV_MC_ALT_RAD`` short of its
+  target, and faces where it booted) until the estimate has stayed within
+  ``positioning_tolerance_m`` and ``positioning_yaw_tolerance_rad`` of it, slower than
+  ``positioning_speed_m_s``, for ``positioning_settle_s``; only then does the policy fly
+  (``flying``), as from the simulator's first step.
+- **end**: every control period the judge applies the task's rules
+  (:mod:`airplay.bridge.mission`); at an ending the bridge stops flying the policy: it holds
+  where the ending came (a position setpoint) for ``end_hold_s``, then lands (``end_action``
+  "land") or keeps holding ("hold": the operator lands); a collision lands at once. The
+  policy's stop ends the same way (``success`` within the radius, else ``stopped``).
+
+Positions map ENU metres, yaws rad CCW, times seconds on the controller's clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+
+from airplay import frames
+from airplay.bridge.flight_config import FlightFailure, Phase
+from airplay.bridge.interventions import Mode
+from airplay.bridge.map_tie import MapTie
+
+log = logging.getLogger("airplay.bridge")
+
+
+class MissionControl:
+    """Tie, positioning and end of a :class:`~airplay.bridge.flight.FlightController`'s mission."""
+
+    judge = None            # airplay.bridge.mission.MissionJudge, or None: no mission
+    _goto = None            # (position map m, yaw rad): a position setpoint that replaces the policy's command
+    _end_hold_until = None  # clock s: the end's hold lasts until then
+    _mission_flying = False
+
+    @property
+    def mission(self):
+        return None if self.judge is None else self.judge.mission
+
+    # -- the tie -----------------------------------------------------------------------------
+    def _tie_at_start(self) -> None:
+        """``map_tie`` task_start: the vehicle's estimated pose now is the task's start on the ground."""
+        if self.mission is None or self.config.map_tie != "task_start":
+            return
+        local = self.autopilot.telemetry.local_state()
+        if local is None:
+            raise FlightFailure("map_tie task_start: no position estimate to tie the map to")
+        m = self.mission
+        tie = MapTie.at_pose(local[0:3], frames.yaw_of_state(local), m.start_on_ground, m.start_yaw)
+        self.autopilot.telemetry.tie = tie
+        log.info("map tied to the task's start: the vehicle at local ENU (%.2f, %.2f, %.2f) m, yaw %.1f deg is map "
+                 "(%.2f, %.2f, %.2f) m, yaw %.1f deg (map = Rz(%.1f deg) local + (%.2f, %.2f, %.2f))",
+                 *local[0:3], math.degrees(frames.yaw_of_state(local)), *m.start_on_ground, math.degrees(m.start_yaw),
+                 math.degrees(tie.yaw_rad), *tie.origin_enu)
+        self.on_tie(tie)
+
+    # -- positioning ---------------------------------------------------------------------------
+    def _position_at_start(self) -> None:
+        """``positioning``: fly to the task's start pose by position setpoints and settle there."""
+        m, cfg = self.mission, self.config
+        if m is None or self.judge.started_s is not None:
+            return  # no mission, or a flight resumed after a link loss: the policy flies on
+        self._set_phase(Phase.POSITIONING)
+        with self._lock:
+            self._goto = (np.asarray(m.start_position, np.float64), float(m.start_yaw))
+        target = self._goto[0]
+        deadline = time.monotonic() + cfg.positioning_timeout_s
+        settled_since = None
+        while True:
+            self._check_going("the positioning at the task's start")
+            if self._landing_requested or self.phase != Phase.POSITIONING:
+                return
+            state = self.autopilot.telemetry.state()
+            if state is not None:
+                error_m = float(np.linalg.norm(state[0:3] - target))
+                yaw_error = abs(float(frames.wrap_angle(frames.yaw_of_state(state) - m.start_yaw)))
+                speed = float(np.linalg.norm(state[7:10]))
+                if (error_m <= cfg.positioning_tolerance_m and yaw_error <= cfg.positioning_yaw_tolerance_rad
+                        and speed <= cfg.positioning_speed_m_s):
+                    settled_since = settled_since or time.monotonic()
+                    if time.monotonic() - settled_since >= cfg.positioning_settle_s:
+                        log.info("at the task's start pose: %.2f m and %.1f deg off, %.2f m/s: the policy flies",
+                                 error_m, math.degrees(yaw_error), speed)
+                        return
+                else:
+                    settled_since = None
+            if time.monotonic() >= deadline:
+                where = "no estimate" if state is None else (
+                    f"{error_m:.2f} m and {math.degrees(yaw_error):.1f} deg off at {speed:.2f} m/s")
+                raise FlightFailure(f"the vehicle did not settle at the task's start pose within "
+                                    f"{cfg.positioning_timeout_s:.0f} s (positioning_timeout_s; {where})")
+            self._sleep(0.02)
+
+    def _start_mission(self, now: float) -> None:
+        """The policy takes over: the mission's clock starts, the setpoints are the policy's (the
+        supervisor is not reset: a geofence hold or landing under way goes on)."""
+        with self._lock:
+            self._goto = None
+        if self.judge is not None and self.judge.started_s is None:
+            self.judge.start(now)
+            self._mission_flying = True
+            log.info("mission %s: the policy flies (time limit %.1f s, success radius %.2f m)", self.mission.task_id,
+                     self.mission.time_limit_s, self.mission.success_radius_m)
+
+    def _goto_setpoint(self, out):
+        """The position setpoint that replaces the supervisor's output this period (positioning, the
+        end's hold), or None. The supervisor's own safety outputs win: landing, and a hold at the fence."""
+        goto = self._goto
+        if goto is None or out.command is None or out.mode is Mode.LANDING:
+            return None
+        if out.mode is Mode.HOLD and self.supervisor.holding_at_fence:
+            return None
+        return goto
+
+    # -- the end -------------------------------------------------------------------------------
+    def _judge_mission(self, now: float, state) -> None:
+        """Once per control period while ``flying``: the end rules, and the end's hold running out."""
+        judge = self.judge
+        if judge is None or self.phase != Phase.FLYING:
+            return
+        if judge.ending is None and self._mission_flying and state is not None:
+            ending = judge.update(state[0:3], now)
+            if ending is not None:
+                self._end_mission(ending, state)
+        if self._end_hold_until is not None and now >= self._end_hold_until:
+            self._end_hold_until = None
+            ending = judge.ending
+            if self.config.end_action == "land":
+                self.land(f"mission ended: {ending.status} ({ending.reason})")
+            else:
+                log.info("mission ended: %s; end_action hold: holding until the operator lands", ending.status)
+
+    def _end_mission(self, ending, state) -> None:
+        log.info("mission %s ended: %s (%s) after %.1f s, %.2f m from the goal at (%.2f, %.2f, %.2f)",
+                 self.mission.task_id, ending.status, ending.reason, ending.flown_s, ending.goal_distance_m,
+                 *ending.position)
+        self._mission_flying = False
+        self.on_mission_end(ending)
+        if ending.land_at_once:
+            with self._lock:
+                self._goto = None
+            self.land(f"mission ended: {ending.status} ({ending.reason})")
+            return
+        yaw = frames.yaw_of_state(state) if state is not None else self.mission.start_yaw
+        with self._lock:
+            self._goto = (np.asarray(ending.position, np.float64), float(yaw))
+            self._end_hold_until = self.clock() + self.config.end_hold_s
+
+    def policy_stop(self, reason: str) -> None:
+        """The policy ended its episode (its STOP, its step budget): with a mission, end it
+        (``success`` within the radius, else ``stopped``: hold, then land); without, land."""
+        if self.judge is None or not self._mission_flying or self.phase != Phase.FLYING:
+            if self.phase in (Phase.FLYING, Phase.POSITIONING):
+                self.land(reason)
+            return
+        state = self.autopilot.telemetry.state()
+        if state is None:
+            self.land(reason)
+            return
+        self._end_mission(self.judge.policy_stop(state[0:3], self.clock(), reason), state)
