@@ -77,6 +77,8 @@ SHARED_TOOLS = REPO.parent / "shared" / "tools"
 LOCK_PATH = Path("/tmp/airplay-sitl.lock")
 BRIDGE_MODULE = "airplay.nodes.mavlink_bridge_node"
 DROPPABLE_ARGUMENTS = ("arm", "origin_x", "origin_y", "origin_z")
+DEFAULT_POLICY_ARGUMENTS = ("policy:=expert", "render_images:=false")
+"""The fly graph's policy arguments unless ``--policy-args`` says otherwise."""
 LISTENER_SYSTEM_ID = 250  # the harness's MAVLink system id (never sends HEARTBEATs: not a GCS)
 EARTH_RADIUS_M = 6378137.0
 
@@ -208,6 +210,8 @@ class Series:
         self.odom: list[tuple] = []      # (t, x, y, z) the bridge's odom, map
         self.bridge_mode: list[tuple] = []   # (t, mode) on change
         self.bridge_armed: list[tuple] = []  # (t, armed) on change
+        self.ties: list[tuple] = []      # (t, dict): the bridge's map tie (vehicle/map_tie)
+        self.results: list[tuple] = []   # (t, dict): the bridge's mission result (mission/result)
         self.truth_source: str | None = None
         self._truth0 = None
 
@@ -463,11 +467,13 @@ class RosMonitor:
         from std_msgs.msg import Bool, Empty, String
 
         from airplay.nodes.background import BackgroundNode
-        from airplay.nodes.common import RELIABLE
+        from airplay.nodes.common import EPISODE_STATUS, RELIABLE
 
         self.series = series
         self.bg = BackgroundNode("sitl_harness")
         node = self.bg.node
+        node.create_subscription(String, "vehicle/map_tie", lambda m: self._json("ties", m), EPISODE_STATUS)
+        node.create_subscription(String, "mission/result", lambda m: self._json("results", m), EPISODE_STATUS)
         node.create_subscription(String, "vehicle/phase", self._phase, RELIABLE)
         node.create_subscription(String, "supervisor/interventions", self._intervention, RELIABLE)
         node.create_subscription(Odometry, "odom", self._odom, RELIABLE)
@@ -483,6 +489,14 @@ class RosMonitor:
             items = getattr(s, what)
             if not items or items[-1][1] != value:
                 items.append((time.monotonic(), value))
+
+    def _json(self, what: str, msg) -> None:
+        try:
+            data = json.loads(msg.data)
+        except ValueError:
+            return
+        with self.series.lock:
+            getattr(self.series, what).append((time.monotonic(), data))
 
     def _phase(self, msg) -> None:
         self._change("phase", msg.data)
@@ -974,11 +988,11 @@ class Run:
         self.wanted_origin = tuple(self.start_ground[i] - self.est0[i] for i in range(3))
 
     def base_arguments(self) -> list[str]:
-        o = self.wanted_origin
+        """The fly graph's arguments: the task (scene, index), the expert, the autopilot's link,
+        arm:=true. The bridge ties the map to the task's start itself (map_tie auto: task_start) and
+        takes off to the start's height; the harness reads the tie on ``vehicle/map_tie``."""
         return [f"scene:={self.h.scene}", f"index:={self.h.index}", f"episodes:={self.h.episodes}",
-                f"seed:={self.h.seed}", "policy:=expert", "render_images:=false",
-                f"connection:={self.ap.connection}", f"takeoff_height_m:={self.h.takeoff_height_m:.3f}", "arm:=true",
-                f"origin_x:={o[0]:.3f}", f"origin_y:={o[1]:.3f}", f"origin_z:={o[2]:.3f}"]
+                f"seed:={self.h.seed}", *self.h.policy_arguments, f"connection:={self.ap.connection}", "arm:=true"]
 
     # -- actions ----------------------------------------------------------------------------
     def start_graph(self, *extra: str, fence: Fence | None = None) -> Launch:
@@ -1050,9 +1064,26 @@ class Run:
         os.kill(pid, sig)
         return t
 
+    def tie(self):
+        """The bridge's map tie of this run (:class:`airplay.bridge.map_tie.MapTie`), None before it came."""
+        from airplay.bridge.map_tie import MapTie
+
+        found = self.series.since("ties", self.t0)
+        return MapTie.from_dict(found[-1][1]) if found else None
+
+    def result(self):
+        """The bridge's mission result of this run (a dict), None before it came."""
+        found = self.series.since("results", self.t0)
+        return found[-1][1] if found else None
+
     def est_map(self):
         e = self.ap.local_enu()
-        return None if e is None else tuple(self.origin[i] + e[i] for i in range(3))
+        if e is None:
+            return None
+        tie = self.tie()
+        if tie is not None:
+            return tuple(float(v) for v in tie.position_to_map(e))
+        return tuple(self.origin[i] + e[i] for i in range(3))
 
     def goal_distance_est(self) -> float:
         p = self.est_map()
@@ -1102,9 +1133,27 @@ def _fly_to_goal_and_land(r: Run, near_m: float = 0.25, hold_s: float = 1.0) -> 
 
 
 def nominal(r: Run) -> None:
-    """Fly the expert to the goal, land there (``land`` topic), disarm, the launch exits 0."""
+    """Fly the expert to the goal: the bridge ends the mission there by itself (success), holds,
+    lands, disarms, the launch exits 0 (event ``mission_end``: the result's arrival)."""
     r.start_graph()
-    _fly_to_goal_and_land(r)
+    _fly_the_mission(r)
+
+
+def _fly_the_mission(r: Run) -> None:
+    """Until the bridge's mission result (event ``mission_end``), then the landing and the end."""
+    r.wait_flying()
+    limit = r.task.time_limit_s + 30.0
+
+    def ended() -> bool:
+        if r.result() is not None:
+            return True
+        if r.launch.exited():
+            raise ScenarioError(f"the launch exited with code {r.launch.code} before the mission's end")
+        return False
+
+    if r.wait(ended, limit, "the bridge's mission result", fail=False):
+        r.mark("mission_end", r.series.since("results", r.t0)[-1][0])
+    r.wait_end(45.0)
 
 
 def estop(r: Run) -> None:
@@ -1482,9 +1531,27 @@ def verdict(r: Run, error: str | None) -> tuple[dict, dict]:
     t_end = time.monotonic()
     task = r.task
     goal = tuple(float(v) for v in task.goal_position)
-    est = [(t, r.origin[0] + e, r.origin[1] + n, r.origin[2] + u) for t, e, n, u in s.since("est", t0)]
+    ties = s.since("ties", t0)
+    tie = r.tie()
     truth = []
-    if r.truth0 is not None and r.est0 is not None:
+    if tie is not None:
+        # the bridge tied its estimate on the ground to the task's start there; the true position is
+        # the start on the ground plus the true displacement since that moment, turned by the tie
+        import numpy as np
+
+        est_local = s.since("est", t0)
+        est = [(t, *tie.position_to_map((e, n, u))) for t, e, n, u in est_local]
+        t_tie = ties[-1][0]
+        truth_all = s.since("truth", 0.0)
+        before = [p for p in truth_all if p[0] <= t_tie]
+        ref = before[-1] if before else (truth_all[0] if truth_all else None)
+        if ref is not None:
+            start = np.array([float(task.start_position[0]), float(task.start_position[1]), r.h.ground_z])
+            truth = [(t, *(start + tie.vector_to_map((e - ref[1], n - ref[2], u - ref[3]))))
+                     for t, e, n, u in s.since("truth", t0)]
+    else:
+        est = [(t, r.origin[0] + e, r.origin[1] + n, r.origin[2] + u) for t, e, n, u in s.since("est", t0)]
+    if tie is None and r.truth0 is not None and r.est0 is not None:
         ground = (r.origin[0] + r.est0[0], r.origin[1] + r.est0[1], r.origin[2] + r.est0[2])
         truth = [(t, ground[0] + e - r.truth0[0], ground[1] + n - r.truth0[1], ground[2] + u - r.truth0[2])
                  for t, e, n, u in s.since("truth", t0)]
@@ -1607,6 +1674,8 @@ def verdict(r: Run, error: str | None) -> tuple[dict, dict]:
         "truth_source": s.truth_source, "truth_samples": len(truth), "est_samples": len(est),
         "autopilot_nice": r.ap.nice,
         "reused_boot": r.reused_boot, "boot_s": None if r.boot_s is None else round(r.boot_s, 2),
+        "map_tie": None if tie is None else tie.to_dict(), "map_tie_t": _rel(ties[-1][0], t0) if ties else None,
+        "mission_result": r.result(),
         "duration_s": round(t_end - t0, 2), "notes": r.notes,
         "logs": {"launch": str(r.folder / "launch.log"), "autopilot": str(r.ap.log) if r.ap.log else None},
     }
@@ -1630,7 +1699,8 @@ def verdict(r: Run, error: str | None) -> tuple[dict, dict]:
 # -- the harness ----------------------------------------------------------------------------------
 
 class Harness:
-    def __init__(self, out: Path, scene: Path | None, flavour: str, log=print) -> None:
+    def __init__(self, out: Path, scene: Path | None, flavour: str, log=print, index: int = 1,
+                 policy_arguments: tuple[str, ...] = DEFAULT_POLICY_ARGUMENTS) -> None:
         self.out = out
         self.log = log
         self.book = ProcessBook(out / "pids.json")
@@ -1638,7 +1708,8 @@ class Harness:
         self.autopilot: Autopilot = (Px4 if flavour == "px4" else ArduPilot)(out, self.book, self.series)
         self.cache = Path(os.environ.get("AIRPLAY_SITL_CACHE", f"/tmp/airplay-sitl-cache-{os.getuid()}"))
         # task 1: 7.5 m, climbing 0.9 m (the ceiling scenario needs a climb); short flights keep each group short
-        self.index, self.episodes, self.seed, self.ground_z = 1, 10, 0, 0.0
+        self.index, self.episodes, self.seed, self.ground_z = index, 10, 0, 0.0
+        self.policy_arguments = tuple(policy_arguments)
         self.scene = self._scene(scene)
         self.task = self._task()
         self.takeoff_height_m = round(float(self.task.start_position[2]) - self.ground_z, 3)
@@ -1794,7 +1865,8 @@ class Group:
         return json.loads(path.read_text())
 
 
-def run_group(names: list[str], out: Path, timeout_s: float | None = None, lock_timeout_s: float = 600.0) -> Group:
+def run_group(names: list[str], out: Path, timeout_s: float | None = None, lock_timeout_s: float = 600.0,
+              extra: tuple[str, ...] = ()) -> Group:
     """``unshare -n bash -c 'ip link set lo up && exec python sitl_harness.py NAMES --out OUT'``.
     On a time-out: SIGTERM (the harness cleans up), SIGKILL 30 s later, then SIGKILL to every
     process of OUT/pids.json still alive."""
@@ -1804,7 +1876,7 @@ def run_group(names: list[str], out: Path, timeout_s: float | None = None, lock_
     if timeout_s is None:
         timeout_s = lock_timeout_s + sum(SCENARIOS[n].budget_s + 30.0 for n in names) + 60.0
     inner = " ".join(shlex.quote(a) for a in [sys.executable, str(Path(__file__).resolve()), *names, "--out", str(out),
-                                              "--lock-timeout", str(lock_timeout_s)])
+                                              "--lock-timeout", str(lock_timeout_s), *extra])
     t0 = time.monotonic()
     proc = subprocess.Popen(["unshare", "-n", "bash", "-c", f"ip link set lo up && exec {inner}"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -1977,6 +2049,10 @@ def main(argv=None) -> int:
     parser.add_argument("--fresh-boots", action="store_true", help="boot the autopilot for every scenario")
     parser.add_argument("--reuse-boots", action="store_true",
                         help="reuse a boot left disarmed on the ground (ArduPilot does by default, PX4 does not)")
+    parser.add_argument("--index", type=int, default=1, help="the task index in the scene (default 1)")
+    parser.add_argument("--policy-args", default=" ".join(DEFAULT_POLICY_ARGUMENTS),
+                        help="the fly graph's policy arguments, e.g. 'policy:=cnn_bc checkpoint:=DIR "
+                             "render_images:=true' (default: %(default)s)")
     parser.add_argument("--list", action="store_true", help="print the scenarios and exit")
     args = parser.parse_args(argv)
     if args.list:
@@ -2023,7 +2099,8 @@ def main(argv=None) -> int:
     harness = None
     t_run = time.monotonic()
     try:
-        harness = Harness(out, args.scene, flavour, log=lambda text: print(text, flush=True))
+        harness = Harness(out, args.scene, flavour, log=lambda text: print(text, flush=True), index=args.index,
+                          policy_arguments=tuple(args.policy_args.split()))
         harness.reuse_boots = (harness.reuse_boots or args.reuse_boots) and not args.fresh_boots
         summary["scene"], summary["task"] = str(harness.scene), {
             "start": [float(v) for v in harness.task.start_position],

@@ -88,7 +88,7 @@ class Operator:
         self.bg = BackgroundNode("operator")
         node = self.bg.node
         self.odom, self.armed, self.modes, self.phases, self.battery = [], [], [], [], []
-        self.interventions, self.episodes, self.reports = [], [], []
+        self.interventions, self.episodes, self.reports, self.results, self.ties = [], [], [], [], []
         self.timeline = []  # (monotonic s, "odom" | "phase", value): what came when
         keep = self._keep
         node.create_subscription(Odometry, "odom", keep(self.odom, self._odom), RELIABLE)
@@ -100,6 +100,12 @@ class Operator:
                                  keep(self.interventions, lambda m: json.loads(m.data)), RELIABLE)
         node.create_subscription(String, "episode/status", keep(self.episodes, lambda m: json.loads(m.data)), RELIABLE)
         node.create_subscription(String, "episode/policy", keep(self.reports, lambda m: json.loads(m.data)), RELIABLE)
+        from airplay.nodes.common import EPISODE_STATUS
+
+        node.create_subscription(String, "mission/result", keep(self.results, lambda m: json.loads(m.data)),
+                                 EPISODE_STATUS)
+        node.create_subscription(String, "vehicle/map_tie", keep(self.ties, lambda m: json.loads(m.data)),
+                                 EPISODE_STATUS)
         self.instruction_pub = node.create_publisher(String, "instruction", RELIABLE)
         self._string = String
         self.cmd_pub = node.create_publisher(TwistStamped, "cmd_vel", RELIABLE)
@@ -346,7 +352,10 @@ def fly_scene(tmp_path_factory) -> Path:
 
 def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, tmp_path):
     """`airplay vehicle --scene --task` + the fly graph (renderer as camera, expert policy, bridge), with
-    ``viewer:=true``: the viewer node's recording holds the flight (path to the goal, commands, phases)."""
+    ``viewer:=true``: the bridge ties the map at the task's start (the vehicle stands there: the tie is
+    the identity), flies to the start pose, the expert flies to the goal, the bridge ends the mission
+    there by itself (success), holds and lands; the viewer node's recording holds the flight (path to
+    the goal, commands, phases, the episode's start, its end and the landing)."""
     pytest.importorskip("rerun", reason="rerun-sdk is not installed (make setup installs it)")
     from test_view import column, read_rrd
 
@@ -366,8 +375,7 @@ def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, t
         procs.append(spawn(vehicle_command(port, "--scene", str(fly_scene), "--task", str(index), "--episodes", "10"),
                            tmp_path / "vehicle.log"))
         arguments = [f"scene:={fly_scene}", f"index:={index}", "episodes:=10", "seed:=0", "render_images:=false",
-                     f"connection:=udpin:127.0.0.1:{port}", "arm:=true",
-                     f"takeoff_height_m:={task.start_position[2]:.3f}", "viewer:=true",
+                     f"connection:=udpin:127.0.0.1:{port}", "arm:=true", "viewer:=true",
                      f"viewer_out:={tmp_path / 'fly.rrd'}"]
         specs = fly_graph(parse_launch_arguments(arguments, FLY_ARGUMENTS))
         for spec in specs:
@@ -387,9 +395,15 @@ def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, t
         # it flew the expert's way: away from the start, never outside the scene's navigable region much
         assert np.linalg.norm(path[0, :2] - task.start_position[:2]) < 0.3
         assert not [i for i in operator.interventions if i["kind"] in ("geofence_hold", "heartbeat_lost")]
-        operator.land_pub.publish(operator._empty())
-        expect_landed_exit(bridge, tmp_path)
+        expect_landed_exit(bridge, tmp_path)   # nobody asked it to land: the mission's end did
         assert operator.latest(operator.armed) is False
+        [result] = operator.results
+        assert result["status"] == "success" and result["task_id"] == task.task_id, result
+        assert result["goal_distance_m"] <= world.protocol.success_radius_m
+        [tie] = operator.ties
+        assert tie["source"] == "task_start" and abs(tie["yaw_rad"]) < 0.02, tie
+        np.testing.assert_allclose(tie["origin_enu"], [0.0, 0.0, 0.0], atol=0.05)
+        assert operator.phases.index("positioning") < operator.phases.index("flying")
         stop_all([viewer])  # SIGINT: the viewer closes its recording
         assert viewer.returncode == 0, logs(tmp_path)
     finally:
@@ -407,7 +421,7 @@ def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, t
     phases = [s["phase"] for s in status if "phase" in s]
     assert {"flying", "landed"} <= set(phases) and phases.index("flying") < phases.index("landed")
     ends = [s["status"] for s in status if "status" in s]
-    assert ends == ["started", "landed"]
+    assert ends == ["started", "success", "landed"]
 
 
 
@@ -420,7 +434,8 @@ def _yaw(state) -> float:
 def test_rehearsal_flies_airvln_r1_stops_and_lands(fly_scene, tiny_vl_model, tmp_path):
     """`airplay vehicle --setting vln` + `airplay launch fly policy:=airvln_r1` (transformers backend, the
     tiny model answering ["MOVE_FORWARD", "TURN_LEFT", "STOP"]): the operator's instruction on
-    `instruction`, one forward step along the heading, a left turn, STOP -> the bridge lands -> the graph ends."""
+    `instruction`, one forward step along the heading, a left turn, STOP -> the bridge ends the mission
+    (holds, lands) -> the graph ends."""
     from airplay.world import World
     from airplay.vln.actions import load_vln_config
     from airplay.vln.evaluate import vln_scene
@@ -475,7 +490,8 @@ def test_rehearsal_flies_airvln_r1_stops_and_lands(fly_scene, tiny_vl_model, tmp
     assert len(stops) == 1, reports
     assert stops[0]["instruction"] == instruction and stops[0]["stop_reason"] == "stop"
     assert stops[0]["actions"] == ["MOVE_FORWARD", "TURN_LEFT", "STOP"] and stops[0]["queries"] == 1
-    assert "instruction from the operator" in log and "policy stop (stop, 3 steps): landing" in log
+    assert "instruction from the operator" in log and "policy stop (stop, 3 steps): the mission ends" in log
+    assert "mission result: stopped" in log or "mission result: success" in log
     # The moves, in map ENU: MOVE_FORWARD along the start heading, TURN_LEFT in place (+30 deg, CCW).
     phase_t = {value: t for t, kind, value in reversed(timeline) if kind == "phase"}
     odoms = [(t, s) for t, kind, s in timeline if kind == "odom"]

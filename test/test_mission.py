@@ -12,7 +12,7 @@ from numpy.testing import assert_allclose
 from airplay import frames
 from airplay.bridge import autopilot_fence as af
 from airplay.bridge.map_tie import MapTie
-from airplay.bridge.mission import Mission, MissionJudge
+from airplay.bridge.mission import Mission, MissionJudge, distance_outside
 from airplay.bridge.telemetry import Telemetry
 from airplay.episode_status import EpisodeStatus
 from conftest import sparse_indoor_scene
@@ -139,12 +139,16 @@ def test_the_end_rules_in_the_simulators_order(indoor):
     end = judge.update(wall, 1e6)
     assert end.status is EpisodeStatus.COLLISION and end.land_at_once
 
-    # out of the navigable region (above its height band), far from any wall
-    above = start + np.array([0.0, 0.0, world.scene.spec.navigable.z_max - start[2] + 0.5])
-    judge = MissionJudge(m, world.checker)
+    # out of the navigable region (above its height band) by more than the tolerance; just out: not yet
+    z_max = world.scene.spec.navigable.z_max
+    judge = MissionJudge(m, world.checker, bounds_tolerance_m=0.2)
     judge.start(0.0)
-    status = world.checker.status(above.reshape(1, 3))[0]
-    assert judge.update(above, 1.0).status is status and status is not EpisodeStatus.RUNNING
+    just_out = start + np.array([0.0, 0.0, z_max - start[2] + 0.1])
+    assert world.checker.status(just_out.reshape(1, 3))[0] is EpisodeStatus.OUT_OF_BOUNDS
+    assert judge.update(just_out, 1.0) is None
+    above = start + np.array([0.0, 0.0, z_max - start[2] + 0.5])
+    end = judge.update(above, 1.1)
+    assert end.status is EpisodeStatus.OUT_OF_BOUNDS and "0.50 m" in end.reason and not end.land_at_once
 
 
 def _point_in_collision(world, near):
@@ -176,3 +180,13 @@ def test_the_policys_stop_and_the_vln_rule(indoor):
     judge = MissionJudge(m, world.checker)
     judge.start(0.0)
     assert judge.interrupted(None, 3.0, "operator landing").status is EpisodeStatus.INTERRUPTED
+
+
+def test_distance_outside_a_region():
+    from airplay.scene.spec import NavigableRegion
+
+    region = NavigableRegion(np.array([[0.0, 0.0], [4.0, 0.0], [4.0, 2.0], [0.0, 2.0]]), 0.5, 2.5)
+    assert distance_outside(region, (1.0, 1.0, 1.0)) == 0.0
+    assert distance_outside(region, (1.0, 1.0, 0.2)) == pytest.approx(0.3)
+    assert distance_outside(region, (5.0, 1.0, 1.0)) == pytest.approx(1.0)
+    assert distance_outside(region, (5.0, 3.0, 3.0)) == pytest.approx(math.sqrt(2.0))

@@ -245,7 +245,7 @@ def test_fly_ctrl_c_while_airborne_lands_before_the_bridge_exits(launch_env, sce
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     nodes: set[int] = set()
     try:
-        wait_for(log, "phase warming_up -> flying", proc, timeout=600)  # a cold install compiles first
+        wait_for(log, "phase positioning -> flying", proc, timeout=600)  # a cold install compiles first
         time.sleep(1.0)
         nodes.update(descendants(proc.pid))
         nodes.discard(int(pid_file.read_text()))  # the vehicle: not part of the graph

@@ -90,7 +90,7 @@ class FlightConfig:
     autopilot_fence_margin_m: float = 1.0
     autopilot_ceiling_margin_m: float = 4.0
     map_tie: str = "origin"
-    positioning_tolerance_m: float = 0.15
+    positioning_tolerance_m: float = 0.1
     positioning_yaw_tolerance_rad: float = math.radians(5.0)
     positioning_speed_m_s: float = 0.2
     positioning_settle_s: float = 0.5

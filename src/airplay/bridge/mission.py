@@ -9,7 +9,9 @@ rules, judged on the vehicle's position estimate in the map frame (ENU, m):
 ending              rule (in this order at each control period, as in ``AirPlayEnv.step``)
 ==================  ==========================================================================
 ``collision``       the vehicle's sphere touches the scene's collision mesh: land at once
-``out_of_bounds``   the vehicle left the navigable polygon or height band: hold, then land
+``out_of_bounds``   the vehicle left the navigable polygon or height band by more than
+                    ``bounds_tolerance_m`` (an estimate hovering at the band's edge is not out):
+                    hold, then land
 ``success``         within the success radius of the goal (not in the VLN setting, where only
                     the policy's STOP ends at the goal): hold, then land
 ``timeout``         the task's time limit since the policy took over: hold, then land
@@ -33,6 +35,30 @@ from airplay.episode_status import EpisodeStatus
 
 LAND_AT_ONCE = frozenset({EpisodeStatus.COLLISION})
 """Endings after which the vehicle lands without holding first."""
+
+BOUNDS_TOLERANCE_M = 0.2
+"""Metres the estimate may stray outside the navigable region before the flight ends
+``out_of_bounds``: tasks start at the edge of the height band (the lowest 0.1 m above it), and a
+vehicle holding its start pose wanders a few centimetres about it."""
+
+
+def distance_outside(region, position) -> float:
+    """How far ``position`` (map m) lies outside ``region`` (:class:`~airplay.scene.spec.NavigableRegion`):
+    the larger of the distance below or above the height band and the horizontal distance to the
+    polygon; 0 inside."""
+    from airplay.sim.collision import inside_polygon_xy
+
+    x, y, z = (float(v) for v in np.asarray(position, np.float64)[:3])
+    dz = max(region.z_min - z, z - region.z_max, 0.0)
+    poly = np.asarray(region.polygon, np.float64)
+    if inside_polygon_xy(poly, x, y):
+        return dz
+    a, b = poly, np.roll(poly, -1, axis=0)
+    ab = b - a
+    t = np.clip(((x - a[:, 0]) * ab[:, 0] + (y - a[:, 1]) * ab[:, 1]) / np.maximum((ab ** 2).sum(axis=1), 1e-12), 0, 1)
+    nearest = a + t[:, None] * ab
+    dxy = float(np.min(np.hypot(nearest[:, 0] - x, nearest[:, 1] - y)))
+    return max(dz, dxy)
 
 
 @dataclass(frozen=True)
@@ -128,9 +154,10 @@ class MissionJudge:
     ending is kept (:attr:`ending`) and every later call returns it unchanged.
     """
 
-    def __init__(self, mission: Mission, checker=None) -> None:
+    def __init__(self, mission: Mission, checker=None, bounds_tolerance_m: float = BOUNDS_TOLERANCE_M) -> None:
         self.mission = mission
         self.checker = checker
+        self.bounds_tolerance_m = float(bounds_tolerance_m)
         self.started_s: float | None = None
         self.ending: Ending | None = None
         self.closest_m = math.inf
@@ -160,7 +187,9 @@ class MissionJudge:
             if status is EpisodeStatus.COLLISION:
                 return self._end(status, "the vehicle's sphere touched the scene's collision mesh", p, now_s)
             if status is EpisodeStatus.OUT_OF_BOUNDS:
-                return self._end(status, "the vehicle left the navigable region", p, now_s)
+                outside = distance_outside(self.checker.region, p)
+                if outside > self.bounds_tolerance_m:
+                    return self._end(status, f"the vehicle left the navigable region by {outside:.2f} m", p, now_s)
         if m.success_on_entry and distance <= m.success_radius_m:
             return self._end(EpisodeStatus.SUCCESS, f"within {m.success_radius_m:.2f} m of the goal", p, now_s)
         if now_s - self.started_s >= m.time_limit_s - 1e-9:
