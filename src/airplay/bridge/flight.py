@@ -88,7 +88,7 @@ import threading
 import time
 
 from airplay.bridge.autopilot_fence import InstalledFence
-from airplay.bridge.flight_checks import (TakeoffDone, install_flight_fence, prearm_missing,
+from airplay.bridge.flight_checks import (EstimateStillness, TakeoffDone, install_flight_fence, prearm_missing,
                                           px4_takeoff_reached_amsl)
 from airplay.bridge.flight_config import (ARM_BACKOFF_S, PX4_ARMING_MODES, TERMINAL_PHASES, AutopilotTookOver,
                                           FlightConfig, FlightFailure, Phase)
@@ -240,9 +240,9 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
             self._set_phase(Phase.TAKING_OFF)
             ground_z = self._current_z()
             self._takeoff_commanded = True
-            ap.takeoff(cfg.takeoff_height_m, cfg.ack_timeout_s)
+            base_amsl = ap.takeoff(cfg.takeoff_height_m, cfg.ack_timeout_s)
             target = ground_z + cfg.takeoff_height_m
-            reached_amsl = (px4_takeoff_reached_amsl(ap, cfg.takeoff_height_m, cfg.ack_timeout_s)
+            reached_amsl = (px4_takeoff_reached_amsl(ap, cfg.takeoff_height_m, cfg.ack_timeout_s, base_amsl)
                             if ap.status.flavour == "px4" else None)
             climbed = TakeoffDone(ap, target, cfg.altitude_tolerance_m, reached_amsl)
             try:
@@ -261,12 +261,25 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
             self._fail(str(exc))
 
     def _wait_ready(self) -> None:
-        """``checking``: telemetry (a position estimate) and a healthy pre-arm bit where reported."""
+        """``checking``: telemetry (a position estimate) and a healthy pre-arm bit where reported;
+        with a map tied at the task's start, also an estimate that has stopped moving
+        (:class:`~airplay.bridge.flight_checks.EstimateStillness`)."""
         ap, cfg = self.autopilot, self.config
         deadline = time.monotonic() + cfg.ready_timeout_s
         next_report = time.monotonic() + 5.0
+        still = EstimateStillness(cfg.estimate_settle_s, cfg.estimate_settle_spread_m) \
+            if self.mission is not None and cfg.map_tie == "task_start" else None
         while True:
             missing = prearm_missing(self.autopilot)
+            if still is not None:
+                local = ap.telemetry.local_state()
+                if local is not None:
+                    still.add(time.monotonic(), local[0:3])
+                if not still.settled(time.monotonic()):
+                    spread = still.spread(time.monotonic())
+                    missing.append(f"the position estimate has not settled on the ground yet (moved "
+                                   f"{'?' if spread is None else f'{spread:.2f}'} m in {cfg.estimate_settle_s:.0f} s, "
+                                   f"> {cfg.estimate_settle_spread_m:.2f} m)")
             if not missing:
                 log.info("pre-arm checks pass: position estimate, %s", "pre-arm checks healthy"
                          if ap.status.prearm_ok else "no pre-arm bit reported")

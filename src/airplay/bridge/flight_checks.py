@@ -37,11 +37,13 @@ breach during AUTO.TAKEOFF -> AUTO.LOITER with MAV_STATE_CRITICAL; a normal take
 AUTO.LOITER with MAV_STATE_ACTIVE)."""
 
 
-def px4_takeoff_reached_amsl(autopilot, height_m: float, timeout_s: float = 1.0) -> float | None:
-    """The altitude (m AMSL) above which PX4 calls a take-off of ``height_m`` above home reached,
-    lowered by :data:`PX4_ALT_REPORT_SLACK_M`; None where home is unknown. Reads NAV_MC_ALT_RAD
+def px4_takeoff_reached_amsl(autopilot, height_m: float, timeout_s: float = 1.0,
+                             base_amsl_m: float | None = None) -> float | None:
+    """The altitude (m AMSL) above which PX4 calls a take-off of ``height_m`` above ``base_amsl_m``
+    (the take-off's ground altitude; None: home's) reached, lowered by
+    :data:`PX4_ALT_REPORT_SLACK_M`; None where neither is known. Reads NAV_MC_ALT_RAD
     (:data:`PX4_ALT_ACCEPT_DEFAULT_M` where it cannot be read)."""
-    home = autopilot.status.home_amsl_m
+    home = autopilot.status.home_amsl_m if base_amsl_m is None else base_amsl_m
     if home is None:
         return None
     try:
@@ -104,6 +106,34 @@ class TakeoffDone:
     @staticmethod
     def _failsafe_text(st) -> str:
         return "; in a failsafe: system_status CRITICAL or worse" if st.system_status in FAILSAFE_STATES else ""
+
+
+class EstimateStillness:
+    """Whether the position estimate of a vehicle standing on the ground has settled: over the last
+    ``window_s`` (s, on the caller's clock) every sample lies within ``spread_m`` (m, 3-D) of their
+    mean. An EKF that is still converging after its boot (PX4 SIH: its height moved by 0.5-1.2 m in
+    the first 8 s, "Ready for takeoff!" already said) would tie the map to a pose it then leaves."""
+
+    def __init__(self, window_s: float = 2.0, spread_m: float = 0.1) -> None:
+        self.window_s, self.spread_m = float(window_s), float(spread_m)
+        self.samples: list[tuple[float, tuple[float, float, float]]] = []
+
+    def add(self, t_s: float, position) -> None:
+        self.samples.append((float(t_s), tuple(float(v) for v in position[:3])))
+        while self.samples and self.samples[0][0] < t_s - 2.0 * self.window_s:
+            self.samples.pop(0)
+
+    def spread(self, now_s: float) -> float | None:
+        """The largest distance from the window's mean (m), None while the window is not full."""
+        recent = [p for t, p in self.samples if t >= now_s - self.window_s]
+        if not self.samples or self.samples[0][0] > now_s - self.window_s or len(recent) < 2:
+            return None
+        mean = [sum(p[i] for p in recent) / len(recent) for i in range(3)]
+        return max(math.dist(p, mean) for p in recent)
+
+    def settled(self, now_s: float) -> bool:
+        spread = self.spread(now_s)
+        return spread is not None and spread <= self.spread_m
 
 
 def prearm_missing(autopilot) -> list[str]:

@@ -68,7 +68,10 @@ class FlightConfig:
     land. ``link_return``: "land" or "resume" (after a heartbeat loss); ``on_failure``: "land" or
     "hold" (airborne failures). With a mission (:mod:`airplay.bridge.flight_mission`):
     ``map_tie`` "origin" (the telemetry's tie as given) or "task_start" (tied at the task's start
-    once ready); ``positioning_*`` the hand-over at the start pose; ``end_hold_s`` and
+    once ready, and its estimate still within ``estimate_settle_spread_m`` for
+    ``estimate_settle_s``); ``positioning_*`` the hand-over at the start pose (0.25 m horizontally:
+    PX4 SIH's own position hold wanders ~0.2 m with its GPS; 0.1 m vertically: tasks start 0.1 m
+    above the height band; settled for 1 s: PX4 dips after its climb); ``end_hold_s`` and
     ``end_action`` ("land" or "hold") what follows the mission's end."""
 
     takeoff_height_m: float = 1.5
@@ -90,10 +93,13 @@ class FlightConfig:
     autopilot_fence_margin_m: float = 1.0
     autopilot_ceiling_margin_m: float = 4.0
     map_tie: str = "origin"
-    positioning_tolerance_m: float = 0.1
+    estimate_settle_s: float = 2.0
+    estimate_settle_spread_m: float = 0.1
+    positioning_tolerance_m: float = 0.25
+    positioning_z_tolerance_m: float = 0.1
     positioning_yaw_tolerance_rad: float = math.radians(5.0)
-    positioning_speed_m_s: float = 0.2
-    positioning_settle_s: float = 0.5
+    positioning_speed_m_s: float = 0.25
+    positioning_settle_s: float = 1.0
     positioning_timeout_s: float = 30.0
     end_hold_s: float = 2.0
     end_action: str = "land"

@@ -87,10 +87,11 @@ class MissionControl:
             state = self.autopilot.telemetry.state()
             if state is not None:
                 error_m = float(np.linalg.norm(state[0:3] - target))
+                error_xy, error_z = float(np.hypot(*(state[0:2] - target[0:2]))), abs(float(state[2] - target[2]))
                 yaw_error = abs(float(frames.wrap_angle(frames.yaw_of_state(state) - m.start_yaw)))
                 speed = float(np.linalg.norm(state[7:10]))
-                if (error_m <= cfg.positioning_tolerance_m and yaw_error <= cfg.positioning_yaw_tolerance_rad
-                        and speed <= cfg.positioning_speed_m_s):
+                if (error_xy <= cfg.positioning_tolerance_m and error_z <= cfg.positioning_z_tolerance_m
+                        and yaw_error <= cfg.positioning_yaw_tolerance_rad and speed <= cfg.positioning_speed_m_s):
                     settled_since = settled_since or time.monotonic()
                     if time.monotonic() - settled_since >= cfg.positioning_settle_s:
                         log.info("at the task's start pose: %.2f m and %.1f deg off, %.2f m/s: the policy flies",

@@ -358,16 +358,21 @@ class Autopilot:
             log.warning("%s (the mode change was acknowledged)", exc)
         return name
 
-    def takeoff(self, height_m: float, timeout_s: float = 1.0) -> None:
-        """MAV_CMD_NAV_TAKEOFF to ``height_m`` above home. PX4 wants the altitude AMSL in param7
-        (home AMSL from GLOBAL_POSITION_INT; NaN, i.e. PX4's MIS_TAKEOFF_ALT, where unknown);
-        ArduPilot wants it relative to home (and the vehicle in GUIDED)."""
+    def takeoff(self, height_m: float, timeout_s: float = 1.0) -> float | None:
+        """MAV_CMD_NAV_TAKEOFF to ``height_m`` above the ground where the vehicle stands. PX4 wants
+        the altitude AMSL in param7: the vehicle's own altitude now (GLOBAL_POSITION_INT ``alt``; it
+        is on the ground) plus the height, not home's plus the height: PX4 moves its home to where it
+        arms, and a home read before that can be off by the estimate's drift on the ground (PX4 SIH:
+        0.5 m, and a take-off "reached" at 0.1 m); home where the altitude is unknown, NaN (PX4's
+        MIS_TAKEOFF_ALT) where neither is. ArduPilot wants it relative to home (and GUIDED).
+        Returns the base altitude (m AMSL) the PX4 take-off was computed from (None: ArduPilot, or unknown)."""
         if self.status.flavour == "px4":
-            home = self.status.home_amsl_m
-            altitude = math.nan if home is None else home + height_m
+            base = self.status.altitude_amsl_m if self.status.altitude_amsl_m is not None else self.status.home_amsl_m
+            altitude = math.nan if base is None else base + height_m
             self.command(mavlink.MAV_CMD_NAV_TAKEOFF, (-1, 0, 0, math.nan, math.nan, math.nan, altitude), timeout_s)
-        else:
-            self.command(mavlink.MAV_CMD_NAV_TAKEOFF, (0, 0, 0, 0, 0, 0, height_m), timeout_s)
+            return base
+        self.command(mavlink.MAV_CMD_NAV_TAKEOFF, (0, 0, 0, 0, 0, 0, height_m), timeout_s)
+        return None
 
     def land(self, timeout_s: float = 1.0) -> None:
         self.command(mavlink.MAV_CMD_NAV_LAND, (0, 0, 0, math.nan, math.nan, math.nan, math.nan), timeout_s)

@@ -363,8 +363,10 @@ class MavlinkBridgeNode(LifecycleNode):
             self._publish_result(ending, now_ns)
 
     def _publish_result(self, ending, now_ns: int) -> None:
+        closest = self.judge.closest_m
         result = {"task_id": self.judge.mission.task_id, **ending.to_dict(),
-                  "closest_goal_distance_m": round(self.judge.closest_m, 4), "mission": self.judge.mission.to_dict(),
+                  "closest_goal_distance_m": round(closest, 4) if math.isfinite(closest) else None,
+                  "mission": self.judge.mission.to_dict(),
                   "map_tie": self.autopilot.telemetry.tie.to_dict()}
         self.result_pub.publish(json_message(result))
         log = self.get_logger().info if ending.status == "success" else self.get_logger().warning
