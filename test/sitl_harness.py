@@ -696,6 +696,12 @@ with these 0.05 / 0.12, 0.06-0.08 / 0.17, 0.21-0.25 / 0.35-0.49. docs/vehicle.md
 default`` boots with PX4's own."""
 
 
+PX4_DEFAULT_EKF = {"EKF2_GPS_P_NOISE": 0.5, "EKF2_GPS_V_NOISE": 0.3, "EKF2_ACC_NOISE": 0.35, "EKF2_GYR_NOISE": 0.015,
+                   "EKF2_BARO_CTRL": 1}
+"""PX4's own values of the parameters :data:`PX4_SIH_EKF` sets (a scenario about PX4's own altitude
+fence keeps PX4's barometric altitude: its ceiling trips during the climb, as in a real vehicle)."""
+
+
 class Px4(Autopilot):
     """PX4 boots afresh for every scenario by default (4-5 s): after a flight SIH's EKF altitude
     is often 0.3-0.7 m off on the ground, and PX4 takes off relative to the boot's home, so on a
@@ -947,6 +953,7 @@ class Scenario:
     taints: bool = False
     wait_ready: bool = True
     budget_s: float = 120.0
+    policy_arguments: tuple | None = None   # the fly graph's policy arguments (None: the harness's, --policy-args)
 
 
 class ScenarioError(RuntimeError):
@@ -1007,7 +1014,8 @@ class Run:
         arm:=true. The bridge ties the map to the task's start itself (map_tie auto: task_start) and
         takes off to the start's height; the harness reads the tie on ``vehicle/map_tie``."""
         return [f"scene:={self.h.scene}", f"index:={self.h.index}", f"episodes:={self.h.episodes}",
-                f"seed:={self.h.seed}", *self.h.policy_arguments, f"connection:={self.ap.connection}", "arm:=true"]
+                f"seed:={self.h.seed}", *(self.scenario.policy_arguments or self.h.policy_arguments),
+                f"connection:={self.ap.connection}", "arm:=true"]
 
     # -- actions ----------------------------------------------------------------------------
     def start_graph(self, *extra: str, fence: Fence | None = None) -> Launch:
@@ -1091,6 +1099,27 @@ class Run:
         found = self.series.since("results", self.t0)
         return found[-1][1] if found else None
 
+    def truth_in_map(self, samples: list) -> list:
+        """(t, x, y, z) map metres of the true position samples (t, e, n, u) (Series.truth): the start
+        on the ground plus the true displacement since the bridge tied its map there, turned by the
+        tie. [] before the tie or without truth."""
+        tie = self.tie()
+        ties = self.series.since("ties", self.t0)
+        if tie is None or not ties:
+            return []
+        import numpy as np
+
+        with self.series.lock:
+            truth_all = list(self.series.truth)
+        t_tie = ties[-1][0]
+        before = [p for p in truth_all if p[0] <= t_tie]
+        ref = before[-1] if before else (truth_all[0] if truth_all else None)
+        if ref is None:
+            return []
+        start = np.array([float(self.task.start_position[0]), float(self.task.start_position[1]), self.h.ground_z])
+        return [(t, *(float(v) for v in start + tie.vector_to_map((e - ref[1], n - ref[2], u - ref[3]))))
+                for t, e, n, u in samples]
+
     def est_map(self):
         e = self.ap.local_enu()
         if e is None:
@@ -1155,20 +1184,51 @@ def nominal(r: Run) -> None:
 
 
 def _fly_the_mission(r: Run) -> None:
-    """Until the bridge's mission result (event ``mission_end``), then the landing and the end."""
-    r.wait_flying()
+    """Until the bridge's mission result (event ``mission_end``), then the landing and the end.
+    Meanwhile the true position is judged by the simulator's rules (:meth:`Harness.truth_judge`):
+    a true collision makes the harness land the vehicle at once (``land`` topic, event
+    ``truth_collision``), as a hardware-in-the-loop run must (the bridge knows only the estimate)."""
+    flying = r.wait_flying()
     limit = r.task.time_limit_s + 30.0
+    judge = r.h.truth_judge()
+    judge.start(flying)
+    seen = [flying]
 
     def ended() -> bool:
         if r.result() is not None:
             return True
         if r.launch.exited():
             raise ScenarioError(f"the launch exited with code {r.launch.code} before the mission's end")
+        fresh = r.series.since("truth", seen[0])
+        if fresh:
+            seen[0] = fresh[-1][0] + 1e-9
+            for t, x, y, z in r.truth_in_map(fresh):
+                ending = judge.update((x, y, z), t)
+                if ending is not None and ending.status == "collision" and "truth_collision" not in r.events:
+                    r.mark("truth_collision", t)
+                    r.note(f"true collision at ({x:.2f}, {y:.2f}, {z:.2f}): the harness lands the vehicle")
+                    r.publish("land", "truth_collision_land")
         return False
 
     if r.wait(ended, limit, "the bridge's mission result", fail=False):
         r.mark("mission_end", r.series.since("results", r.t0)[-1][0])
     r.wait_end(45.0)
+
+
+def policy_flight(r: Run) -> None:
+    """The harness's policy (``--policy-args``: a learned checkpoint with ``render_images:=true``, the
+    renderer drawing the scene at PX4's estimated pose) flies the task; the bridge ends the mission by
+    itself, holds, lands; the flight is judged on SIH's true position (verdict ``truth_judgement``)."""
+    r.start_graph()
+    _fly_the_mission(r)
+
+
+def truth_collision(r: Run) -> None:
+    """``goal_direct`` (straight at the goal) flies a task whose straight line crosses a wall: the
+    true position touches the scene's collision mesh, the harness lands the vehicle at once (``land``
+    topic), the verdict's truth_judgement says ``collision``."""
+    r.start_graph()
+    _fly_the_mission(r)
 
 
 def estop(r: Run) -> None:
@@ -1473,6 +1533,9 @@ AP_DEFAULTS = {"FS_GCS_ENABLE": 5, "MAV_GCS_SYSID": 1}
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("px4_nominal", "px4", nominal, nominal.__doc__),
+    Scenario("px4_policy", "px4", policy_flight, policy_flight.__doc__, budget_s=150.0),
+    Scenario("px4_truth_collision", "px4", truth_collision, truth_collision.__doc__,
+             policy_arguments=("policy:=goal_direct", "render_images:=false")),
     Scenario("px4_estop", "px4", estop, estop.__doc__),
     Scenario("px4_land", "px4", land, land.__doc__),
     Scenario("px4_sigkill_bridge", "px4", sigkill_bridge, sigkill_bridge.__doc__),
@@ -1482,7 +1545,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("px4_fence_box", "px4", fence_box, fence_box.__doc__),
     Scenario("px4_fence_ceiling", "px4", fence_ceiling, fence_ceiling.__doc__),
     Scenario("px4_fence", "px4", fence_box_ceiling, fence_box_ceiling.__doc__),
-    Scenario("px4_takeoff_failsafe", "px4", takeoff_failsafe, takeoff_failsafe.__doc__),
+    Scenario("px4_takeoff_failsafe", "px4", takeoff_failsafe, takeoff_failsafe.__doc__, params=PX4_DEFAULT_EKF),
     Scenario("px4_sigint_launch", "px4", sigint_launch, sigint_launch.__doc__),
     Scenario("px4_pilot_takeover", "px4", pilot_takeover, pilot_takeover.__doc__),
     Scenario("px4_offboard_refused", "px4", offboard_refused, offboard_refused.__doc__, params=PX4_REFUSE_OFFBOARD,
@@ -1691,6 +1754,7 @@ def verdict(r: Run, error: str | None) -> tuple[dict, dict]:
         "reused_boot": r.reused_boot, "boot_s": None if r.boot_s is None else round(r.boot_s, 2),
         "map_tie": None if tie is None else tie.to_dict(), "map_tie_t": _rel(ties[-1][0], t0) if ties else None,
         "mission_result": r.result(),
+        "truth_judgement": truth_judgement(r, truth, phases),
         "duration_s": round(t_end - t0, 2), "notes": r.notes,
         "logs": {"launch": str(r.folder / "launch.log"), "autopilot": str(r.ap.log) if r.ap.log else None},
     }
@@ -1709,6 +1773,36 @@ def verdict(r: Run, error: str | None) -> tuple[dict, dict]:
               "modes": v["mode_changes"], "phases": v["phase_changes"],
               "landed_state": [[_rel(t, t0), x] for t, x in ls]}
     return v, series
+
+
+def truth_judgement(r: Run, truth: list, phases: list) -> dict | None:
+    """The flight judged on the simulator's true position by the simulator's rules, from the
+    bridge's hand-over to the policy (phase ``flying``) until it starts landing (the mission's end
+    and its hold included): {status, reason, t, flown_s, goal_distance_m, closest_m}. ``stopped``:
+    the flight ended (the bridge's rules on its estimate, or an operator) before the true position
+    met any rule; None where the policy never flew or there is no truth."""
+    flying = next((t for t, p in phases if p == "flying"), None)
+    if flying is None or not truth:
+        return None
+    until = next((t for t, p in phases if t > flying and p in ("landing", "landed", "holding", "failed")), math.inf)
+    judge = r.h.truth_judge()
+    judge.start(flying)
+    last = None
+    for t, x, y, z in truth:
+        if t < flying or t > until:
+            continue
+        last = (t, x, y, z)
+        if judge.update((x, y, z), t) is not None:
+            break
+    ending = judge.ending
+    if ending is None:
+        if last is None:
+            return None
+        ending = judge.interrupted(last[1:4], last[0], "the flight ended before the true position met a rule")
+    out = ending.to_dict()
+    out.update(status="stopped" if ending.status == "interrupted" else str(ending.status),
+               t=_rel(ending.t_s, r.t0), closest_m=round(judge.closest_m, 3) if math.isfinite(judge.closest_m) else None)
+    return out
 
 
 # -- the harness ----------------------------------------------------------------------------------
@@ -1750,8 +1844,17 @@ class Harness:
         from airplay.tasks.sampler import sample_tasks
 
         world = World.load(self.scene)
+        self.world = world
         tasks = sample_tasks(world.scene, world.grid, self.episodes, self.seed, "pointgoal", world.protocol)
         return tasks[self.index]
+
+    def truth_judge(self):
+        """The simulator's end rules for the true position (:class:`airplay.bridge.mission.MissionJudge`
+        without the bridge's tolerances: a touch is a collision, any step out is out of bounds)."""
+        from airplay.bridge.mission import Mission, MissionJudge
+
+        mission = Mission.from_task(self.task, self.world.protocol.success_radius_m, self.ground_z)
+        return MissionJudge(mission, self.world.checker, bounds_tolerance_m=0.0, collision_tolerance_m=0.0)
 
     def accepted_arguments(self) -> set[str]:
         if self._accepted is None:

@@ -608,3 +608,38 @@ def test_a_missions_time_limit_and_the_policys_stop(rigs):
     rig.wait_phase("landed", 30)
     [ending] = rig.endings
     assert ending.status == "stopped" and ending.reason == "STOP"
+
+
+def test_identify_recovers_a_vehicles_known_response(tmp_path):
+    """`airplay identify --arm` against a rehearsal vehicle flown by a known flight model (time
+    constants 0.6 s horizontally, 0.3 s vertically, 0.25 s in yaw rate): the excitation flies through
+    the bridge, the fit finds those constants, and the profile loads as a vehicle file."""
+    from airplay.sim.dynamics import load_vehicle_profile
+
+    known = tmp_path / "known.yaml"
+    known.write_text("velocity_time_constant_s: 0.6\nvertical_velocity_time_constant_s: 0.3\n"
+                     "yaw_rate_time_constant_s: 0.25\n")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    vehicle = start_vehicle(port, "px4", tmp_path / "vehicle.log", "--vehicle-config", str(known))
+    out = tmp_path / "profile.yaml"
+    try:
+        done = subprocess.run([sys.executable, "-m", "airplay.cli", "identify", "--connection",
+                               f"udpin:127.0.0.1:{port}", "--arm", "--out", str(out)],
+                              capture_output=True, text=True, timeout=240)
+    finally:
+        stop_process(vehicle)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    params, profile = load_vehicle_profile(out)
+    assert params.velocity_time_constant_s == pytest.approx(0.6, abs=0.05)
+    assert params.vertical_velocity_time_constant_s == pytest.approx(0.3, abs=0.05)
+    assert params.yaw_rate_time_constant_s == pytest.approx(0.25, abs=0.05)
+    assert profile["autopilot"] == "px4" and profile["command_delay_s"] <= 0.06
+    assert profile["rms_error"]["xy_m_s"] < 0.2 * profile["rms_error_of_the_base_model"]["xy_m_s"]
+
+
+def test_identify_refuses_to_arm_without_the_request(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "airplay.cli", "identify", "--out", str(tmp_path / "p.yaml")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--arm" in done.stderr and not (tmp_path / "p.yaml").exists()

@@ -132,10 +132,15 @@ def test_the_end_rules_in_the_simulators_order(indoor):
     assert judge.update(start, m.time_limit_s - 0.1) is None
     assert judge.update(start, m.time_limit_s).status is EpisodeStatus.TIMEOUT
 
-    # a collision beats the goal and the time limit; it lands at once
-    wall = _point_in_collision(world, task.goal_position)
-    judge = MissionJudge(Mission.from_task(task, 50.0), world.checker)   # the goal radius covers the wall
+    # a collision beats the goal and the time limit; it lands at once. A graze within the tolerance is not one
+    judge = MissionJudge(Mission.from_task(task, 50.0), world.checker, collision_tolerance_m=0.1)
     judge.start(0.0)
+    graze = _point_in_collision(world, task.goal_position, depth_m=0.05)
+    assert world.checker.status(graze.reshape(1, 3))[0] is EpisodeStatus.COLLISION
+    assert judge.update(graze, 1.0).status is EpisodeStatus.SUCCESS      # (the goal radius covers it)
+    judge = MissionJudge(Mission.from_task(task, 50.0), world.checker, collision_tolerance_m=0.1)
+    judge.start(0.0)
+    wall = _point_in_collision(world, task.goal_position, depth_m=0.15)
     end = judge.update(wall, 1e6)
     assert end.status is EpisodeStatus.COLLISION and end.land_at_once
 
@@ -151,12 +156,12 @@ def test_the_end_rules_in_the_simulators_order(indoor):
     assert end.status is EpisodeStatus.OUT_OF_BOUNDS and "0.50 m" in end.reason and not end.land_at_once
 
 
-def _point_in_collision(world, near):
-    """A point in collision: on the straight line from ``near`` to each wall direction."""
+def _point_in_collision(world, near, depth_m: float):
+    """A point whose sphere reaches ``depth_m`` (+- 1 cm) into a wall, on a straight line from ``near``."""
     for direction in ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0)):
-        for d in np.arange(0.0, 30.0, 0.05):
+        for d in np.arange(0.0, 30.0, 0.005):
             p = np.asarray(near) + d * np.asarray(direction, float)
-            if world.checker.status(p.reshape(1, 3))[0] is EpisodeStatus.COLLISION:
+            if world.checker.clearance(p.reshape(1, 3))[0] <= -depth_m:
                 return p
     raise AssertionError("no wall found")
 

@@ -20,16 +20,15 @@ import numba
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from airplay.policies import make_policy
 from airplay.policies.dagger import fly_episode
 from airplay.policies.dataset import ChunkDataset, EpisodeData
 from airplay.policies.train import TrainConfig, build_policy, train
-from airplay.scene.synthetic import make_scene
 from airplay.world.env import AirPlayEnv
 from airplay.world import World
 from airplay.tasks.sampler import sample_tasks
+from small_policy import scene_with_camera
 
 TASKS, NOISE, IMAGE = 5, 0.3, 64
 DELAYS = (0, 2, 4)
@@ -44,17 +43,6 @@ MODELS = {
 
 # the module's fixtures fly and train (minutes on 2 loaded cores)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
-
-
-def scene_with_camera(folder, size: int):
-    """A sparse synthetic indoor scene whose camera renders size x size pixels (same field of view)."""
-    make_scene("indoor", 2, folder, gaussians_per_m2=4)
-    spec = yaml.safe_load((folder / "scene.yaml").read_text())
-    cam = spec["camera"]
-    scale = size / cam["width"]
-    cam.update(width=size, height=size, fx=cam["fx"] * scale, fy=cam["fy"] * scale, cx=size / 2, cy=size / 2)
-    (folder / "scene.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    return folder
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -74,7 +62,7 @@ def one_thread():
 def flights(tmp_path_factory):
     """(scene folder, world, env, field expert, tasks, demonstrations)."""
     root = tmp_path_factory.mktemp("closed_loop")
-    scene = scene_with_camera(root / "indoor", IMAGE)
+    scene = scene_with_camera(root / "indoor", 2, IMAGE)
     world = World.load(scene)
     env = AirPlayEnv(world, "pointgoal", tasks=[], render_backend="cpu", render_images=False)
     expert = make_policy("field_expert", world)

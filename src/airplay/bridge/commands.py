@@ -8,6 +8,7 @@ import math
 import sys
 import threading
 import time
+
 from airplay import cli_flags
 
 
@@ -143,8 +144,105 @@ def _cmd_vehicle(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_identify(args: argparse.Namespace) -> int:
+    """``airplay identify``: fly the excitation on a real (or SITL) autopilot, fit, write the profile."""
+    from pathlib import Path
+
+    from airplay.bridge import identify
+    from airplay.bridge.flight import FlightController
+    from airplay.bridge.flight_config import default_flight_config
+    from airplay.bridge.mavlink_link import Autopilot
+    from airplay.sim.dynamics import load_vehicle_params
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s",
+                        stream=sys.stderr)
+    if not args.arm:
+        print("error: airplay identify arms the vehicle and flies it for about "
+              f"{identify.excitation_duration_s():.0f} s within ~3.5 m of where it stands and up to "
+              f"{args.takeoff_height + 1.0:.1f} m up: give --arm to do so (nothing arms without it)", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    base = load_vehicle_params(args.base)
+    fence = {}
+    if args.fence_box:
+        fence = {"fence_box_xy_m": tuple(_floats(args.fence_box, 4, "--fence-box X0,Y0,X1,Y1"))}
+    config = default_flight_config(takeoff_height_m=args.takeoff_height, **fence)
+    truth = identify.TruthListener(args.truth) if args.truth else None
+    if truth is not None:
+        truth.start()
+    autopilot = Autopilot(args.connection, clock=time.time).start()
+    flight = FlightController(autopilot, config, clock=time.time)
+    flight.start()
+    flight.request_arm()
+    print(f"identify: arming and flying on {args.connection} (take-off {args.takeoff_height:.1f} m, then "
+          f"{identify.excitation_duration_s():.0f} s of excitation); Ctrl-C lands", flush=True)
+    try:
+        rec = identify.fly_excitation(flight, config.supervisor.control_period_s,
+                                      progress=lambda f: print(f"identify: excitation {100 * min(f, 1):3.0f} %",
+                                                               flush=True))
+    except KeyboardInterrupt:
+        flight.shutdown()
+        flight.close()
+        return 130
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        flight.shutdown()
+        flight.close()
+        return 1
+    finally:
+        if truth is not None:
+            truth.close()
+    flavour = autopilot.status.flavour
+    flight.close()
+    print(f"identify: {len(rec.t)} control periods recorded; fitting", flush=True)
+    params, report = identify.fit_profile(rec, base)
+    identified = {"autopilot": flavour, "connection": args.connection,
+                  "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "excitation_s": identify.excitation_duration_s()}
+    if truth is not None and truth.samples:
+        import numpy as np
+
+        t, _, _, _, position = rec.arrays()
+        samples = np.asarray(truth.samples)
+        report["estimate_error"] = identify.estimate_error(t, position, samples[:, 0], samples[:, 1:4], ground_s=2.0)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text(identify.profile_text(params, report, identified))
+    tmp.replace(out)
+    print(f"{'parameter':<36} {'fitted':>9} {'base':>9}")
+    for name in ("velocity_time_constant_s", "vertical_velocity_time_constant_s", "yaw_rate_time_constant_s",
+                 "max_accel_xy_m_s2", "max_accel_z_m_s2"):
+        print(f"{name:<36} {getattr(params, name):9.3f} {getattr(base, name):9.3f}")
+    print(f"{'command delay s':<36} {report['command_delay_s']:9.3f}")
+    for axis, value in report["rms_error"].items():
+        print(f"{'RMS error ' + axis:<36} {value:9.4f} {report['rms_error_of_the_base_model'][axis]:9.4f}")
+    if "estimate_error" in report:
+        e = report["estimate_error"]
+        print(f"estimate against truth: RMS {e['xy_rms_m']:.3f} m horizontal, {e['z_rms_m']:.3f} m vertical "
+              f"(p95 {e['xy_p95_m']:.3f}, {e['z_p95_m']:.3f})")
+    print(f"profile -> {out}")
+    return 0
+
+
 def register(sub) -> None:
-    """Add ``airplay vehicle`` to the sub-parsers ``sub``."""
+    """Add ``airplay vehicle`` and ``airplay identify`` to the sub-parsers ``sub``."""
+    q = sub.add_parser(
+        "identify", help="fit airplay's flight model to an autopilot's response (PX4, ArduPilot; SITL or real)",
+        description="Arms the vehicle (only with --arm), takes off, and flies through the bridge's flight sequence "
+                    "and safety supervisor a fixed excitation: velocity steps forward, sideways, up and down, "
+                    "yaw-rate steps and a forward chirp (about 60 s within ~3.5 m of the start), then lands. "
+                    "Fits the flight model's velocity and yaw-rate time constants, acceleration limits and the "
+                    "command delay to the autopilot's estimated response, and writes a vehicle profile for "
+                    "--vehicle (airplay collect, dagger, eval). With --truth (a SITL's true state) it also "
+                    "measures the position estimate's error.")
+    q.add_argument("--connection", default="udp:127.0.0.1:14540", help="MAVLink connection, as the bridge's")
+    q.add_argument("--arm", action="store_true", help="arm and fly (required: nothing arms without it)")
+    q.add_argument("--out", required=True, help="the profile to write, e.g. config/vehicles/px4_sih.yaml")
+    q.add_argument("--base", default=None, help="vehicle file whose limits are kept (default config/vehicle.yaml)")
+    q.add_argument("--takeoff-height", type=float, default=1.5, help="take-off height, m (default 1.5)")
+    q.add_argument("--fence-box", default=None, help="X0,Y0,X1,Y1: a geofence, in the autopilot's local ENU m")
+    q.add_argument("--truth", default=None, help="the simulator's true state: udpin:127.0.0.1:19410 (PX4 SIH's "
+                                                 "HIL_STATE_QUATERNION) or a link carrying ArduPilot's SIM_STATE")
+    q.set_defaults(func=_cmd_identify)
     p = sub.add_parser(
         "vehicle", help="a MAVLink vehicle (PX4 or ArduPilot flavour) flown by airplay's dynamics, for rehearsals",
         description="A simulated multirotor that speaks MAVLink 2 like PX4 (OFFBOARD) or ArduCopter (GUIDED): "

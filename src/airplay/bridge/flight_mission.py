@@ -9,8 +9,12 @@ a :class:`~airplay.bridge.mission.MissionJudge` (the fly graph with ``scene:=`` 
   (:meth:`airplay.bridge.map_tie.MapTie.at_pose`); everything after (odom, setpoints, the
   fences) is in that map frame.
 - **positioning**: after the take-off, under offboard control, the bridge flies to the task's
-  start pose by position setpoints (PX4 ends its take-off up to ``NAV_MC_ALT_RAD`` short of its
-  target, and faces where it booted) until the estimate has stayed within
+  start pose (PX4 ends its take-off up to ``NAV_MC_ALT_RAD`` short of its target, and faces where
+  it booted) by velocity commands of a proportional law (:func:`approach_command`), fed through
+  the safety supervisor as a policy's would be: the policy's own velocity commands then follow
+  without a change of setpoint type (PX4 SIH sagged 0.3 m when position setpoints gave way to
+  velocity ones at the hand-over, out of the height band the tasks start 0.1 m above), until the
+  estimate has stayed within
   ``positioning_tolerance_m`` and ``positioning_yaw_tolerance_rad`` of it, slower than
   ``positioning_speed_m_s``, for ``positioning_settle_s``; only then does the policy fly
   (``flying``), as from the simulator's first step.
@@ -37,6 +41,33 @@ from airplay.bridge.interventions import Mode
 from airplay.bridge.map_tie import MapTie
 
 log = logging.getLogger("airplay.bridge")
+
+
+APPROACH_GAIN_PER_S = 1.0
+"""Proportional gain of the approach to the start pose: m/s of velocity per m of error."""
+APPROACH_YAW_GAIN_PER_S = 1.5
+"""rad/s of yaw rate per rad of heading error."""
+APPROACH_SPEED_M_S = 0.6
+"""Largest approach speed, m/s (horizontal and vertical)."""
+
+
+def approach_command(state, target, target_yaw: float, limits) -> np.ndarray:
+    """The heading-frame command ``[vx, vy, vz m/s, yaw_rate rad/s]`` that brings the vehicle at
+    ``state`` (13-vector, map ENU) to ``target`` (map m) facing ``target_yaw`` (rad): velocity
+    :data:`APPROACH_GAIN_PER_S` x the error, at most :data:`APPROACH_SPEED_M_S` (and the
+    supervisor's ``limits``), yaw rate :data:`APPROACH_YAW_GAIN_PER_S` x the heading error."""
+    p = np.asarray(state[0:3], np.float64)
+    v = APPROACH_GAIN_PER_S * (np.asarray(target, np.float64) - p)
+    cap_xy = min(APPROACH_SPEED_M_S, limits.max_speed_xy_m_s)
+    speed_xy = float(np.hypot(v[0], v[1]))
+    if speed_xy > cap_xy:
+        v[0:2] *= cap_xy / speed_xy
+    v[2] = float(np.clip(v[2], -min(APPROACH_SPEED_M_S, limits.max_speed_down_m_s),
+                         min(APPROACH_SPEED_M_S, limits.max_speed_up_m_s)))
+    yaw = frames.yaw_of_state(state)
+    yaw_rate = float(np.clip(APPROACH_YAW_GAIN_PER_S * frames.wrap_angle(target_yaw - yaw),
+                             -limits.max_yaw_rate_rad_s, limits.max_yaw_rate_rad_s))
+    return np.r_[frames.map_to_heading(v, yaw), yaw_rate]
 
 
 class MissionControl:
@@ -75,9 +106,7 @@ class MissionControl:
         if m is None or self.judge.started_s is not None:
             return  # no mission, or a flight resumed after a link loss: the policy flies on
         self._set_phase(Phase.POSITIONING)
-        with self._lock:
-            self._goto = (np.asarray(m.start_position, np.float64), float(m.start_yaw))
-        target = self._goto[0]
+        target = np.asarray(m.start_position, np.float64)
         deadline = time.monotonic() + cfg.positioning_timeout_s
         settled_since = None
         while True:
@@ -86,6 +115,7 @@ class MissionControl:
                 return
             state = self.autopilot.telemetry.state()
             if state is not None:
+                self.on_command(approach_command(state, target, m.start_yaw, self.supervisor.config), self.clock())
                 error_m = float(np.linalg.norm(state[0:3] - target))
                 error_xy, error_z = float(np.hypot(*(state[0:2] - target[0:2]))), abs(float(state[2] - target[2]))
                 yaw_error = abs(float(frames.wrap_angle(frames.yaw_of_state(state) - m.start_yaw)))

@@ -91,6 +91,12 @@ def _random(name, world, checkpoint, device, vln):
     return RandomPolicy(world.vehicle if world is not None else None)
 
 
+def _goal_direct(name, world, checkpoint, device, vln):
+    from airplay.policies.goal_direct import GoalDirectPolicy
+
+    return GoalDirectPolicy(world.vehicle if world is not None else None)
+
+
 def _learned(name, world, checkpoint, device, vln):
     from airplay.policies.checkpoint import load_policy, read_config
 
@@ -116,6 +122,7 @@ REGISTRY: dict[str, PolicyEntry] = {e.name: e for e in (
     PolicyEntry("expert", _expert),
     PolicyEntry("field_expert", _field_expert),
     PolicyEntry("random", _random),
+    PolicyEntry("goal_direct", _goal_direct),
     PolicyEntry("act", _learned, learned=True, policy_class="airplay.policies.act:ACTPolicy"),
     PolicyEntry("dp", _learned, learned=True, policy_class="airplay.policies.diffusion:DiffusionPolicy"),
     PolicyEntry("cnn_bc", _learned, learned=True, policy_class="airplay.policies.cnn_bc:CNNBCPolicy"),
@@ -125,7 +132,7 @@ REGISTRY: dict[str, PolicyEntry] = {e.name: e for e in (
 )}
 """Every built-in policy by name: ``expert`` (the privileged A* expert), ``field_expert`` (the
 privileged state-only expert, a DAgger labeller), ``random`` (uniform commands within the vehicle
-limits), the learned ``act``, ``dp`` and ``cnn_bc`` (trained on demonstrations), ``ppo_depth``
+limits), ``goal_direct`` (straight at the goal from the goal vector alone), the learned ``act``, ``dp`` and ``cnn_bc`` (trained on demonstrations), ``ppo_depth``
 (trained by PPO, examples/ppo_pointgoal.py) and ``airvln_r1`` (AirNav's navigator)."""
 
 POLICY_NAMES = tuple(REGISTRY)

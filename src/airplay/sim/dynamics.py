@@ -10,8 +10,8 @@ Model (integrated at ``inner_rate_hz``, semi-implicit Euler):
 
 * the commanded velocity, rotated to map ENU and clipped to the horizontal and vertical
   speed limits, is tracked by a first-order lag of time constant
-  ``velocity_time_constant_s``, with the horizontal and vertical acceleration clipped to
-  their limits;
+  ``velocity_time_constant_s`` horizontally and ``vertical_velocity_time_constant_s``
+  vertically, with the horizontal and vertical acceleration clipped to their limits;
 * the yaw rate follows the command through a first-order lag
   (``yaw_rate_time_constant_s``), clipped to ``max_yaw_rate_rad_s``;
 * attitude follows from the acceleration as for a real multirotor (differential
@@ -52,6 +52,7 @@ class VehicleParams:
     velocity_time_constant_s: float = 0.15
     yaw_rate_time_constant_s: float = 0.10
     radius_m: float = 0.25
+    vertical_velocity_time_constant_s: float = 0.15
     gravity_m_s2: float = 9.80665
 
     def __post_init__(self) -> None:
@@ -73,11 +74,29 @@ class VehicleParams:
         return int(round(self.inner_rate_hz / self.control_rate_hz))
 
 
+PROFILE_KEY = "profile"
+"""The mapping of a vehicle file that describes where its numbers came from (an identified profile,
+config/vehicles/: the autopilot, the fit's errors, the command delay, the estimate's error); not a
+parameter of the flight model."""
+
+
+def load_vehicle_profile(path: str | Path) -> tuple[VehicleParams, dict]:
+    """(parameters, its ``profile`` mapping or {}) of a vehicle file (:func:`load_vehicle_params`)."""
+    params = load_vehicle_params(path)
+    data = load_yaml(Path(path), what="vehicle parameter file")
+    profile = data.get(PROFILE_KEY) or {}
+    if not isinstance(profile, dict):
+        raise ConfigError(Path(path), f"must be a mapping, got {profile!r}", PROFILE_KEY)
+    return params, profile
+
+
 def load_vehicle_params(path: str | Path | None = None) -> VehicleParams:
-    """Read ``config/vehicle.yaml`` (or ``path``); a :class:`~airplay.yaml_config.ConfigError` names the
-    file and the field."""
+    """Read ``config/vehicle.yaml`` (or ``path``, e.g. an identified profile of config/vehicles/, whose
+    ``profile`` mapping is left out); a :class:`~airplay.yaml_config.ConfigError` names the file and
+    the field."""
     path = Path(path) if path is not None else config_dir() / "vehicle.yaml"
-    data = load_yaml(path, what="vehicle parameter file")
+    data = dict(load_yaml(path, what="vehicle parameter file"))
+    data.pop(PROFILE_KEY, None)
     known = {f.name for f in fields(VehicleParams)}
     unknown = sorted(set(data) - known)
     if unknown:
@@ -184,6 +203,7 @@ def _step_one(i, state, rot, omega, cmd, prm):
     vmax_xy, vmax_up, vmax_dn = prm[0], prm[1], prm[2]
     amax_xy, amax_z, rmax = prm[3], prm[4], prm[5]
     tau_v, tau_r, gravity, dt, substeps, control_dt = prm[6], prm[7], prm[8], prm[9], int(prm[10]), prm[11]
+    tau_vz = prm[12]
     r_cmd = min(max(cmd[i, 3], -rmax), rmax)
     vz_des = min(max(cmd[i, 2], -vmax_dn), vmax_up)
     r00, r01, r02 = rot[i, 0, 0], rot[i, 0, 1], rot[i, 0, 2]
@@ -200,7 +220,7 @@ def _step_one(i, state, rot, omega, cmd, prm):
             vy_des *= vmax_xy / sp
         ax = (vx_des - state[i, 3]) / tau_v
         ay = (vy_des - state[i, 4]) / tau_v
-        az = (vz_des - state[i, 5]) / tau_v
+        az = (vz_des - state[i, 5]) / tau_vz
         axy = math.sqrt(ax * ax + ay * ay)
         if axy > amax_xy:
             ax *= amax_xy / axy
@@ -270,6 +290,7 @@ class QuadrotorBatch:
             p.max_speed_xy_m_s, p.max_speed_up_m_s, p.max_speed_down_m_s, p.max_accel_xy_m_s2,
             p.max_accel_z_m_s2, p.max_yaw_rate_rad_s, p.velocity_time_constant_s, p.yaw_rate_time_constant_s,
             p.gravity_m_s2, p.control_dt_s / p.substeps, float(p.substeps), p.control_dt_s,
+            p.vertical_velocity_time_constant_s,
         ])
         self._kernel = _step_parallel if n >= PARALLEL_MIN_VEHICLES else _step_serial
 

@@ -1,0 +1,116 @@
+"""A learned policy flies a real PX4 (SIH) from images rendered at the autopilot's estimated pose.
+
+The module trains a small CNN-BC (:mod:`small_policy`: the field expert's demonstrations of one
+task with DART noise and real-time delays, 64x64 images of a sparse synthetic indoor scene), then
+runs ``test/sitl_harness.py px4_policy`` with ``policy:=cnn_bc checkpoint:=... render_images:=true``
+in a private network namespace: the bridge ties the map to the task's start, takes off, positions
+the vehicle at the start pose, the policy flies from the renderer's images, and the bridge ends the
+mission at the goal by itself (hold, land, disarm). The flight is judged on SIH's true position
+(HIL_STATE_QUATERNION) by the simulator's rules (the verdict's ``truth_judgement``).
+
+``px4_truth_collision``: ``goal_direct`` flies straight at the goal of a task whose straight line
+crosses a wall; the harness sees the true position touch the collision mesh and lands the vehicle.
+
+Both boot PX4 with its EKF tuned to SIH's sensors (``sitl_harness.PX4_SIH_EKF``).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+import torch
+
+import sitl_harness as harness
+from sitl_harness import Checks
+from small_policy import demonstrations, scene_with_camera, train_cnn_bc
+
+pytestmark = [pytest.mark.sitl, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+IMAGE, SCENE_SEED, TASK, EPISODES, NOISE = 64, 2, 9, 10, 0.3
+"""Image side (px); the synthetic indoor scene's seed and the task flown (index in its 10 tasks of
+seed 0: 11.9 m from 1.1 to 1.4 m up, 0.3 m above the height band, the most open of the scene's A*
+paths; goal_direct's straight line hits a wall 3.3 s in); the tasks sampled; the DART noise (m/s,
+rad/s)."""
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """(scene folder, checkpoint folder, in-process status of the task): a sparse synthetic indoor
+    scene (4 Gaussians/m^2) with a 64x64 camera, and a CNN-BC trained on 9 demonstrations of the task."""
+    pytest.importorskip("pymavlink")
+    if not (harness.SHARED_TOOLS / "px4-sitl").is_dir():
+        pytest.skip(f"PX4 SITL not present at {harness.SHARED_TOOLS / 'px4-sitl'}")
+    if not harness.unshare_permitted():
+        pytest.skip("unshare -n (a private network namespace) is not permitted here")
+    from airplay.policies import make_policy
+    from airplay.policies.dagger import fly_episode
+    from airplay.tasks.sampler import sample_tasks
+    from airplay.world import World
+    from airplay.world.env import AirPlayEnv
+
+    threads = numba.get_num_threads(), torch.get_num_threads()
+    numba.set_num_threads(1)
+    torch.set_num_threads(1)
+    try:
+        root = tmp_path_factory.mktemp("hil")
+        scene = scene_with_camera(root / f"indoor_{SCENE_SEED}", SCENE_SEED, IMAGE)
+        world = World.load(scene)
+        env = AirPlayEnv(world, "pointgoal", tasks=[], render_backend="cpu", render_images=False)
+        expert = make_policy("field_expert", world)
+        task = sample_tasks(world.scene, world.grid, EPISODES, 0, "pointgoal", world.protocol)[TASK]
+        demos = demonstrations(world, env, expert, [task], NOISE, repeats=3)
+        out = root / "ckpt"
+        policy = train_cnn_bc(demos, out, IMAGE)
+        status = fly_episode(world, env, policy, expert, task, "cpu", 0.0, np.random.default_rng(0),
+                             delay_steps=2)["status"]
+    finally:
+        numba.set_num_threads(threads[0])
+        torch.set_num_threads(threads[1])
+    return scene, out, status
+
+
+@pytest.fixture(scope="module")
+def hil(checkpoint, tmp_path_factory) -> harness.Group:
+    scene, ckpt, _ = checkpoint
+    args = ("--scene", str(scene), "--index", str(TASK),
+            "--policy-args", f"policy:=cnn_bc checkpoint:={ckpt} render_images:=true render_backend:=cpu")
+    return harness.run_group(["px4_policy", "px4_truth_collision"], tmp_path_factory.mktemp("px4-hil"), extra=args)
+
+
+def test_px4_flies_a_learned_policy_from_rendered_images_to_the_goal(checkpoint, hil):
+    """The checkpoint (which reaches the goal in process) flies the task on PX4 SITL: the bridge ends
+    the mission in success on its estimate, the true position met the success radius (SIH's truth,
+    the simulator's rules), the bridge held, landed and PX4 disarmed; the launch exits 0."""
+    _, _, in_process = checkpoint
+    v = hil.verdict("px4_policy")
+    c = Checks(v)
+    c.ran()
+    c.that(in_process == "success", f"the checkpoint flies the task in process ({in_process})")
+    seq = v["phase_sequence"]
+    c.that(seq[-4:] == ["positioning", "flying", "landing", "landed"], f"positioned, flew, landed (phases {seq})")
+    result = v["mission_result"] or {}
+    c.that(result.get("status") == "success", f"the bridge ended the mission in success ({result})")
+    truth = v["truth_judgement"] or {}
+    c.that(truth.get("status") == "success", f"success judged on SIH's true position ({truth})")
+    c.landed_disarmed()
+    c.that(v["launch_exit_code"] == 0, f"the launch exits 0 (code {v['launch_exit_code']})")
+    assert not c.failed, c.report()
+
+
+def test_px4_truth_collision_lands_at_once(hil):
+    """goal_direct flies into the wall its straight line crosses: the true position touches the
+    collision mesh (truth_judgement collision), the harness lands the vehicle at once (AUTO.LAND
+    within 1.5 s), PX4 disarms, the launch exits."""
+    v = hil.verdict("px4_truth_collision")
+    c = Checks(v)
+    c.ran()
+    truth = v["truth_judgement"] or {}
+    c.that(truth.get("status") == "collision", f"a collision judged on SIH's true position ({truth})")
+    hit = v["events"].get("truth_collision")
+    land = next((t for t, m, _ in v["mode_changes"] if m == "AUTO.LAND" and hit is not None and t >= hit), None)
+    c.that(hit is not None and land is not None and land - hit <= 1.5,
+           f"AUTO.LAND within 1.5 s of the true collision (collision {hit} s, AUTO.LAND {land} s)")
+    c.landed_disarmed()
+    c.that(v["launch_exited_before_cleanup"], "the launch exits")
+    assert not c.failed, c.report()
