@@ -1778,7 +1778,8 @@ def verdict(r: Run, error: str | None) -> tuple[dict, dict]:
 def truth_judgement(r: Run, truth: list, phases: list) -> dict | None:
     """The flight judged on the simulator's true position by the simulator's rules, from the
     bridge's hand-over to the policy (phase ``flying``) until it starts landing (the mission's end
-    and its hold included): {status, reason, t, flown_s, goal_distance_m, closest_m}. ``stopped``:
+    and its hold included: after a success on its estimate the bridge holds at the goal):
+    {status, reason, t, flown_s, goal_distance_m, closest_m, after_bridge_end}. ``stopped``:
     the flight ended (the bridge's rules on its estimate, or an operator) before the true position
     met any rule; None where the policy never flew or there is no truth."""
     flying = next((t for t, p in phases if p == "flying"), None)
@@ -1800,8 +1801,11 @@ def truth_judgement(r: Run, truth: list, phases: list) -> dict | None:
             return None
         ending = judge.interrupted(last[1:4], last[0], "the flight ended before the true position met a rule")
     out = ending.to_dict()
+    results = r.series.since("results", r.t0)
+    bridge_end = results[-1][0] if results else None
     out.update(status="stopped" if ending.status == "interrupted" else str(ending.status),
-               t=_rel(ending.t_s, r.t0), closest_m=round(judge.closest_m, 3) if math.isfinite(judge.closest_m) else None)
+               t=_rel(ending.t_s, r.t0), closest_m=round(judge.closest_m, 3) if math.isfinite(judge.closest_m) else None,
+               after_bridge_end=bridge_end is not None and ending.t_s > bridge_end)
     return out
 
 

@@ -140,7 +140,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                      episodes=args.episodes, seed=args.seed, render_backend=render_backend,
                      render_images=not args.no_images, bootstrap=args.bootstrap,
                      checkpoint=args.checkpoint or "", execution_horizon=args.execution_horizon,
-                     policy_budget_ms=args.policy_budget_ms, wind=args.wind, command=args.command_line)
+                     policy_budget_ms=args.policy_budget_ms, wind=args.wind, vehicle=args.vehicle,
+                     command=args.command_line)
+    if args.vehicle and args.runtime == "ros":
+        print("error: --vehicle: the ROS graph's sim flies config/vehicle.yaml; evaluate a vehicle profile in "
+              "process (--runtime inprocess)", file=sys.stderr)
+        return 2
     if not cfg.policy_budget_ms >= 0:
         print(f"error: --policy-budget-ms must be >= 0 (0: none), got {args.policy_budget_ms}", file=sys.stderr)
         return 2
@@ -371,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="per-step compute budget of the policy in its own CPU time: a step over it ends the "
                          "episode as over_budget (default 0: none; wall time never ends an episode)")
     cli_flags.add_wind(ev)
+    cli_flags.add_vehicle(ev)
     ev.add_argument("--setting", default=None, choices=("pointgoal", "imagegoal", "goalfree", "vln"),
                     help="task setting (default: vln for --policy airvln_r1, else pointgoal)")
     cli_flags.add_episodes(ev)

@@ -62,3 +62,23 @@ def add_wind(parser) -> None:
                         help="external velocity disturbance: wind=VX:VY[:VZ],gust=STD,gust_tau=S,drag_tau=S,"
                              "impulse=VX:VY[:VZ]@STEP (map ENU m/s; a bare VX:VY is the mean wind; seeded by "
                              "--seed and each task; default: none; docs/simulation.md)")
+
+
+def vehicle_profile(text: str) -> str:
+    """A vehicle file (``config/vehicle.yaml``'s fields; an identified profile of config/vehicles/),
+    checked now: an argparse error names the file and the field that is wrong."""
+    from airplay.sim.dynamics import load_vehicle_params
+    from airplay.yaml_config import ConfigError
+
+    try:
+        load_vehicle_params(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def add_vehicle(parser) -> None:
+    """``--vehicle FILE``: the flight model's parameters (default config/vehicle.yaml)."""
+    parser.add_argument("--vehicle", type=vehicle_profile, default="", metavar="FILE",
+                        help="the flight model's parameters: a vehicle file, e.g. an autopilot's profile identified "
+                             "by `airplay identify` (config/vehicles/px4_sih.yaml); default config/vehicle.yaml")

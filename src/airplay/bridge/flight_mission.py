@@ -20,8 +20,10 @@ a :class:`~airplay.bridge.mission.MissionJudge` (the fly graph with ``scene:=`` 
   (``flying``), as from the simulator's first step.
 - **end**: every control period the judge applies the task's rules
   (:mod:`airplay.bridge.mission`); at an ending the bridge stops flying the policy: it holds
-  where the ending came (a position setpoint) for ``end_hold_s``, then lands (``end_action``
-  "land") or keeps holding ("hold": the operator lands); a collision lands at once. The
+  (a position setpoint) for ``end_hold_s`` where the ending came, or at a success at the goal
+  itself where the straight line there is clear of the scene (the mission's goal is where the
+  vehicle should land), then lands (``end_action`` "land") or keeps holding ("hold": the operator
+  lands); a collision lands at once. The
   policy's stop ends the same way (``success`` within the radius, else ``stopped``).
 
 Positions map ENU metres, yaws rad CCW, times seconds on the controller's clock.
@@ -187,9 +189,25 @@ class MissionControl:
             self.land(f"mission ended: {ending.status} ({ending.reason})")
             return
         yaw = frames.yaw_of_state(state) if state is not None else self.mission.start_yaw
+        hold = np.asarray(ending.position, np.float64)
+        if ending.status == "success" and self._clear_to_goal(hold):
+            hold = np.asarray(self.mission.goal_position, np.float64)
+            log.info("holding at the goal (%.2f m away, the straight line there clear of the scene)",
+                     ending.goal_distance_m)
         with self._lock:
-            self._goto = (np.asarray(ending.position, np.float64), float(yaw))
+            self._goto = (hold, float(yaw))
             self._end_hold_until = self.clock() + self.config.end_hold_s
+
+    def _clear_to_goal(self, position) -> bool:
+        """The straight line from ``position`` to the goal keeps the vehicle's sphere out of the scene
+        (sampled every 5 cm; True without a collision model only where the two are within 0.05 m)."""
+        goal = np.asarray(self.mission.goal_position, np.float64)
+        length = float(np.linalg.norm(goal - position))
+        checker = self.judge.checker
+        if checker is None:
+            return length <= 0.05
+        points = position + np.linspace(0.0, 1.0, max(2, int(length / 0.05) + 2))[:, None] * (goal - position)
+        return bool(np.all(checker.clearance(points) >= 0.0))
 
     def policy_stop(self, reason: str) -> None:
         """The policy ended its episode (its STOP, its step budget): with a mission, end it

@@ -20,7 +20,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
                         setting=args.setting, seed=args.seed, depth=args.depth, image_size=args.image_size,
                         keep_failures=args.keep_failures, render_backend=args.backend, workers=args.workers,
                         ray_address=args.ray, threads=args.threads, protocol=args.protocol,
-                        expert=args.expert, noise_std=args.noise_std)
+                        expert=args.expert, noise_std=args.noise_std, vehicle=Path(args.vehicle) if args.vehicle else None)
     try:
         summary = collect(cfg, progress=not args.no_progress, make_expert=make_policy)
     except (CollectError, ConfigError) as err:
@@ -54,6 +54,7 @@ def register(sub) -> None:
     cli_flags.add_seed(p)
     p.add_argument("--depth", action="store_true", help="also record the mesh depth image (32FC1, metres)")
     cli_flags.add_image_size(p, "render at this size (same field of view) instead of the scene camera's")
+    cli_flags.add_vehicle(p)
     p.add_argument("--keep-failures", action="store_true",
                    help="also write failed flights (collision, out of bounds, timeout); metadata says success false")
     p.add_argument("--backend", default="cpu", choices=("cpu", "auto", "gsplat"), help="renderer (default cpu)")

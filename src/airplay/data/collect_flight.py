@@ -44,7 +44,7 @@ def world_with_camera(world, size: tuple[int, int] | None):
 
 def _scene_state(job: FlightJob):
     """(world, tasks, env, policy) for the job's scene, built once per process (small LRU)."""
-    key = (job.scene_dir, job.per_scene, job.seed, job.setting, job.image_size, job.protocol, job.expert)
+    key = (job.scene_dir, job.per_scene, job.seed, job.setting, job.image_size, job.protocol, job.expert, job.vehicle)
     if key in _CACHE:
         _CACHE[key] = _CACHE.pop(key)  # most recent last
         return _CACHE[key]
@@ -53,8 +53,11 @@ def _scene_state(job: FlightJob):
     from airplay.tasks.protocol import load_protocol
     from airplay.tasks.sampler import sample_tasks
 
+    from airplay.sim.dynamics import load_vehicle_params
+
     protocol = load_protocol(job.protocol) if job.protocol else None
-    world = world_with_camera(World.load(job.scene_dir, protocol=protocol), job.image_size)
+    vehicle = load_vehicle_params(job.vehicle) if job.vehicle else None
+    world = world_with_camera(World.load(job.scene_dir, vehicle=vehicle, protocol=protocol), job.image_size)
     if world.protocol.render_lod_px > 0:
         world.lod_hierarchy()  # with the scene load, once per worker: every flight renders
     tasks = sample_tasks(world.scene, world.grid, job.per_scene, job.seed, job.setting, world.protocol)

@@ -46,7 +46,9 @@ class CollectConfig:
     :mod:`airplay.tasks.field_expert`); noise_std: DART-style noise, the standard deviation
     of Gaussian noise added to each executed command (m/s on vx, vy, vz and rad/s on the
     yaw rate; drawn per task from a generator seeded by the collection seed, the task index
-    and the scene name): the vehicle flies label + noise, ``/cmd_vel`` records the clean label.
+    and the scene name): the vehicle flies label + noise, ``/cmd_vel`` records the clean label;
+    vehicle: a vehicle file for the flight model (an autopilot's identified profile, ``airplay
+    identify``), None = config/vehicle.yaml.
     """
 
     scenes: tuple[Path, ...]
@@ -64,18 +66,20 @@ class CollectConfig:
     protocol: Path | None = None
     expert: str = "expert"
     noise_std: float = 0.0
+    vehicle: Path | None = None
 
     def fixed(self) -> dict:
         """The fields that must not change between runs into one OUT folder."""
         return {"image_size": list(self.image_size) if self.image_size else None, "depth": self.depth,
                 "render_backend": self.render_backend,
                 "protocol": str(Path(self.protocol).resolve()) if self.protocol else None,
-                "expert": self.expert, "noise_std": float(self.noise_std)}
+                "expert": self.expert, "noise_std": float(self.noise_std),
+                "vehicle": str(Path(self.vehicle).resolve()) if self.vehicle else None}
 
 
 EXPERTS = ("expert", "field_expert")
 """The policies ``airplay collect --expert`` flies (and labels with)."""
-FIXED_DEFAULTS = {"expert": "expert", "noise_std": 0.0}
+FIXED_DEFAULTS = {"expert": "expert", "noise_std": 0.0, "vehicle": None}
 """Fixed fields that collections made before they existed hold implicitly."""
 
 
@@ -100,6 +104,7 @@ class FlightJob:
     protocol: str | None
     expert: str = "expert"
     noise_std: float = 0.0
+    vehicle: str | None = None
     make_expert: Callable | None = None
     """``make_expert(expert, world)`` returns the labelling policy (``airplay collect`` passes
     :func:`airplay.policies.make_policy`); collection itself knows no policy."""
@@ -228,7 +233,7 @@ def plan(cfg: CollectConfig) -> Plan:
                     image_size=tuple(cfg.image_size) if cfg.image_size else None, keep_failures=cfg.keep_failures,
                     render_backend=cfg.render_backend, threads=cfg.threads,
                     protocol=str(cfg.protocol) if cfg.protocol else None, expert=cfg.expert,
-                    noise_std=float(cfg.noise_std)))
+                    noise_std=float(cfg.noise_std), vehicle=str(cfg.vehicle) if cfg.vehicle else None))
     # Records of tasks this run does not cover (other seeds, settings, scenes, a larger
     # per_scene earlier) stay as they were.
     covered = {task_id(n, cfg.setting, cfg.seed, k) for n in result.splits for k in range(cfg.per_scene)}

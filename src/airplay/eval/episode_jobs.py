@@ -48,8 +48,10 @@ def scene_state(job: EpisodeJob):
     from airplay.world import World
     from airplay.world.env import AirPlayEnv
 
+    from airplay.sim.dynamics import load_vehicle_params
+
     cfg = job.cfg
-    world = World.load(job.scene_dir)
+    world = World.load(job.scene_dir, vehicle=load_vehicle_params(getattr(cfg, "vehicle", "") or None))
     tasks = sample_tasks(world.scene, world.grid, cfg.episodes, cfg.seed, cfg.setting, world.protocol)
     env = AirPlayEnv(world, cfg.setting, tasks=tasks, render_backend=cfg.render_backend,
                      render_images=cfg.render_images, disturbance=Disturbance.parse(cfg.wind),

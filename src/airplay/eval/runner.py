@@ -51,6 +51,9 @@ class EvalConfig:
     wind: str = ""
     """Wind, gusts or a velocity impulse acting on the vehicle, as text
     (:mod:`airplay.sim.disturbance`); "": none."""
+    vehicle: str = ""
+    """The flight model's vehicle file (an identified profile, ``airplay identify``); "":
+    config/vehicle.yaml."""
     command: str = ""
     """The command line that started the run (``summary.json["meta"]["command"]``); "" records
     ``$AIRPLAY_COMMAND`` or this process's own command line."""
@@ -63,6 +66,13 @@ def task_result(world: World, task, cfg: EvalConfig, trajectory: np.ndarray, sta
         scene=world.name, task_id=task.task_id, setting=cfg.setting, start=task.start_position,
         goal=task.goal_position, astar_length_m=task.astar_length_m, trajectory=trajectory,
         status=status, seed=cfg.seed, policy=cfg.policy, dt_s=world.vehicle.control_dt_s, error=error)
+
+
+def vehicle_params(path: str):
+    """The VehicleParams of vehicle file ``path`` ("" : config/vehicle.yaml)."""
+    from airplay.sim.dynamics import load_vehicle_params
+
+    return load_vehicle_params(path or None)
 
 
 RUN_FIELDS = ("wall_time_s", "flying_time_s", "control_steps_per_s", "execution", "command", "commit", "machine")
@@ -287,7 +297,7 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True, wo
                 clear_cache()
         ordered: list[EpisodeResult] = []
         for scene_dir, name in zip(cfg.scenes, names):
-            world = World.load(scene_dir)
+            world = World.load(scene_dir, vehicle=vehicle_params(cfg.vehicle))
             tasks = sample_tasks(world.scene, world.grid, cfg.episodes, cfg.seed, cfg.setting, world.protocol)
             scene_results = [done[(name, tid)] for tid in task_ids[name]]
             trajectories = [jr.load_trajectory(out_dir, name, tid) for tid in task_ids[name]]

@@ -55,7 +55,8 @@ class DaggerConfig:
     beta: per-step probability, in round NN ``beta ** NN``, of executing the label instead;
     image_size: (width, height) to render at (same field of view; None: the scene camera);
     workers: rollout processes; ray: a Ray address to fly on instead ("local" for a private
-    instance); threads: torch threads for training; backend: renderer.
+    instance); threads: torch threads for training; backend: renderer; vehicle: a vehicle file
+    for the flight model (an autopilot's identified profile; "": config/vehicle.yaml).
     """
 
     checkpoint: Path
@@ -74,6 +75,7 @@ class DaggerConfig:
     ray: str | None = None
     threads: int = 0
     backend: str = "cpu"
+    vehicle: str = ""
 
     def __post_init__(self) -> None:
         for name in ("iterations", "episodes", "steps", "batch_size", "workers"):
@@ -110,22 +112,24 @@ class RolloutJob:
     image_size: tuple[int, int] | None
     backend: str
     path: str
+    vehicle: str = ""
 
 
 # -- flying ---------------------------------------------------------------------------------------
 _CACHE: dict = {}
 
 
-def _scene(scene_dir: str, image_size, backend: str):
-    """(world, env, labeller) for a scene, once per process."""
-    key = (scene_dir, image_size, backend)
+def _scene(scene_dir: str, image_size, backend: str, vehicle: str = ""):
+    """(world, env, labeller) for a scene (``vehicle``: a vehicle file, "" config/vehicle.yaml), once per process."""
+    key = (scene_dir, image_size, backend, vehicle)
     if key not in _CACHE:
         from airplay.data.collect_flight import world_with_camera
         from airplay.policies import make_policy
+        from airplay.sim.dynamics import load_vehicle_params
         from airplay.world.env import AirPlayEnv
         from airplay.world import World
 
-        world = world_with_camera(World.load(scene_dir), image_size)
+        world = world_with_camera(World.load(scene_dir, vehicle=load_vehicle_params(vehicle or None)), image_size)
         env = AirPlayEnv(world, "pointgoal", tasks=[], render_backend=backend, render_images=False)
         _CACHE[key] = (world, env, make_policy("field_expert", world))
     return _CACHE[key]
@@ -190,7 +194,7 @@ def rollout(job: RolloutJob) -> dict:
     t0 = time.perf_counter()
     from airplay.tasks.sampler import sample_tasks
 
-    world, env, labeller = _scene(job.scene_dir, job.image_size, job.backend)
+    world, env, labeller = _scene(job.scene_dir, job.image_size, job.backend, job.vehicle)
     policy = _policy(job.checkpoint)
     task = sample_tasks(world.scene, world.grid, job.episodes, job.seed, "pointgoal", world.protocol)[job.index]
     rng = np.random.default_rng([job.seed, job.index])
@@ -287,7 +291,8 @@ def dagger(cfg: DaggerConfig, progress: bool = True) -> list[dict]:
             for k in range(cfg.episodes):
                 path = roll / f"{name}-{k:04d}.npz"
                 jobs.append(RolloutJob(str(Path(scene).resolve()), k, cfg.episodes, cfg.seed + it,
-                                       str(previous.resolve()), it, beta, cfg.image_size, cfg.backend, str(path)))
+                                       str(previous.resolve()), it, beta, cfg.image_size, cfg.backend, str(path),
+                                       str(Path(cfg.vehicle).resolve()) if cfg.vehicle else ""))
         todo = [j for j in jobs if not Path(j.path).is_file()]
         if not ds.joinpath("meta", "info.json").is_file():
             bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), unit="ep", disable=not progress,

@@ -19,7 +19,8 @@ def _cmd_dagger(args: argparse.Namespace) -> int:
                            episodes=args.episodes, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                            seed=args.seed, beta=args.beta,
                            image_size=args.image_size,
-                           workers=args.workers, ray=args.ray, threads=args.threads, backend=args.backend)
+                           workers=args.workers, ray=args.ray, threads=args.threads, backend=args.backend,
+                           vehicle=args.vehicle)
         records = dagger(cfg, progress=not args.no_progress)
     except DaggerError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -58,6 +59,7 @@ def register(sub) -> None:
     p.add_argument("--beta", type=float, default=0.0,
                    help="probability of executing the expert's label instead, per step, as beta**N in iteration N")
     cli_flags.add_image_size(p, "render size (the policy's data size)")
+    cli_flags.add_vehicle(p)
     p.add_argument("--workers", type=int, default=1, help="rollout processes (default 1)")
     p.add_argument("--ray", metavar="ADDRESS", default=None, help="fly as Ray tasks ('local', 'auto', ray://...)")
     p.add_argument("--threads", type=int, default=0, help="torch threads for training (default: torch's)")
