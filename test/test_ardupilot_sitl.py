@@ -49,12 +49,18 @@ def test_ardupilot_graph_at_boot(ardupilot):
 
 
 def test_ardupilot_nominal(ardupilot):
-    """The expert flies to the goal in GUIDED: within 0.5 m of it (estimate and true position),
-    lands on `land`, disarms, the launch exits 0."""
+    """The expert flies the task in GUIDED: the bridge ties the map at the task's start, positions the
+    vehicle at the start pose, and ends the mission by itself at the goal (success), holds at the
+    goal (estimate and true position within 0.5 m of it), lands, disarms; the launch exits 0."""
     v = ardupilot.verdict("ardupilot_nominal")
     c = Checks(v)
     c.ran()
     c.that(v["offboard_seen"], "ArduCopter flew in GUIDED")
+    seq = v["phase_sequence"]
+    c.that("positioning" in seq and seq.index("positioning") < seq.index("flying"),
+           f"the bridge positioned the vehicle at the start before the expert flew (phases {seq})")
+    result = v["mission_result"] or {}
+    c.that(result.get("status") == "success", f"the mission ended in success ({result})")
     c.that(v["goal_distance_min_est"] <= 0.5, f"the estimate within 0.5 m of the goal (closest "
                                               f"{v['goal_distance_min_est']} m)")
     c.that(v["goal_distance_min_true"] <= 0.5, f"the true position within 0.5 m of the goal (closest "

@@ -114,28 +114,21 @@ def test_policy_flies_its_training_tasks_to_the_goal(kind, trained):
 def test_checkpoint_flies_a_task_on_the_rehearsal_vehicle(flights, trained, tmp_path):
     """``airplay vehicle --scene --task`` + the fly graph with ``policy:=cnn_bc checkpoint:=``: the
     renderer is the camera at the vehicle's odom, the policy node runs the checkpoint in real
-    time (not lockstep), the bridge flies it over MAVLink; the vehicle flies towards the goal
-    and lands when asked.
-
-    What is asserted is goal-directed flight: the vehicle comes within half its start distance
-    of the goal (a policy fed a wrong frame, a stale camera or a wrong goal flies elsewhere).
-    Reaching the goal itself is printed, not asserted: this small policy, which reaches it in
-    process, misses it on the rehearsal vehicle in some runs (1.5 m short of the 1 m radius in
-    2 of 2 runs beside a training job: in real time it overshoots its first turn by ~0.3 rad and,
-    trained on 15 flights, does not recover). The benchmark's checkpoints reach their goals
-    there: ``bench/rehearsal.py``, figures in docs/policies.md."""
+    time (not lockstep), the bridge flies it over MAVLink. The task is the shortest of the five,
+    whatever its in-process result. The bridge ties the map at the task's start, hands over at the
+    start pose (as the simulator's first step), and ends the mission by itself: the vehicle reaches
+    the goal (``mission/result`` success; the rehearsal vehicle's position is exact), holds, lands,
+    and the bridge exits 0."""
     pytest.importorskip("rclpy")
     pytest.importorskip("pymavlink")
-    from test_mavlink_node import (Operator, expect_landed_exit, free_udp_port, logs, spawn, stop_all,
-                                   vehicle_command)
+    from test_mavlink_node import Operator, expect_landed_exit, free_udp_port, logs, spawn, stop_all, vehicle_command
 
     from airplay.graph import FLY_ARGUMENTS, fly_graph, parse_launch_arguments
     from airplay.launcher import node_command
 
     scene, world, _, _, tasks, _ = flights
     ckpt, statuses = trained("cnn_bc")
-    done = [k for k, s in enumerate(statuses) if s == "success"]
-    index = min(done, key=lambda k: tasks[k].astar_length_m)  # the shortest task it flew in process
+    index = min(range(len(tasks)), key=lambda k: tasks[k].astar_length_m)
     task = tasks[index]
     port = free_udp_port()
     operator = Operator()
@@ -144,30 +137,16 @@ def test_checkpoint_flies_a_task_on_the_rehearsal_vehicle(flights, trained, tmp_
         procs.append(spawn(vehicle_command(port, "--scene", str(scene), "--task", str(index), "--episodes", str(TASKS)),
                            tmp_path / "vehicle.log"))
         arguments = [f"scene:={scene}", f"index:={index}", f"episodes:={TASKS}", "seed:=0", "policy:=cnn_bc",
-                     f"checkpoint:={ckpt}", "render_backend:=cpu", f"connection:=udpin:127.0.0.1:{port}",
-                     "arm:=true", f"takeoff_height_m:={task.start_position[2]:.3f}"]
+                     f"checkpoint:={ckpt}", "render_backend:=cpu", f"connection:=udpin:127.0.0.1:{port}", "arm:=true"]
         for spec in fly_graph(parse_launch_arguments(arguments, FLY_ARGUMENTS)):
             procs.append(spawn(node_command(spec), tmp_path / f"{spec.name}.log"))
         bridge = procs[-1]
         operator.wait(lambda: operator.latest(operator.phases) == "flying", 60, "the bridge flying", tmp_path)
-        start = float(np.linalg.norm(task.start_position - task.goal_position))
-        closest = [np.inf]
-
-        def reached() -> bool:
-            s = operator.latest(operator.odom)
-            if s is not None:
-                closest[0] = min(closest[0], float(np.linalg.norm(s[0:3] - task.goal_position)))
-            return closest[0] < world.protocol.success_radius_m
-
-        deadline = time.monotonic() + 3.0 * task.astar_length_m + 20.0
-        while not reached() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        print(f"\nrehearsal: closest {closest[0]:.2f} m to the goal (start {start:.2f} m, success radius "
-              f"{world.protocol.success_radius_m} m): {'reached' if reached() else 'not reached'}")
-        assert closest[0] < 0.5 * start, (f"the vehicle never came within half its start distance of the goal "
-                                          f"(closest {closest[0]:.2f} m of {start:.2f} m)\n" + logs(tmp_path))
-        operator.land_pub.publish(operator._empty())
-        expect_landed_exit(bridge, tmp_path)
+        expect_landed_exit(bridge, tmp_path, timeout_s=task.time_limit_s + 40.0)
+        [result] = operator.results
+        print(f"\nrehearsal of task {index} (in process: {statuses[index]}): {result['status']} after "
+              f"{result['flown_s']:.1f} s, closest {result['closest_goal_distance_m']} m")
+        assert result["status"] == "success", f"{result}\n" + logs(tmp_path)
     finally:
         stop_all(procs)
         operator.close()

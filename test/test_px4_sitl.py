@@ -187,8 +187,9 @@ def test_px4_sigint_launch(px4):
 
 def test_px4_takeoff_failsafe(px4):
     """PX4's own ceiling breached during AUTO.TAKEOFF: PX4 holds in a failsafe (AUTO.LOITER,
-    system_status CRITICAL); the bridge does not take that for the take-off's end: it never
-    enters OFFBOARD, reports autopilot_took_over, ends in holding and exits 1; PX4 keeps the
+    system_status CRITICAL); the bridge yields before the policy flies (it never enters OFFBOARD,
+    or, where PX4 reported the take-off's end just before its failsafe, leaves it to PX4 during the
+    positioning), reports autopilot_took_over, ends in holding and exits 1; PX4 keeps the
     vehicle armed until the GCS lands it; the ceiling is removed again afterwards."""
     v = px4.verdict("px4_takeoff_failsafe")
     c = Checks(v)
@@ -198,11 +199,14 @@ def test_px4_takeoff_failsafe(px4):
            f"PX4 went from AUTO.TAKEOFF to AUTO.LOITER (modes {v['mode_changes']})")
     c.that(any(s >= 5 for _, s in v.get("system_status_changes") or []),
            f"PX4 said it was in a failsafe (system_status {v.get('system_status_changes')})")
-    c.that(not v["offboard_seen"], f"the bridge never took the vehicle into OFFBOARD (modes {v['mode_changes']})")
+    # PX4 reports the take-off's end (AUTO.LOITER, system_status ACTIVE) before or after its geofence
+    # failsafe: the bridge either never enters OFFBOARD, or enters it and yields when PX4 takes over
+    # (0.2 s after the take-off's end in some runs; its heartbeat said CRITICAL 3 s later)
     c.that("autopilot_took_over" in v["intervention_kinds"], f"the bridge reported the takeover "
                                                              f"({v['intervention_kinds']})")
-    c.that(v["final_phase"] == "holding" and not {"warming_up", "flying", "landing"} & set(v["phase_sequence"]),
-           f"the bridge went from taking_off to holding (phases {v['phase_sequence']})")
+    c.that(v["final_phase"] == "holding" and not {"flying", "landing"} & set(v["phase_sequence"]),
+           f"the bridge yielded before the policy flew: holding, never flying or landing (phases "
+           f"{v['phase_sequence']})")
     c.that(v["launch_exit_code"] == 1, f"the launch exits 1 (code {v['launch_exit_code']})")
     after_exit = v.get("after_bridge_exit") or {}
     c.that(after_exit.get("armed") is True and after_exit.get("mode") == "AUTO.LOITER",

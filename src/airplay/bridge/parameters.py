@@ -47,6 +47,10 @@ BRIDGE_SCHEMA = NodeSchema("mavlink_bridge", (
     _P("command_timeout_s", 0.5, "supervisor watchdog: hold when the newest cmd_vel is older than this, s"),
     _P("heartbeat_timeout_s", 1.5, "the autopilot's link counts as lost after this long without any of its "
                                    "messages (HEARTBEAT, telemetry), s"),
+    _P("command_accel_limit", "autopilot", "who limits the commanded acceleration: autopilot (its own limits, as "
+                                            "in airplay's simulator, where the policies learned) or supervisor "
+                                            "(the bridge slew-limits each command to config/vehicle.yaml's "
+                                            "max_accel_*)", choices=("autopilot", "supervisor")),
     _P("fence_box", "", "geofence x_min,y_min,x_max,y_max in map metres (empty: none)"),
     _P("fence_polygon", "", "geofence polygon x,y;x,y;x,y... in map metres (empty: none; not with fence_box)"),
     _P("fence_z_min", math.nan, "geofence floor, map z metres (nan: none)"),
@@ -187,6 +191,7 @@ def flight_settings(values: dict) -> FlightSettings:
                         "fence_response_s", "geofence_hold_s", "landing_speed_m_s")
     overrides = {name: p[name] for name in flight_names + supervisor_names}
     overrides["map_tie"] = map_tie
+    overrides["limit_command_accel"] = p["command_accel_limit"] == "supervisor"
     overrides.update(fence_box_xy_m=_fence_box(p["fence_box"]), fence_polygon_xy_m=_fence_polygon(p["fence_polygon"]),
                      fence_z_min_m=_optional(p["fence_z_min"]), fence_z_max_m=_optional(p["fence_z_max"]),
                      control_period_s=1.0 / p["control_rate_hz"])

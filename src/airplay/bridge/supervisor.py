@@ -29,7 +29,9 @@ Use: feed ``on_command`` (policy), ``on_state`` (odometry), ``on_heartbeat`` (au
 4. stale command (none yet, or the newest is older than ``command_timeout_s`` by its stamp)
    -> HOLD until fresh commands return.
 5. FLYING: the newest accepted command, speed-clamped (direction preserved), yaw-rate
-   clamped, acceleration limited against the previous output, then the fence (last, so the
+   clamped, acceleration limited against the previous output (unless ``limit_command_accel`` is
+   false: the autopilot limits its own acceleration, as airplay's flight model does, and a policy
+   trained there flies its commands unfiltered), then the fence (last, so the
    result never points out of the fence nor approaches it faster than it can stop):
    a. within ``fence_margin_m`` of a fence part, its outward component removed
       (GEOFENCE_OUTWARD_REMOVED);
@@ -303,20 +305,23 @@ class SafetySupervisor:
             cmd[3] = math.copysign(cfg.max_yaw_rate_rad_s, cmd[3])
             self._flag(violated, K.CLAMPED_YAW_RATE, now_s,
                        f"yaw rate clamped: {cmd_in[3]:.3f} -> {cmd[3]:.3f} rad/s", cmd_in, cmd)
-        # acceleration: change from the previous output over the elapsed time
-        if self._previous_output is not None:
+        # acceleration: change from the previous output over the elapsed time (where the supervisor limits it)
+        if not cfg.limit_command_accel:
+            pass
+        elif self._previous_output is not None:
             base, dt_s = self._previous_output, max(0.0, now_s - self._previous_output_s)
         else:
             base, dt_s = self._baseline(), cfg.control_period_s
         before = cmd.copy()
-        d_xy = cmd[:2] - base[:2]
-        max_d_xy = cfg.max_accel_xy_m_s2 * dt_s
-        norm_d_xy = float(np.hypot(*d_xy))
-        if norm_d_xy > max_d_xy + CHANGE_TOLERANCE:
-            cmd[:2] = base[:2] + d_xy * (max_d_xy / norm_d_xy)
-        max_d_z = cfg.max_accel_z_m_s2 * dt_s
-        if abs(cmd[2] - base[2]) > max_d_z + CHANGE_TOLERANCE:
-            cmd[2] = base[2] + math.copysign(max_d_z, cmd[2] - base[2])
+        if cfg.limit_command_accel:
+            d_xy = cmd[:2] - base[:2]
+            max_d_xy = cfg.max_accel_xy_m_s2 * dt_s
+            norm_d_xy = float(np.hypot(*d_xy))
+            if norm_d_xy > max_d_xy + CHANGE_TOLERANCE:
+                cmd[:2] = base[:2] + d_xy * (max_d_xy / norm_d_xy)
+            max_d_z = cfg.max_accel_z_m_s2 * dt_s
+            if abs(cmd[2] - base[2]) > max_d_z + CHANGE_TOLERANCE:
+                cmd[2] = base[2] + math.copysign(max_d_z, cmd[2] - base[2])
         if not np.array_equal(before, cmd):
             self._flag(violated, K.CLAMPED_ACCEL, now_s,
                        f"acceleration limited over {dt_s:.3f} s: {_fmt(before[:3])} -> {_fmt(cmd[:3])} m/s "

@@ -42,6 +42,13 @@ class SupervisorConfig:
     to about 0.3 s more still stops inside the fence (eating into the margin); raise it for
     slower vehicles. A larger value costs stand-off only at speed (braking starts
     ``v * fence_response_s`` earlier), not where the vehicle stops.
+
+    ``limit_command_accel``: the command's change from one output to the next is limited to
+    ``max_accel_*`` (a slew limit); false: left to the vehicle, whose own controller limits its
+    acceleration (airplay's flight model, PX4's MPC_ACC_HOR). A policy trained in airplay's
+    simulator saw no slew limit: on the rehearsal vehicle the limit, filtering a small CNN-BC's
+    step-to-step command changes (0.46 m/s in one period), turned its reaching the goal into a
+    collision; the bridge sets it from its ``command_accel_limit`` parameter.
     """
 
     max_speed_xy_m_s: float = 5.0
@@ -62,6 +69,7 @@ class SupervisorConfig:
     fence_response_s: float = 0.7
     geofence_hold_s: float = 2.0
     landing_speed_m_s: float = 0.5
+    limit_command_accel: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_speed_xy_m_s", "max_speed_up_m_s", "max_speed_down_m_s", "max_accel_xy_m_s2",
