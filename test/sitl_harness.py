@@ -1558,6 +1558,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("ardupilot_graph_at_boot", "ardupilot", graph_at_boot, graph_at_boot.__doc__, params=AP_DEFAULTS,
              fresh_boot=True, wait_ready=False, budget_s=170.0),
     Scenario("ardupilot_nominal", "ardupilot", nominal, nominal.__doc__, params=AP_DEFAULTS),
+    Scenario("ardupilot_policy", "ardupilot", policy_flight, policy_flight.__doc__, params=AP_DEFAULTS,
+             budget_s=150.0),
     Scenario("ardupilot_estop", "ardupilot", estop, estop.__doc__, params=AP_DEFAULTS),
     Scenario("ardupilot_land", "ardupilot", land, land.__doc__, params=AP_DEFAULTS),
     Scenario("ardupilot_fence_box", "ardupilot", fence_box, fence_box.__doc__, params=AP_DEFAULTS),
@@ -1757,6 +1759,8 @@ def verdict(r: Run, error: str | None) -> tuple[dict, dict]:
         "truth_source": s.truth_source, "truth_samples": len(truth), "est_samples": len(est),
         "autopilot_nice": r.ap.nice,
         "reused_boot": r.reused_boot, "boot_s": None if r.boot_s is None else round(r.boot_s, 2),
+        **loop_figures(r, phases),
+        "est_error_rms_flying": est_error_rms(est, truth, phases),
         "map_tie": None if tie is None else tie.to_dict(), "map_tie_t": _rel(ties[-1][0], t0) if ties else None,
         "mission_result": r.result(),
         "truth_judgement": truth_judgement(r, truth, phases),
@@ -1778,6 +1782,60 @@ def verdict(r: Run, error: str | None) -> tuple[dict, dict]:
               "modes": v["mode_changes"], "phases": v["phase_changes"],
               "landed_state": [[_rel(t, t0), x] for t, x in ls]}
     return v, series
+
+
+def loop_figures(r: Run, phases: list) -> dict:
+    """The real-time loop's figures, from what the nodes print as they stop (launch.log):
+    command_age_ms {p50, p95, max, commands} (odom -> camera -> policy -> bridge), rendered_frames
+    and policy_frames (odoms rendered, observations acted on), image_rate_hz (rendered frames per
+    second of the policy's flight), frames_skipped (odoms the renderer left for a newer one)."""
+    out = {"command_age_ms": None, "rendered_frames": None, "policy_frames": None, "image_rate_hz": None,
+           "frames_skipped": None}
+    path = r.folder / "launch.log"
+    text = path.read_text(errors="replace") if path.is_file() else ""
+    m = re.search(r"cmd_vel age on arrival over the last (\d+) commands: p50 ([\d.]+) ms, p95 ([\d.]+) ms, "
+                  r"max ([\d.]+) ms", text)
+    if m:
+        out["command_age_ms"] = {"commands": int(m.group(1)), "p50": float(m.group(2)), "p95": float(m.group(3)),
+                                 "max": float(m.group(4))}
+    m = re.search(r"\[renderer\] odom frames by verdict: (\d+) current(?:, (\d+) held)?(?:, (\d+) stale)?", text)
+    if m:
+        out["rendered_frames"] = int(m.group(1))
+        out["frames_skipped"] = int(m.group(3) or 0)
+    m = re.search(r"\[policy\] observation frames by verdict: (\d+) current", text)
+    if m:
+        out["policy_frames"] = int(m.group(1))
+    flying = next((t for t, p in phases if p == "flying"), None)
+    end = next((t for t, p in phases if flying is not None and t > flying and p in ("landing", "landed", "holding",
+                                                                                    "failed")), None)
+    if out["policy_frames"] is not None and flying is not None and end is not None and end > flying:
+        out["image_rate_hz"] = round(out["policy_frames"] / (end - flying), 1)
+    return out
+
+
+def est_error_rms(est: list, truth: list, phases: list) -> dict | None:
+    """RMS of the estimate against the truth while the policy flew: {xy_m, z_m} (nearest samples)."""
+    flying = next((t for t, p in phases if p == "flying"), None)
+    end = next((t for t, p in phases if flying is not None and t > flying and p in ("landing", "landed", "holding",
+                                                                                    "failed")), math.inf)
+    if flying is None or not est or not truth:
+        return None
+    import bisect
+
+    est_t = [p[0] for p in est]
+    xy, zz = [], []
+    for t, x, y, z in truth:
+        if not flying <= t <= end:
+            continue
+        k = min(max(bisect.bisect_left(est_t, t), 0), len(est) - 1)
+        e = est[k]
+        if abs(e[0] - t) <= 0.1:
+            xy.append((e[1] - x) ** 2 + (e[2] - y) ** 2)
+            zz.append((e[3] - z) ** 2)
+    if not xy:
+        return None
+    return {"xy_m": round(math.sqrt(sum(xy) / len(xy)), 3), "z_m": round(math.sqrt(sum(zz) / len(zz)), 3),
+            "samples": len(xy)}
 
 
 def truth_judgement(r: Run, truth: list, phases: list) -> dict | None:
@@ -1818,7 +1876,8 @@ def truth_judgement(r: Run, truth: list, phases: list) -> dict | None:
 
 class Harness:
     def __init__(self, out: Path, scene: Path | None, flavour: str, log=print, index: int = 1,
-                 policy_arguments: tuple[str, ...] = DEFAULT_POLICY_ARGUMENTS) -> None:
+                 policy_arguments: tuple[str, ...] = DEFAULT_POLICY_ARGUMENTS, episodes: int = 10,
+                 seed: int = 0) -> None:
         self.out = out
         self.log = log
         self.book = ProcessBook(out / "pids.json")
@@ -1826,7 +1885,7 @@ class Harness:
         self.autopilot: Autopilot = (Px4 if flavour == "px4" else ArduPilot)(out, self.book, self.series)
         self.cache = Path(os.environ.get("AIRPLAY_SITL_CACHE", f"/tmp/airplay-sitl-cache-{os.getuid()}"))
         # task 1: 7.5 m, climbing 0.9 m (the ceiling scenario needs a climb); short flights keep each group short
-        self.index, self.episodes, self.seed, self.ground_z = index, 10, 0, 0.0
+        self.index, self.episodes, self.seed, self.ground_z = index, episodes, seed, 0.0
         self.policy_arguments = tuple(policy_arguments)
         self.scene = self._scene(scene)
         self.task = self._task()
@@ -2177,6 +2236,8 @@ def main(argv=None) -> int:
     parser.add_argument("--reuse-boots", action="store_true",
                         help="reuse a boot left disarmed on the ground (ArduPilot does by default, PX4 does not)")
     parser.add_argument("--index", type=int, default=1, help="the task index in the scene (default 1)")
+    parser.add_argument("--episodes", type=int, default=10, help="tasks sampled in the scene (default 10)")
+    parser.add_argument("--seed", type=int, default=0, help="the task sampling seed (default 0)")
     parser.add_argument("--policy-args", default=" ".join(DEFAULT_POLICY_ARGUMENTS),
                         help="the fly graph's policy arguments, e.g. 'policy:=cnn_bc checkpoint:=DIR "
                              "render_images:=true' (default: %(default)s)")
@@ -2229,7 +2290,7 @@ def main(argv=None) -> int:
     t_run = time.monotonic()
     try:
         harness = Harness(out, args.scene, flavour, log=lambda text: print(text, flush=True), index=args.index,
-                          policy_arguments=tuple(args.policy_args.split()))
+                          policy_arguments=tuple(args.policy_args.split()), episodes=args.episodes, seed=args.seed)
         harness.reuse_boots = (harness.reuse_boots or args.reuse_boots) and not args.fresh_boots
         if args.px4_ekf == "default" and isinstance(harness.autopilot, Px4):
             harness.autopilot.base_params = {}

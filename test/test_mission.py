@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import sparse_indoor_scene
 from numpy.testing import assert_allclose
 
 from airplay import frames
@@ -15,7 +16,6 @@ from airplay.bridge.map_tie import MapTie
 from airplay.bridge.mission import Mission, MissionJudge, distance_outside
 from airplay.bridge.telemetry import Telemetry
 from airplay.episode_status import EpisodeStatus
-from conftest import sparse_indoor_scene
 
 
 # -- the map tie --------------------------------------------------------------------------------
@@ -195,3 +195,33 @@ def test_distance_outside_a_region():
     assert distance_outside(region, (1.0, 1.0, 0.2)) == pytest.approx(0.3)
     assert distance_outside(region, (5.0, 1.0, 1.0)) == pytest.approx(1.0)
     assert distance_outside(region, (5.0, 3.0, 3.0)) == pytest.approx(math.sqrt(2.0))
+
+
+def test_eval_with_a_vehicle_profile(indoor, tmp_path):
+    """`airplay eval --vehicle FILE` flies the flight model of that file (goal_direct, which does not
+    know the model, flies other trajectories on a slower vehicle; the expert plans with the model's
+    time constant and keeps its timing); a file with a wrong field is refused, naming the file and
+    the field."""
+    import json
+    import subprocess
+    import sys
+
+    world, _ = indoor
+    slow = tmp_path / "slow.yaml"
+    slow.write_text("velocity_time_constant_s: 0.9\nvertical_velocity_time_constant_s: 0.3\n")
+    steps = {}
+    for name, extra in (("default", []), ("slow", ["--vehicle", str(slow)])):
+        out = tmp_path / name
+        done = subprocess.run([sys.executable, "-m", "airplay.cli", "eval", "--policy", "goal_direct", "--scenes",
+                               str(world.scene.spec.root), "--episodes", "4", "--seed", "0", "--no-images", "--no-progress",
+                               "--out", str(out), *extra], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        steps[name] = [(json.loads(line)["steps"], round(json.loads(line)["path_length_m"], 3))
+                       for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert steps["slow"] != steps["default"], steps
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("velocity_time_constant_s: fast\n")
+    done = subprocess.run([sys.executable, "-m", "airplay.cli", "eval", "--policy", "expert", "--scenes",
+                           str(world.scene.spec.root), "--vehicle", str(bad), "--out", str(tmp_path / "x")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "bad.yaml" in done.stderr and "velocity_time_constant_s" in done.stderr

@@ -14,7 +14,6 @@ Rendered at 64x64 on a sparse synthetic indoor scene.
 
 from __future__ import annotations
 
-import time
 
 import numba
 import numpy as np

@@ -70,6 +70,8 @@ def vehicle_profile(text: str) -> str:
     from airplay.sim.dynamics import load_vehicle_params
     from airplay.yaml_config import ConfigError
 
+    if not text:
+        return ""  # the default: config/vehicle.yaml
     try:
         load_vehicle_params(text)
     except ConfigError as exc:

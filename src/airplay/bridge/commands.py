@@ -55,9 +55,9 @@ def _start_pose(args: argparse.Namespace) -> tuple[tuple[float, float, float, fl
     what = "VLN episode" if args.setting == "vln" else "task"
     note = (f"{what} {args.task} of {world.name} (episodes {args.episodes}, seed {args.seed}): "
             f"start ({x:.2f}, {y:.2f}) on the ground z={ground:.2f}, goal ({goal}); fly it with "
-            f"`airplay launch fly scene:={args.scene} index:={args.task} episodes:={args.episodes} seed:={args.seed} "
-            f"takeoff_height_m:={z - ground:.2f}{fly} arm:=true` (without arm:=true the bridge waits for "
-            f"`airplay bridge arm`)")
+            f"`airplay launch fly scene:={args.scene} index:={args.task} episodes:={args.episodes} seed:={args.seed}"
+            f"{fly} arm:=true` (the bridge takes off to {z - ground:.2f} m and flies to the start pose; without "
+            f"arm:=true it waits for `airplay bridge arm`)")
     if args.setting == "vln":
         note += f"\ninstruction: {vs.episodes[args.task].instruction}"
     return (x, y, ground, float(task.start_yaw)), note

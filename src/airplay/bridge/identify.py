@@ -134,7 +134,7 @@ def fly_excitation(flight, period_s: float, timeout_s: float = 120.0, progress=N
 
 TAU_GRID_S = tuple(np.round(np.arange(0.05, 1.61, 0.025), 3))
 ACCEL_GRID_M_S2 = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 10.0)
-DELAY_GRID_PERIODS = tuple(range(0, 11))
+DELAY_GRID_PERIODS = tuple(range(11))
 
 
 def simulate_lag(t, command, v0, tau_s: float, accel_max: float, delay_periods: int, substeps: int = 5):
@@ -206,7 +206,7 @@ def fit_profile(rec: Recording, base) -> tuple[object, dict]:
                      yaw_rate_time_constant_s=float(tau_r), max_accel_xy_m_s2=float(acc_xy),
                      max_accel_z_m_s2=float(acc_z))
     report = {
-        "command_delay_s": round(delay * period, 3), "control_period_s": round(period, 4), "samples": int(len(t)),
+        "command_delay_s": round(delay * period, 3), "control_period_s": round(period, 4), "samples": len(t),
         "rms_error": {"xy_m_s": round(rms_xy, 4), "z_m_s": round(rms_z, 4), "yaw_rate_rad_s": round(rms_r, 4)},
         "rms_error_of_the_base_model": {
             "xy_m_s": round(base_rms(sent[:, 0:2], vel[:, 0:2], base.velocity_time_constant_s, base.max_accel_xy_m_s2), 4),
@@ -231,7 +231,7 @@ def estimate_error(times, estimate, truth_times, truth, ground_s: float) -> dict
     xy, z = np.hypot(flight[:, 0], flight[:, 1]), np.abs(flight[:, 2])
     return {"xy_rms_m": round(float(np.sqrt(np.mean(xy ** 2))), 3), "z_rms_m": round(float(np.sqrt(np.mean(z ** 2))), 3),
             "xy_p95_m": round(float(np.percentile(xy, 95)), 3), "z_p95_m": round(float(np.percentile(z, 95)), 3),
-            "samples": int(len(flight))}
+            "samples": len(flight)}
 
 
 # -- the profile file -------------------------------------------------------------------------------

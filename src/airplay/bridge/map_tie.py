@@ -52,7 +52,7 @@ class MapTie:
 
     @classmethod
     def at_pose(cls, local_position_enu, local_yaw_rad: float, map_position, map_yaw_rad: float,
-                source: str = "task_start") -> "MapTie":
+                source: str = "task_start") -> MapTie:
         """The tie under which the local pose (``local_position_enu`` m, ``local_yaw_rad`` rad CCW
         from local east) is the map pose (``map_position`` m, ``map_yaw_rad``)."""
         yaw = float(map_yaw_rad) - float(local_yaw_rad)
@@ -92,7 +92,7 @@ class MapTie:
                 "yaw_deg": math.degrees(self.yaw_rad), "source": self.source}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "MapTie":
+    def from_dict(cls, d: dict) -> MapTie:
         return cls(tuple(d["origin_enu"]), float(d["yaw_rad"]), str(d.get("source", "origin")))
 
 

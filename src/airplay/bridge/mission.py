@@ -105,7 +105,7 @@ class Mission:
 
     @classmethod
     def from_task(cls, task, success_radius_m: float, ground_z: float = 0.0,
-                  success_on_entry: bool = True) -> "Mission":
+                  success_on_entry: bool = True) -> Mission:
         """The mission of a :class:`~airplay.tasks.sampler.Task`."""
         return cls(task.task_id, tuple(task.start_position), float(task.start_yaw), tuple(task.goal_position),
                    float(success_radius_m), float(task.time_limit_s), float(ground_z), success_on_entry)
