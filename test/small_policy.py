@@ -14,13 +14,13 @@ DELAYS = (0, 2, 4)
 real-time loop's latency leads to)."""
 
 
-def scene_with_camera(folder, seed: int, size: int, density: float = 4.0):
-    """A sparse synthetic indoor scene (``seed``, ``density`` Gaussians/m^2) whose camera renders
-    ``size`` x ``size`` pixels (same field of view), with its disk-cached SDF built."""
+def scene_with_camera(folder, seed: int, size: int, density: float = 4.0, category: str = "indoor"):
+    """A sparse synthetic scene (``category``, ``seed``, ``density`` Gaussians/m^2) whose camera
+    renders ``size`` x ``size`` pixels (same field of view), with its disk-cached SDF built."""
     from airplay.scene.synthetic import make_scene
     from airplay.world import World
 
-    make_scene("indoor", seed, folder, gaussians_per_m2=density, name=f"indoor_{seed}")
+    make_scene(category, seed, folder, gaussians_per_m2=density, name=f"{category}_{seed}")
     spec = yaml.safe_load((folder / "scene.yaml").read_text())
     cam = spec["camera"]
     scale = size / cam["width"]

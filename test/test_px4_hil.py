@@ -1,7 +1,7 @@
 """A learned policy flies a real PX4 (SIH) from images rendered at the autopilot's estimated pose.
 
 The module trains a small CNN-BC (:mod:`small_policy`: the field expert's demonstrations of one
-task with DART noise and real-time delays, 64x64 images of a sparse synthetic indoor scene), then
+task with DART noise and real-time delays, 64x64 images of a sparse synthetic urban scene), then
 runs ``test/sitl_harness.py px4_policy`` with ``policy:=cnn_bc checkpoint:=... render_images:=true``
 in a private network namespace: the bridge ties the map to the task's start, takes off, positions
 the vehicle at the start pose, the policy flies from the renderer's images, and the bridge ends the
@@ -26,14 +26,18 @@ from small_policy import demonstrations, scene_with_camera, train_cnn_bc
 
 pytestmark = [pytest.mark.sitl, pytest.mark.slow, pytest.mark.timeout(1800)]
 
-IMAGE, SCENE_SEED, TASK, COLLISION_TASK, EPISODES, NOISE = 64, 1, 2, 5, 10, 0.3
-"""Image side (px); the synthetic indoor scene's seed (the SITL harness's own scene, with a 64x64
-camera); the task flown by the learned policy (index in the scene's 10 tasks of seed 0: 4.5 m at
-1.8-1.9 m up, a 135 deg turn to the goal, then open space: goal_direct reaches it in process);
-the task whose straight line crosses a wall (goal_direct collides 3.9 m short of its goal; it flies
-from 1.5 to 1.3 m up, mid-band: with PX4's height estimate 0.15-0.6 m off in some boots, tasks
-starting 0.1-0.2 m inside the band were out of bounds in truth soon after the hand-over); the tasks
-sampled; the DART noise (m/s, rad/s)."""
+IMAGE, CATEGORY, SCENE_SEED, TASK, COLLISION_TASK, EPISODES, NOISE = 64, "urban", 1, 8, 5, 10, 0.3
+"""Image side (px); the learned policy's scene (a sparse synthetic urban scene, seed 1, 64x64 camera)
+and task (index in its 10 tasks of seed 0: 10 m, descending from 7.2 to 2.1 m, at least 1.75 m
+from any building); the task of the harness's own indoor scene whose straight line crosses a wall
+(goal_direct collides 3.9 m short of its goal, flying from 1.5 to 1.3 m up); the tasks sampled; the
+DART noise (m/s, rad/s).
+
+Why so open a task: PX4 SIH's estimate is 0.1-0.25 m off the truth at its best and up to 0.6 m
+vertically in some boots (docs/vehicle.md), and the indoor scenes' A* paths pass 6-10 cm from
+walls and shelves, which a flight judged on the truth then grazes in some runs (1 of 3 with an
+indoor task 4.5 m long at 1.9 m, under a shelf). The gap to the simulator there is what
+``bench/hil.py`` measures; this test asserts the loop itself."""
 PROFILE = harness.REPO / "config" / "vehicles" / "px4_sih.yaml"
 """PX4 SIH's response identified by ``airplay identify`` (docs/vehicle.md): the demonstrations are
 flown with it, so the policy learns from the vehicle it will fly."""
@@ -41,9 +45,9 @@ flown with it, so the policy learns from the vehicle it will fly."""
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    """(scene folder, checkpoint folder, in-process status of the task): a sparse synthetic indoor
-    scene (4 Gaussians/m^2) with a 64x64 camera, and a CNN-BC trained on 9 demonstrations of the task
-    flown in airplay's simulator with PX4 SIH's identified profile (:data:`PROFILE`)."""
+    """(scene folder, checkpoint folder, in-process status of the task): a sparse synthetic scene
+    (:data:`CATEGORY`, 4 Gaussians/m^2) with a 64x64 camera, and a CNN-BC trained on 9 demonstrations
+    of the task flown in airplay's simulator with PX4 SIH's identified profile (:data:`PROFILE`)."""
     pytest.importorskip("pymavlink")
     if not (harness.SHARED_TOOLS / "px4-sitl").is_dir():
         pytest.skip(f"PX4 SITL not present at {harness.SHARED_TOOLS / 'px4-sitl'}")
@@ -61,7 +65,7 @@ def checkpoint(tmp_path_factory):
     torch.set_num_threads(1)
     try:
         root = tmp_path_factory.mktemp("hil")
-        scene = scene_with_camera(root / f"indoor_{SCENE_SEED}", SCENE_SEED, IMAGE)
+        scene = scene_with_camera(root / f"{CATEGORY}_{SCENE_SEED}", SCENE_SEED, IMAGE, category=CATEGORY)
         world = World.load(scene, vehicle=load_vehicle_params(PROFILE))
         env = AirPlayEnv(world, "pointgoal", tasks=[], render_backend="cpu", render_images=False)
         expert = make_policy("field_expert", world)
@@ -86,10 +90,14 @@ def hil(checkpoint, tmp_path_factory) -> harness.Group:
 
 
 @pytest.fixture(scope="module")
-def hil_collision(checkpoint, tmp_path_factory) -> harness.Group:
-    scene, _, _ = checkpoint
-    args = ("--scene", str(scene), "--index", str(COLLISION_TASK))
-    return harness.run_group(["px4_truth_collision"], tmp_path_factory.mktemp("px4-hil-collision"), extra=args)
+def hil_collision(tmp_path_factory) -> harness.Group:
+    """The harness's own sparse indoor scene (its default), goal_direct on :data:`COLLISION_TASK`."""
+    if not (harness.SHARED_TOOLS / "px4-sitl").is_dir():
+        pytest.skip(f"PX4 SITL not present at {harness.SHARED_TOOLS / 'px4-sitl'}")
+    if not harness.unshare_permitted():
+        pytest.skip("unshare -n (a private network namespace) is not permitted here")
+    return harness.run_group(["px4_truth_collision"], tmp_path_factory.mktemp("px4-hil-collision"),
+                             extra=("--index", str(COLLISION_TASK)))
 
 
 def test_px4_flies_a_learned_policy_from_rendered_images_to_the_goal(checkpoint, hil):
