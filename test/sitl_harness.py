@@ -1787,8 +1787,9 @@ def verdict(r: Run, error: str | None) -> tuple[dict, dict]:
 def loop_figures(r: Run, phases: list) -> dict:
     """The real-time loop's figures, from what the nodes print as they stop (launch.log):
     command_age_ms {p50, p95, max, commands} (odom -> camera -> policy -> bridge), rendered_frames
-    and policy_frames (odoms rendered, observations acted on), image_rate_hz (rendered frames per
-    second of the policy's flight), frames_skipped (odoms the renderer left for a newer one)."""
+    and policy_frames (odoms rendered in the episode; the policy's count is per part: state, RGB,
+    depth), image_rate_hz (rendered frames per second from the hand-over to the landing: the rate the
+    policy saw new images at), frames_skipped (odoms the renderer left for a newer one)."""
     out = {"command_age_ms": None, "rendered_frames": None, "policy_frames": None, "image_rate_hz": None,
            "frames_skipped": None}
     path = r.folder / "launch.log"
@@ -1808,8 +1809,8 @@ def loop_figures(r: Run, phases: list) -> dict:
     flying = next((t for t, p in phases if p == "flying"), None)
     end = next((t for t, p in phases if flying is not None and t > flying and p in ("landing", "landed", "holding",
                                                                                     "failed")), None)
-    if out["policy_frames"] is not None and flying is not None and end is not None and end > flying:
-        out["image_rate_hz"] = round(out["policy_frames"] / (end - flying), 1)
+    if out["rendered_frames"] is not None and flying is not None and end is not None and end > flying:
+        out["image_rate_hz"] = round(out["rendered_frames"] / (end - flying), 1)  # the episode's frames
     return out
 
 
