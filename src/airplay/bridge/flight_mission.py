@@ -103,7 +103,8 @@ class MissionControl:
 
     # -- positioning ---------------------------------------------------------------------------
     def _position_at_start(self) -> None:
-        """``positioning``: fly to the task's start pose by position setpoints and settle there."""
+        """``positioning``: fly to the task's start pose (:func:`approach_command` through the
+        supervisor) and settle there; FlightFailure after ``positioning_timeout_s``."""
         m, cfg = self.mission, self.config
         if m is None or self.judge.started_s is not None:
             return  # no mission, or a flight resumed after a link loss: the policy flies on
@@ -165,10 +166,11 @@ class MissionControl:
         judge = self.judge
         if judge is None or self.phase != Phase.FLYING:
             return
-        if judge.ending is None and self._mission_flying and state is not None:
-            ending = judge.update(state[0:3], now)
-            if ending is not None:
-                self._end_mission(ending, state)
+        with self._lock:  # the policy's stop comes on another thread
+            if judge.ending is None and self._mission_flying and state is not None:
+                ending = judge.update(state[0:3], now)
+                if ending is not None:
+                    self._end_mission(ending, state)
         if self._end_hold_until is not None and now >= self._end_hold_until:
             self._end_hold_until = None
             ending = judge.ending
@@ -212,12 +214,17 @@ class MissionControl:
     def policy_stop(self, reason: str) -> None:
         """The policy ended its episode (its STOP, its step budget): with a mission, end it
         (``success`` within the radius, else ``stopped``: hold, then land); without, land."""
-        if self.judge is None or not self._mission_flying or self.phase != Phase.FLYING:
-            if self.phase in (Phase.FLYING, Phase.POSITIONING):
+        with self._lock:
+            if self.judge is not None and self.judge.ending is not None:
+                log.info("the policy's stop (%s) after the mission's end (%s): the end goes on", reason,
+                         self.judge.ending.status)
+                return
+            if self.judge is None or not self._mission_flying or self.phase != Phase.FLYING:
+                if self.phase in (Phase.FLYING, Phase.POSITIONING):
+                    self.land(reason)
+                return
+            state = self.autopilot.telemetry.state()
+            if state is None:
                 self.land(reason)
-            return
-        state = self.autopilot.telemetry.state()
-        if state is None:
-            self.land(reason)
-            return
-        self._end_mission(self.judge.policy_stop(state[0:3], self.clock(), reason), state)
+                return
+            self._end_mission(self.judge.policy_stop(state[0:3], self.clock(), reason), state)
