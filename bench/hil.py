@@ -186,6 +186,14 @@ def main(argv=None) -> int:
           f"on {args.autopilot} SITL {figures['sr_hil']} % {figures['sr_hil_ci95']}; CR {figures['cr_in_process']} / "
           f"{figures['cr_in_process_profile']} / {figures['cr_hil']} %  ({len(rows)} tasks, {figures['wall_s']:.0f} s)")
     print(f"results: {out / 'hil'} (airplay report {out / 'inprocess'} {out / 'hil'} -o report.html)")
+    from airplay.eval.runner import provenance
+
+    figures["meta"] = {"benchmark": "hil", "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "autopilot": args.autopilot,
+                       "scene": Path(args.scene).name, "episodes": args.episodes, "seed": args.seed,
+                       "policy": args.policy, "checkpoint": str(args.checkpoint), "vehicle": args.vehicle,
+                       "load_average": [round(v, 2) for v in os.getloadavg()], **provenance(" ".join(sys.argv))}
+    (out / "figures.json").write_text(json.dumps(figures, indent=1))
+    print(f"figures: {out / 'figures.json'} (python bench/results.py {out / 'figures.json'} > docs/results/hil.md)")
     if args.json:
         print(json.dumps(figures))
     return 0

@@ -1788,8 +1788,9 @@ def loop_figures(r: Run, phases: list) -> dict:
     """The real-time loop's figures, from what the nodes print as they stop (launch.log):
     command_age_ms {p50, p95, max, commands} (odom -> camera -> policy -> bridge), rendered_frames
     and policy_frames (odoms rendered in the episode; the policy's count is per part: state, RGB,
-    depth), image_rate_hz (rendered frames per second from the hand-over to the landing: the rate the
-    policy saw new images at), frames_skipped (odoms the renderer left for a newer one)."""
+    depth), image_rate_hz (rendered frames per second of the episode, from the hand-over to the
+    bridge's mission result: the rate the policy saw new images at), frames_skipped (odoms the
+    renderer left for a newer one)."""
     out = {"command_age_ms": None, "rendered_frames": None, "policy_frames": None, "image_rate_hz": None,
            "frames_skipped": None}
     path = r.folder / "launch.log"
@@ -1807,10 +1808,12 @@ def loop_figures(r: Run, phases: list) -> dict:
     if m:
         out["policy_frames"] = int(m.group(1))
     flying = next((t for t, p in phases if p == "flying"), None)
-    end = next((t for t, p in phases if flying is not None and t > flying and p in ("landing", "landed", "holding",
-                                                                                    "failed")), None)
+    results = r.series.since("results", r.t0)
+    # the renderer's episode: from the hand-over to the bridge's end of the episode (its mission
+    # result: at the mission's end, or at the landing where the flight ended first)
+    end = results[-1][0] if results else (phases[-1][0] if phases else None)
     if out["rendered_frames"] is not None and flying is not None and end is not None and end > flying:
-        out["image_rate_hz"] = round(out["rendered_frames"] / (end - flying), 1)  # the episode's frames
+        out["image_rate_hz"] = round(out["rendered_frames"] / (end - flying), 1)
     return out
 
 

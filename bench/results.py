@@ -1,0 +1,75 @@
+"""A results page (markdown, for docs/results/) from a benchmark's figures file (its ``--json`` output,
+e.g. ``OUT/figures.json`` of ``bench/hil.py``): a header with the date, the commit, the machine and
+the command, then the benchmark's table. Several files of one benchmark make one page, run by run.
+
+    python bench/results.py out/hil-px4/figures.json out/hil-ardupilot/figures.json > docs/results/hil.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _status_counts(rows: list[dict], key: str) -> str:
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[str(row.get(key))] = counts.get(str(row.get(key)), 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def hil_section(figures: dict) -> str:
+    meta = figures["meta"]
+    machine = meta.get("machine") or {}
+    rows = figures["flights"]
+    lines = [f"## {meta['autopilot']} SITL, {figures['tasks']} tasks of {meta['scene']} "
+             f"(episodes {meta['episodes']}, seed {meta['seed']})", "",
+             f"- date {meta['date']}, commit `{meta.get('commit')}`",
+             f"- machine: {machine.get('cpu')}, {machine.get('cpus')} CPUs, {machine.get('os')}; load average at the "
+             f"end {meta.get('load_average')}",
+             f"- command: `{meta.get('command')}`",
+             f"- policy {meta['policy']}, checkpoint `{meta['checkpoint']}`; in-process profile: "
+             f"`{meta.get('vehicle') or '-'}`", "",
+             "| | in process | in process, autopilot's profile | SITL (judged on the truth) |",
+             "|---|---:|---:|---:|",
+             f"| SR % | {figures['sr_in_process']} | {figures['sr_in_process_profile']} | {figures['sr_hil']} "
+             f"{figures.get('sr_hil_ci95')} |",
+             f"| CR % | {figures['cr_in_process']} | {figures['cr_in_process_profile']} | {figures['cr_hil']} |",
+             "", f"SITL statuses: {_status_counts(rows, 'hil_true')}; the bridge's own (on the estimate): "
+                 f"{_status_counts(rows, 'hil_estimate')}. Largest command age p95: "
+                 f"{figures['command_age_p95_ms_max']} ms. {figures['wall_s']:.0f} s in all.", "",
+             "| task | in process | + profile | SITL (truth) | bridge (estimate) | closest m | command age p50 / p95 / max ms "
+             "| images Hz | estimate RMS xy / z m |",
+             "|---:|---|---|---|---|---:|---|---:|---|"]
+    for r in rows:
+        a, e = r.get("command_age_ms") or {}, r.get("estimate_error_rms") or {}
+        lines.append(f"| {r['task']} | {r['in_process']} | {r.get('in_process_profile') or '-'} | {r['hil_true']} | "
+                     f"{r['hil_estimate']} | {r['closest_true_m']} | {a.get('p50', '-')} / {a.get('p95', '-')} / "
+                     f"{a.get('max', '-')} | {r['image_rate_hz']} | {e.get('xy_m', '-')} / {e.get('z_m', '-')} |")
+    return "\n".join(lines) + "\n"
+
+
+SECTIONS = {"hil": hil_section}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("figures", nargs="+", type=Path, help="figures files (a benchmark's --json output)")
+    args = ap.parse_args(argv)
+    docs = [json.loads(p.read_text()) for p in args.figures]
+    kinds = {d["meta"]["benchmark"] for d in docs}
+    if len(kinds) != 1:
+        raise SystemExit(f"error: one benchmark per page, got {sorted(kinds)}")
+    kind = kinds.pop()
+    title = {"hil": "Hardware in the loop: learned policies on SITL autopilots (bench/hil.py)"}[kind]
+    sys.stdout.write(f"# {title}\n\nMade by `python bench/results.py` from the benchmark's figures files; "
+                     f"how the benchmark works: [vehicle.md](../vehicle.md#hardware-in-the-loop-benchhilpy).\n\n")
+    for doc in docs:
+        sys.stdout.write(SECTIONS[kind](doc) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
