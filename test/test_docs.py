@@ -497,7 +497,8 @@ def test_every_option_named_in_the_docs_exists():
     """A ``--flag`` in prose belongs to the command the paragraph is about: it must at least be an
     option of some airplay command, bench or example script, or of a program in EXTERNAL_OPTIONS."""
     known = _all_airplay_options(_airplay_parser()) | EXTERNAL_OPTIONS
-    for script in [*(ROOT / "bench").glob("*.py"), *(ROOT / "examples").glob("*.py")]:
+    for script in [*(ROOT / "bench").glob("*.py"), *(ROOT / "examples").glob("*.py"),
+                   ROOT / "test" / "sitl_harness.py"]:   # the docs tell users to run the harness too
         known |= _script_options(script)
     problems = []
     for path, _, prose in _docs():
