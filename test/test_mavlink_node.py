@@ -415,8 +415,9 @@ def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, t
                                atol=1e-5)  # the task the viewer derived from the bridge's (scene, index)
     # The flight from "flying" to touchdown: its path reaches the goal, with the policy's commands.
     flown = np.array(column(batches, f"/world/indoor_1/{task.task_id}", "LineStrips3D:strips")[0][0])
-    assert rows["/world/vehicle"] == len(flown) > 10 and rows["/command/vx"] > 10
-    assert np.linalg.norm(flown - task.goal_position, axis=1).min() < world.protocol.success_radius_m
+    # the episode's path is the one the bridge's mission judged (its end status carries it)
+    assert rows["/world/vehicle"] > 10 and len(flown) > 10 and rows["/command/vx"] > 10
+    assert np.linalg.norm(flown[-1] - task.goal_position) <= world.protocol.success_radius_m + 1e-4   # ends inside
     status = [json.loads(t[0]) for t in column(batches, "/status", "TextLog:text")]
     phases = [s["phase"] for s in status if "phase" in s]
     assert {"flying", "landed"} <= set(phases) and phases.index("flying") < phases.index("landed")

@@ -185,6 +185,38 @@ def test_the_policys_stop_and_the_vln_rule(indoor):
     judge = MissionJudge(m, world.checker)
     judge.start(0.0)
     assert judge.interrupted(None, 3.0, "operator landing").status is EpisodeStatus.INTERRUPTED
+    assert judge.path == []   # nothing judged, and no made-up position
+
+
+def test_the_judges_path_ends_where_the_mission_did(indoor):
+    """The path the bridge reports with its ending: every position judged after the take-over, the
+    ending's own last, not one before the start, not one after the end (the straight line to the
+    goal, without the scene's walls: the path is the point here)."""
+    world, tasks = indoor
+    task = tasks[1]
+    start, goal = np.asarray(task.start_position), np.asarray(task.goal_position)
+    judge = MissionJudge(Mission.from_task(task, world.protocol.success_radius_m))
+    assert judge.update(start, 0.0) is None and judge.path == []   # before the take-over
+    judge.start(0.0)
+    line = [start + (goal - start) * f for f in np.linspace(0.0, 1.0, 41)]
+    ending, t = None, 0.0
+    for p in line:
+        t += 0.1
+        ending = judge.update(p, t)
+        if ending is not None:
+            break
+    assert ending is not None and ending.status is EpisodeStatus.SUCCESS
+    assert_allclose(judge.path[-1], ending.position)
+    assert np.linalg.norm(np.asarray(judge.path[-1]) - goal) <= world.protocol.success_radius_m
+    assert len(judge.path) == round(t / 0.1)
+    judge.update(goal, t + 1.0)
+    assert len(judge.path) == round(t / 0.1)   # the ended mission judges no more
+    # the policy's stop at a position not yet judged adds it
+    judge = MissionJudge(Mission.from_task(task, world.protocol.success_radius_m))
+    judge.start(0.0)
+    judge.update(start, 0.1)
+    judge.policy_stop(line[3], 0.2)
+    assert_allclose(judge.path, [start, line[3]])
 
 
 def test_distance_outside_a_region():

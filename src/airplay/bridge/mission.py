@@ -158,7 +158,9 @@ class MissionJudge:
     ``checker``: the scene's :class:`~airplay.sim.collision.CollisionChecker` (collision and
     bounds; None: those two rules are not judged). :meth:`start` when the policy takes over,
     :meth:`update` every control period, :meth:`policy_stop` on the policy's stop; the first
-    ending is kept (:attr:`ending`) and every later call returns it unchanged.
+    ending is kept (:attr:`ending`) and every later call returns it unchanged. :attr:`path` holds
+    the positions judged from the take-over to the ending (map m, the ending's own included), so
+    whoever reports the ending reports the path that ended it.
     """
 
     def __init__(self, mission: Mission, checker=None, bounds_tolerance_m: float = BOUNDS_TOLERANCE_M,
@@ -170,12 +172,17 @@ class MissionJudge:
         self.started_s: float | None = None
         self.ending: Ending | None = None
         self.closest_m = math.inf
+        self.path: list[tuple[float, float, float]] = []
 
     def start(self, now_s: float) -> None:
         self.started_s = float(now_s)
 
-    def _end(self, status: EpisodeStatus, reason: str, position, now_s: float) -> Ending:
+    def _end(self, status: EpisodeStatus, reason: str, position, now_s: float, on_path: bool = True) -> Ending:
         distance = self.mission.goal_distance(position)
+        if on_path:
+            point = tuple(float(v) for v in np.asarray(position, np.float64)[:3])
+            if np.all(np.isfinite(point)) and (not self.path or self.path[-1] != point):
+                self.path.append(point)
         self.ending = Ending(status, reason, float(now_s), float(now_s - (self.started_s or now_s)),
                              tuple(float(v) for v in np.asarray(position, np.float64)[:3]), distance)
         return self.ending
@@ -191,6 +198,7 @@ class MissionJudge:
         m = self.mission
         distance = m.goal_distance(p)
         self.closest_m = min(self.closest_m, distance)
+        self.path.append(tuple(float(v) for v in p))
         if self.checker is not None:
             clearance = float(self.checker.clearance(p.reshape(1, 3))[0])
             if clearance < -self.collision_tolerance_m:
@@ -222,4 +230,4 @@ class MissionJudge:
         if self.ending is not None:
             return self.ending
         p = np.zeros(3) if position is None else np.asarray(position, np.float64)[:3]
-        return self._end(EpisodeStatus.INTERRUPTED, reason, p, now_s)
+        return self._end(EpisodeStatus.INTERRUPTED, reason, p, now_s, on_path=position is not None)

@@ -44,7 +44,8 @@ autopilot's mode name), ``vehicle/phase`` std_msgs/String (:class:`airplay.bridg
 ``vehicle/battery`` sensor_msgs/BatteryState, ``supervisor/interventions`` std_msgs/String (one
 JSON object per intervention), and, when ``scene_dir`` is set, ``episode/status``
 {"episode": 0, "status": "started", ...} once flying (every second; the policy and renderer
-start their episode on it), {"status": <the mission's ending>} at its end, and
+start their episode on it), {"status": <the mission's ending>, "steps", "trajectory": the
+positions the mission judged, map m} at its end, and
 {"status": "landed"} after touchdown.
 
 With ``exit_when_landed`` (default) the node exits when the flight has ended: landed (code 0;
@@ -374,7 +375,9 @@ class MavlinkBridgeNode(LifecycleNode):
             f"{ending.goal_distance_m:.2f} m from the goal")
         if self.p["scene_dir"] and not self._episode_ended and self._started_ns is not None:
             self._episode_ended = True
-            self.status_pub.publish(json_message({"episode": 0, "status": str(ending.status), "stamp_ns": now_ns}))
+            path = [[round(v, 4) for v in point] for point in self.judge.path]   # what the judge saw, map m
+            self.status_pub.publish(json_message({"episode": 0, "status": str(ending.status), "stamp_ns": now_ns,
+                                                  "steps": len(path), "trajectory": path}))
 
     def _interrupt_mission(self, reason: str, now_ns: int) -> None:
         """The flight ended before the mission (the operator, a failure, the autopilot's takeover):
