@@ -14,6 +14,9 @@ Rendered at 64x64 on a sparse synthetic indoor scene.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 
 import numba
 import numpy as np
@@ -117,7 +120,8 @@ def test_checkpoint_flies_a_task_on_the_rehearsal_vehicle(flights, trained, tmp_
     whatever its in-process result. The bridge ties the map at the task's start, hands over at the
     start pose (as the simulator's first step), and ends the mission by itself: the vehicle reaches
     the goal (``mission/result`` success; the rehearsal vehicle's position is exact), holds, lands,
-    and the bridge exits 0."""
+    and the bridge exits 0. With ``record:=`` the flight is one bag, and replaying it through the
+    checkpoint (``airplay replay``) gives back the commands the flight sent, bit for bit."""
     pytest.importorskip("rclpy")
     pytest.importorskip("pymavlink")
     from test_mavlink_node import Operator, expect_landed_exit, free_udp_port, logs, spawn, stop_all, vehicle_command
@@ -136,7 +140,8 @@ def test_checkpoint_flies_a_task_on_the_rehearsal_vehicle(flights, trained, tmp_
         procs.append(spawn(vehicle_command(port, "--scene", str(scene), "--task", str(index), "--episodes", str(TASKS)),
                            tmp_path / "vehicle.log"))
         arguments = [f"scene:={scene}", f"index:={index}", f"episodes:={TASKS}", "seed:=0", "policy:=cnn_bc",
-                     f"checkpoint:={ckpt}", "render_backend:=cpu", f"connection:=udpin:127.0.0.1:{port}", "arm:=true"]
+                     f"checkpoint:={ckpt}", "render_backend:=cpu", f"connection:=udpin:127.0.0.1:{port}", "arm:=true",
+                     f"record:={tmp_path / 'bags'}"]
         for spec in fly_graph(parse_launch_arguments(arguments, FLY_ARGUMENTS)):
             procs.append(spawn(node_command(spec), tmp_path / f"{spec.name}.log"))
         bridge = procs[-1]
@@ -147,5 +152,16 @@ def test_checkpoint_flies_a_task_on_the_rehearsal_vehicle(flights, trained, tmp_
               f"{result['flown_s']:.1f} s, closest {result['closest_goal_distance_m']} m")
         assert result["status"] == "success", f"{result}\n" + logs(tmp_path)
     finally:
-        stop_all(procs)
+        stop_all(procs)   # SIGINT: the recorder finalizes its bag
         operator.close()
+    done = subprocess.run([sys.executable, "-m", "airplay.cli", "replay", str(tmp_path / "bags"), "--policy", "cnn_bc",
+                           "--checkpoint", str(ckpt), "--json"], check=False, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr + logs(tmp_path)
+    [replay] = json.loads(done.stdout)["replays"]
+    assert replay["task_id"] == task.task_id and replay["steps"] > 20 and replay["equal"] == replay["steps"], replay
+    from airplay.data.bag_reader import read_episode
+
+    episode = read_episode(replay["bag"])
+    assert episode.metadata["status"] == "success" and episode.metadata["task"]["task_id"] == task.task_id
+    assert episode.complete and episode.depth is not None

@@ -20,7 +20,7 @@ DEFAULT_CATEGORIES = ("indoor", "urban", "vegetation")
 VLN_BACKENDS = ("transformers", "openai")
 
 COMMAND_MODULES: tuple[str, ...] = ("airplay.bridge.commands", "airplay.policies.train_command",
-                                    "airplay.policies.dagger_command",
+                                    "airplay.policies.dagger_command", "airplay.policies.replay_command",
                                     "airplay.data.dataset_command", "airplay.data.collect_command",
                                     "airplay.eval.offline_command", "airplay.eval.offline_closed_command",
                                     "airplay.eval.protocol_command",

@@ -329,6 +329,9 @@ FLY_ARGUMENTS: dict[str, LaunchArgument] = {
                                 "(empty: the operator's on the instruction topic; in a rehearsal, the VLN episode's "
                                 "for (scene, index) when none has come)"),
     **{k: SIM_EVAL_ARGUMENTS[k] for k in _VLN_ARGUMENTS},
+    "record": _A("", "a folder: add the recorder, which writes the flight as an MCAP bag, OUT/<scene>/<task_id>/ (the "
+                     "images the policy saw, odom, its commands, the mission's statuses and result, the map tie, the "
+                     "phases; /vehicle/truth where a simulator publishes it): airplay replay checks a policy against it"),
     # the live view of the flight (airplay.nodes.viewer_node with vehicle:=true; docs/vehicle.md)
     **_VIEWER_ARGUMENTS,
     "viewer": _A("false", "true: add the viewer node, which streams the flight to rerun (camera, trajectory and goal "
@@ -336,6 +339,13 @@ FLY_ARGUMENTS: dict[str, LaunchArgument] = {
                           "serves rerun's web viewer on 127.0.0.1:viewer_web_port (or writes viewer_out)"),
 }
 """Launch arguments of the fly graph: default and description of each."""
+
+
+FLY_RECORD_TOPICS = ("/camera/image_raw", "/camera/depth/image_raw", "/camera/camera_info", "/odom", "/cmd_vel",
+                     "/episode/status", "/episode/policy", "/mission/result", "/vehicle/map_tie", "/vehicle/phase",
+                     "/vehicle/mode", "/supervisor/interventions", "/vehicle/truth")
+"""What ``record:=`` records of a flight (``/vehicle/truth``: a simulator's true pose, where one
+publishes it, as the SITL harness does)."""
 
 
 def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
@@ -385,6 +395,12 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
                                "out": v["viewer_out"], "connect": v["viewer_connect"],
                                "web_port": _port(v, "viewer_web_port"), "grpc_port": _port(v, "viewer_grpc_port")},
                               remappings=tuple(remap)))
+    if v["record"]:
+        if not v["scene"]:
+            raise GraphArgumentError("launch argument record:= needs scene:= (a bag is one task's flight)")
+        nodes.append(NodeSpec("recorder", "airplay.nodes.recorder_node", "recorder_node",
+                              {**episode, "lockstep": False, "out": v["record"], "split": "episode",
+                               "record_depth": True, "topics": ",".join(FLY_RECORD_TOPICS)}))
     # Ctrl-C while airborne: the bridge lands and waits for the touchdown before it exits
     nodes.append(NodeSpec("mavlink_bridge", "airplay.nodes.mavlink_bridge_node", "mavlink_bridge_node", bridge,
                           required=True, stop_grace_s=bridge["shutdown_timeout_s"] + 5.0))

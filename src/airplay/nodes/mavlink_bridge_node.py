@@ -43,9 +43,10 @@ autopilot's mode name), ``vehicle/phase`` std_msgs/String (:class:`airplay.bridg
 ``vehicle/statustext`` std_msgs/String (the autopilot's STATUSTEXTs, "SEVERITY: text"),
 ``vehicle/battery`` sensor_msgs/BatteryState, ``supervisor/interventions`` std_msgs/String (one
 JSON object per intervention), and, when ``scene_dir`` is set, ``episode/status``
-{"episode": 0, "status": "started", ...} once flying (every second; the policy and renderer
-start their episode on it), {"status": <the mission's ending>, "steps", "trajectory": the
-positions the mission judged, map m} at its end, and
+{"episode": 0, "status": "started", "scene_dir", "index", "task" (Task.to_dict, not for VLN)}
+once flying (every second; the policy and renderer start their episode on it), {"status": <the mission's ending>, "steps" (control periods since
+the start: the episode's stamps end here), "trajectory" (the positions the mission judged, map
+m)} at its end, and
 {"status": "landed"} after touchdown.
 
 With ``exit_when_landed`` (default) the node exits when the flight has ended: landed (code 0;
@@ -71,8 +72,8 @@ from rclpy.lifecycle import TransitionCallbackReturn
 from sensor_msgs.msg import BatteryState
 from std_msgs.msg import Bool, Empty, String
 
-from airplay.nodes.common import (EPISODE_STATUS, RELIABLE, ParameterError, command_from_twist, json_message,
-                                  ns_from_stamp, odometry_from_state, run_node)
+from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, RELIABLE, ParameterError, command_from_twist,
+                                  json_message, ns_from_stamp, odometry_from_state, run_node)
 from airplay.nodes.params import declare_schema
 
 COMMAND_AGE_WINDOW = 3000
@@ -89,6 +90,7 @@ class MavlinkBridgeNode(LifecycleNode):
             self.settings = flight_settings(p)
         except BridgeParameterError as exc:
             raise ParameterError(f"bridge parameters: {exc}") from None
+        self._task_dict = None
         self.judge = self._mission_judge()
         self._pending_ties = []
         self._pending_endings = []
@@ -170,6 +172,9 @@ class MavlinkBridgeNode(LifecycleNode):
         except ValueError as exc:
             raise ParameterError(f"parameter 'ground_z': {exc}") from None
         judge = MissionJudge(mission, world.checker)
+        # the "started" status carries the task (not a VLN episode, which the policy derives with
+        # its instruction): the policy and a recorder take it as it is, sampling nothing in flight
+        self._task_dict = None if vln else task.to_dict(path=True)
         judge.checker.status(np.asarray([mission.start_position]))  # build the SDF now, not in flight
         if self.settings.takeoff_from_task:
             self.settings = replace(self.settings, flight=replace(self.settings.flight,
@@ -332,8 +337,11 @@ class MavlinkBridgeNode(LifecycleNode):
                 and now_ns * 1e-9 - self._last_episode_s >= 1.0):
             if self._started_ns is None:
                 self._started_ns = now_ns
-            self.status_pub.publish(json_message({"episode": 0, "status": "started", "stamp_ns": self._started_ns,
-                                                  "scene_dir": self.p["scene_dir"], "index": self.p["index"]}))
+            started = {"episode": 0, "status": "started", "stamp_ns": self._started_ns,
+                       "scene_dir": self.p["scene_dir"], "index": self.p["index"]}
+            if self._task_dict is not None:
+                started["task"] = self._task_dict
+            self.status_pub.publish(json_message(started))
             self._last_episode_s = now_ns * 1e-9
         if fc.finished and self.p["exit_when_landed"]:
             self._finished = True
@@ -376,8 +384,11 @@ class MavlinkBridgeNode(LifecycleNode):
         if self.p["scene_dir"] and not self._episode_ended and self._started_ns is not None:
             self._episode_ended = True
             path = [[round(v, 4) for v in point] for point in self.judge.path]   # what the judge saw, map m
+            # steps: control periods from the start to now (rounded up), so that the episode's stamp
+            # range (start + steps * 20 ms, as the policy's gate and the recorder cut it) ends here
+            steps = max(0, -(-(now_ns - self._started_ns) // CONTROL_DT_NS))
             self.status_pub.publish(json_message({"episode": 0, "status": str(ending.status), "stamp_ns": now_ns,
-                                                  "steps": len(path), "trajectory": path}))
+                                                  "steps": steps, "trajectory": path}))
 
     def _interrupt_mission(self, reason: str, now_ns: int) -> None:
         """The flight ended before the mission (the operator, a failure, the autopilot's takeover):
