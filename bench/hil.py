@@ -16,8 +16,10 @@ the autopilot, ``airplay identify``).
 
 Per flight the table gives the in-process status, the true status, the bridge's own (estimate)
 status, the closest true approach to the goal, the command age (odom -> camera -> policy -> bridge)
-p50 / p95 / max, the image rate the policy acted at, and the estimate's RMS error against the truth
-while the policy flew.
+p50 / p95 / max, the image rate the policy acted at, the estimate's RMS error against the truth
+while the policy flew, and the replay: each flight is recorded (the fly graph's ``record:=``, with
+SIH's truth on ``/vehicle/truth``) and its bag replayed through the checkpoint (``airplay replay``):
+"equal" counts the commands given back bit for bit, of those the policy sent.
 
     .venv/bin/python bench/hil.py --policy cnn_bc --checkpoint CKPT --scene SCENE --episodes 20 \\
         --seed 100 --tasks 0-19 --out out/hil --vehicle config/vehicles/px4_sih.yaml
@@ -78,6 +80,18 @@ def fly(args, index: int, out: Path):
     if not verdict_path.is_file():
         raise RuntimeError(f"task {index}: no verdict (harness exit {group.returncode})\n{group.output[-3000:]}")
     return json.loads(verdict_path.read_text()), json.loads(series_path.read_text())
+
+
+def replay(args, verdict: dict) -> dict | None:
+    """The flight's bag replayed through the checkpoint (:mod:`airplay.policies.replay`): steps,
+    commands equal bit for bit, the largest difference, observations the bag lacks; None without a bag."""
+    from airplay.policies.replay import replay_bag
+
+    bags = verdict.get("bags") or []
+    if not bags:
+        return None
+    r = replay_bag(bags[0], args.policy, args.checkpoint)
+    return {"bag": bags[0], "steps": r.steps, "equal": r.equal, "max_abs_diff": r.max_abs_diff, "dropped": r.dropped}
 
 
 def hil_episode(verdict: dict, series: dict, task, scene_name: str, policy: str, seed: int):
@@ -155,7 +169,8 @@ def main(argv=None) -> int:
                      "closest_true_m": (verdict.get("truth_judgement") or {}).get("closest_m"),
                      "command_age_ms": age, "image_rate_hz": verdict.get("image_rate_hz"),
                      "frames_skipped": verdict.get("frames_skipped"),
-                     "estimate_error_rms": verdict.get("est_error_rms_flying"), "error": verdict.get("error")})
+                     "estimate_error_rms": verdict.get("est_error_rms_flying"), "replay": replay(args, verdict),
+                     "error": verdict.get("error")})
     summary = aggregate(results, success_radius_m=world.protocol.success_radius_m, seed=args.seed)
     write_results(out / "hil", results, summary, meta={"command": " ".join(sys.argv), "autopilot": args.autopilot,
                                                         "flights": rows})
@@ -172,16 +187,19 @@ def main(argv=None) -> int:
                "cr_in_process_profile": rate(profile, "collision") if profile else None,
                "sr_hil": rate(hil, "success"), "cr_hil": rate(hil, "collision"),
                "sr_hil_ci95": summary["overall"]["sr"].get("ci95"),
+               "replay_equal_flights": sum(1 for r in rows if r["replay"] and r["replay"]["equal"] == r["replay"]["steps"]
+                                           and r["replay"]["steps"] > 0),
                "command_age_p95_ms_max": max((r["command_age_ms"].get("p95", 0) for r in rows if r["command_age_ms"]),
                                              default=None), "flights": rows}
     print(f"\n{'task':>4} {'in process':<12} {'+profile':<12} {'HIL (truth)':<14} {'bridge (est.)':<14} "
-          f"{'closest m':>9} {'cmd age p50/p95/max ms':>23} {'img Hz':>6} {'est err xy/z m':>15}")
+          f"{'closest m':>9} {'cmd age p50/p95/max ms':>23} {'img Hz':>6} {'est err xy/z m':>15} {'replay =':>9}")
     for r in rows:
-        a, e = r["command_age_ms"] or {}, r["estimate_error_rms"] or {}
+        a, e, p = r["command_age_ms"] or {}, r["estimate_error_rms"] or {}, r["replay"]
         print(f"{r['task']:>4} {r['in_process']!s:<12} {r['in_process_profile'] or '-'!s:<12} "
               f"{r['hil_true']!s:<14} {r['hil_estimate']!s:<14} {r['closest_true_m']!s:>9} "
               f"{a.get('p50', '-'):>7}/{a.get('p95', '-')}/{a.get('max', '-'):<7} {r['image_rate_hz']!s:>6} "
-              f"{e.get('xy_m', '-')}/{e.get('z_m', '-'):>6}")
+              f"{e.get('xy_m', '-')}/{e.get('z_m', '-'):>6} "
+              f"{(str(p['equal']) + '/' + str(p['steps'])) if p else '-':>9}")
     print(f"\nSR in process {figures['sr_in_process']} %, with the profile {figures['sr_in_process_profile']} %, "
           f"on {args.autopilot} SITL {figures['sr_hil']} % {figures['sr_hil_ci95']}; CR {figures['cr_in_process']} / "
           f"{figures['cr_in_process_profile']} / {figures['cr_hil']} %  ({len(rows)} tasks, {figures['wall_s']:.0f} s)")

@@ -480,8 +480,21 @@ class RosMonitor:
         node.create_subscription(String, "vehicle/mode", self._mode, RELIABLE)
         node.create_subscription(Bool, "vehicle/armed", self._armed, RELIABLE)
         self.publishers = {name: node.create_publisher(Empty, name, RELIABLE) for name in ("estop", "land")}
-        self._empty = Empty
+        self.truth_pub = node.create_publisher(Odometry, "vehicle/truth", RELIABLE)
+        self._empty, self._odometry = Empty, Odometry
         self.bg.start()
+
+    def publish_truth(self, t: float, x: float, y: float, z: float) -> None:
+        """``vehicle/truth`` nav_msgs/Odometry: the simulator's true position (map m) of monotonic time
+        ``t``, stamped on the wall clock as the bridge stamps ``odom`` (a recording holds it beside the
+        estimate). Orientation left at identity: only the position is the truth's."""
+        msg = self._odometry()
+        stamp = time.time_ns() - int((time.monotonic() - t) * 1e9)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
+        msg.header.frame_id, msg.child_frame_id = "map", "truth"
+        msg.pose.pose.position.x, msg.pose.pose.position.y, msg.pose.pose.position.z = x, y, z
+        msg.pose.pose.orientation.w = 1.0
+        self.truth_pub.publish(msg)
 
     def _change(self, what: str, value) -> None:
         s = self.series
@@ -1206,6 +1219,7 @@ def _fly_the_mission(r: Run, land_on_truth_collision: bool = True) -> None:
         if fresh:
             seen[0] = fresh[-1][0] + 1e-9
             for t, x, y, z in r.truth_in_map(fresh):
+                r.h.ros.publish_truth(t, x, y, z)   # into the flight's bag (record:=)
                 ending = judge.update((x, y, z), t)
                 if ending is not None and ending.status == "collision" and "truth_collision" not in r.events:
                     r.mark("truth_collision", t)
@@ -1223,8 +1237,10 @@ def _fly_the_mission(r: Run, land_on_truth_collision: bool = True) -> None:
 def policy_flight(r: Run) -> None:
     """The harness's policy (``--policy-args``: a learned checkpoint with ``render_images:=true``, the
     renderer drawing the scene at PX4's estimated pose) flies the task; the bridge ends the mission by
-    itself, holds, lands; the flight is judged on SIH's true position (verdict ``truth_judgement``)."""
-    r.start_graph()
+    itself, holds, lands; the flight is judged on SIH's true position (verdict ``truth_judgement``).
+    The flight is recorded (``record:=``, the run's ``bags/``, with ``/vehicle/truth``): verdict
+    ``bags``."""
+    r.start_graph(f"record:={r.folder / 'bags'}")
     _fly_the_mission(r)
 
 
@@ -1764,6 +1780,7 @@ def verdict(r: Run, error: str | None) -> tuple[dict, dict]:
         "map_tie": None if tie is None else tie.to_dict(), "map_tie_t": _rel(ties[-1][0], t0) if ties else None,
         "mission_result": r.result(),
         "truth_judgement": truth_judgement(r, truth, phases),
+        "bags": recorded_bags(r.folder / "bags"),
         "duration_s": round(t_end - t0, 2), "notes": r.notes,
         "logs": {"launch": str(r.folder / "launch.log"), "autopilot": str(r.ap.log) if r.ap.log else None},
     }
@@ -1782,6 +1799,15 @@ def verdict(r: Run, error: str | None) -> tuple[dict, dict]:
               "modes": v["mode_changes"], "phases": v["phase_changes"],
               "landed_state": [[_rel(t, t0), x] for t, x in ls]}
     return v, series
+
+
+def recorded_bags(folder: Path) -> list[str]:
+    """The episode bags the fly graph's recorder wrote under ``folder`` (``record:=``)."""
+    if not folder.is_dir():
+        return []
+    from airplay.data.bag_reader import iter_episode_bags
+
+    return [str(p) for p in iter_episode_bags(folder)]
 
 
 def loop_figures(r: Run, phases: list) -> dict:

@@ -120,6 +120,31 @@ def test_px4_flies_a_learned_policy_from_rendered_images_to_the_goal(checkpoint,
     assert not c.failed, c.report()
 
 
+def test_the_px4_flight_is_a_bag_the_checkpoint_replays_bit_for_bit(checkpoint, hil):
+    """The flight's bag (``record:=``) holds the images the policy saw, PX4's estimate, the commands
+    and SIH's truth; the checkpoint replayed on its observations gives back every command it sent."""
+    import numpy as np
+
+    from airplay.data.bag_reader import read_bag_messages, read_episode
+    from airplay.policies.replay import replay_bag
+
+    _, ckpt, _ = checkpoint
+    v = hil.verdict("px4_policy")
+    assert len(v["bags"]) == 1, v["bags"]
+    replayed = replay_bag(v["bags"][0], "cnn_bc", str(ckpt))
+    assert replayed.steps > 50 and replayed.equal == replayed.steps, replayed
+    episode = read_episode(v["bags"][0])
+    assert episode.metadata["status"] == (v["mission_result"] or {}).get("status") and episode.complete
+    truth = [m for m in read_bag_messages(v["bags"][0]).messages if m[0] == "/vehicle/truth"]
+    assert len(truth) > 50, "SIH's truth recorded beside the estimate"
+    # the truth and the estimate the policy saw agree to the estimate's error
+    from airplay.data import messages as m
+
+    t_pos = np.array([[o.pose.pose.position.x, o.pose.pose.position.y, o.pose.pose.position.z]
+                      for o in (m.decode("nav_msgs/msg/Odometry", cdr) for *_, cdr in truth)])
+    assert np.linalg.norm(t_pos.mean(axis=0) - episode.state[:, 0:3].mean(axis=0)) < 1.0
+
+
 def test_px4_truth_collision_lands_at_once(hil_collision):
     """goal_direct flies into the wall its straight line crosses: the true position touches the
     collision mesh (truth_judgement collision), the harness lands the vehicle at once (AUTO.LAND
