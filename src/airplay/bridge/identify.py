@@ -220,7 +220,9 @@ def fit_profile(rec: Recording, base) -> tuple[object, dict]:
 def estimate_error(times, estimate, truth_times, truth, ground_s: float) -> dict:
     """The position estimate's error against the simulator's truth (both (N, 3) map-aligned ENU m,
     any origin): the offset between the two over the first ``ground_s`` seconds (on the ground)
-    is removed, then {xy_rms_m, z_rms_m, xy_p95_m, z_p95_m, samples} over the rest."""
+    is removed, then {xy_rms_m, z_rms_m, xy_p95_m, z_p95_m, time_constant_s, samples} over the rest
+    (``time_constant_s``: :func:`correlation_time` of the error, the
+    :mod:`airplay.sim.estimate_error` model's)."""
     times, estimate = np.asarray(times), np.asarray(estimate).reshape(-1, 3)
     truth_times, truth = np.asarray(truth_times), np.asarray(truth).reshape(-1, 3)
     idx = np.clip(np.searchsorted(truth_times, times), 0, len(truth_times) - 1)
@@ -231,7 +233,30 @@ def estimate_error(times, estimate, truth_times, truth, ground_s: float) -> dict
     xy, z = np.hypot(flight[:, 0], flight[:, 1]), np.abs(flight[:, 2])
     return {"xy_rms_m": round(float(np.sqrt(np.mean(xy ** 2))), 3), "z_rms_m": round(float(np.sqrt(np.mean(z ** 2))), 3),
             "xy_p95_m": round(float(np.percentile(xy, 95)), 3), "z_p95_m": round(float(np.percentile(z, 95)), 3),
+            "time_constant_s": correlation_time(times[~ground] if (~ground).any() else times, flight),
             "samples": len(flight)}
+
+
+def correlation_time(times, error, dt_s: float = 0.1, limit_s: float = 30.0) -> float:
+    """The lag (s) at which the error's autocorrelation (its three axes' together, mean removed,
+    resampled every ``dt_s``) first falls below 1/e: a first-order Gauss-Markov process's time
+    constant. At most ``limit_s`` or a third of the record (an error that stays correlated longer
+    is reported at that bound), at least ``dt_s``."""
+    times, error = np.asarray(times, np.float64), np.asarray(error, np.float64).reshape(-1, 3)
+    if len(times) < 10 or times[-1] - times[0] < 10 * dt_s:
+        return round(float(dt_s), 3)
+    grid = np.arange(times[0], times[-1], dt_s)
+    e = np.stack([np.interp(grid, times, error[:, i]) for i in range(3)], axis=1)
+    e = e - e.mean(axis=0)
+    energy = float(np.sum(e * e))
+    if energy <= 0.0:
+        return round(float(dt_s), 3)
+    max_lag = max(1, min(int(limit_s / dt_s), len(grid) // 3))
+    for lag in range(1, max_lag + 1):
+        rho = float(np.sum(e[lag:] * e[:-lag])) / energy * len(grid) / (len(grid) - lag)
+        if rho < math.exp(-1.0):
+            return round(lag * dt_s, 3)
+    return round(max_lag * dt_s, 3)
 
 
 # -- the profile file -------------------------------------------------------------------------------

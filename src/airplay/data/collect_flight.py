@@ -56,8 +56,11 @@ def _scene_state(job: FlightJob):
     from airplay.sim.dynamics import load_vehicle_params
 
     protocol = load_protocol(job.protocol) if job.protocol else None
+    from airplay.sim.estimate_error import load_estimate_error
+
     vehicle = load_vehicle_params(job.vehicle) if job.vehicle else None
-    world = world_with_camera(World.load(job.scene_dir, vehicle=vehicle, protocol=protocol), job.image_size)
+    world = world_with_camera(World.load(job.scene_dir, vehicle=vehicle, protocol=protocol,
+                                         estimate_error=load_estimate_error(job.vehicle)), job.image_size)
     if world.protocol.render_lod_px > 0:
         world.lod_hierarchy()  # with the scene load, once per worker: every flight renders
     tasks = sample_tasks(world.scene, world.grid, job.per_scene, job.seed, job.setting, world.protocol)
@@ -181,10 +184,10 @@ def fly_and_record(world, env, policy, task, job: FlightJob) -> dict:
     while True:
         stamp = START_NS + k * dt_ns
         t = time.perf_counter()
-        rgb, depth = world.camera_images(env.position, env.yaw, job.render_backend, depth=job.depth)
+        rgb, depth = world.camera_images(env.estimated_position, env.yaw, job.render_backend, depth=job.depth)
         t1 = time.perf_counter()
         render_s += t1 - t
-        step = [stamp, np.array(rgb), None if depth is None else np.array(depth), np.array(_state64(vehicle)), None]
+        step = [stamp, np.array(rgb), None if depth is None else np.array(depth), _state64(vehicle, env), None]
         kept.append(step)
         t2 = time.perf_counter()
         encode_s += t2 - t1
@@ -239,6 +242,12 @@ def with_dart_noise(command, rng, noise_std: float, action_space):
     return np.clip(noisy, action_space.low, action_space.high).astype(np.float32)
 
 
-def _state64(vehicle):
-    """(13,) float64 state of vehicle 0: position, quaternion xyzw, map velocity, body rates."""
-    return vehicle.odometry(0)  # one compiled call; equal to concatenating the properties' rows
+def _state64(vehicle, env=None):
+    """(13,) float64 state of vehicle 0: position, quaternion xyzw, map velocity, body rates; with
+    ``env``, the position the policy sees (its estimate, :attr:`AirPlayEnv.estimated_position`)."""
+    import numpy as np
+
+    state = np.array(vehicle.odometry(0))  # one compiled call; equal to concatenating the properties' rows
+    if env is not None and env.world.estimate_error is not None:
+        state[0:3] = env.estimated_position
+    return state

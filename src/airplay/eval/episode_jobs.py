@@ -51,7 +51,10 @@ def scene_state(job: EpisodeJob):
     from airplay.sim.dynamics import load_vehicle_params
 
     cfg = job.cfg
-    world = World.load(job.scene_dir, vehicle=load_vehicle_params(getattr(cfg, "vehicle", "") or None))
+    from airplay.sim.estimate_error import load_estimate_error
+
+    profile = getattr(cfg, "vehicle", "") or None
+    world = World.load(job.scene_dir, vehicle=load_vehicle_params(profile), estimate_error=load_estimate_error(profile))
     tasks = sample_tasks(world.scene, world.grid, cfg.episodes, cfg.seed, cfg.setting, world.protocol)
     env = AirPlayEnv(world, cfg.setting, tasks=tasks, render_backend=cfg.render_backend,
                      render_images=cfg.render_images, disturbance=Disturbance.parse(cfg.wind),

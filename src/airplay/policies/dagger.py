@@ -129,7 +129,10 @@ def _scene(scene_dir: str, image_size, backend: str, vehicle: str = ""):
         from airplay.world.env import AirPlayEnv
         from airplay.world import World
 
-        world = world_with_camera(World.load(scene_dir, vehicle=load_vehicle_params(vehicle or None)), image_size)
+        from airplay.sim.estimate_error import load_estimate_error
+
+        world = world_with_camera(World.load(scene_dir, vehicle=load_vehicle_params(vehicle or None),
+                                             estimate_error=load_estimate_error(vehicle)), image_size)
         env = AirPlayEnv(world, "pointgoal", tasks=[], render_backend=backend, render_images=False)
         _CACHE[key] = (world, env, make_policy("field_expert", world))
     return _CACHE[key]
@@ -171,7 +174,7 @@ def fly_episode(world, env, policy, labeller, task, backend: str, beta: float, r
     frames = {"rgb": [], "state": [], "goal": [], "label": [], "command": []}
     queued = deque([np.zeros(4, np.float32)] * int(delay_steps))  # commands decided, not yet executed
     while info["status"] == "running":
-        rgb = world.camera_images(env.position, env.yaw, backend, depth=False)[0]
+        rgb = world.camera_images(env.estimated_position, env.yaw, backend, depth=False)[0]
         obs = {**obs, "rgb": rgb}
         label = np.asarray(labeller.select_action(obs), np.float32)
         command = np.asarray(policy.select_action(obs), np.float32)

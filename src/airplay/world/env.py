@@ -132,7 +132,10 @@ class AirPlayEnv(gym.Env):
             collecting the expert's commands fast.
         disturbance: wind, gusts or a velocity impulse acting on the vehicle
             (:mod:`airplay.sim.disturbance`; None: none); ``reset(options={"disturbance": ...})``
-            replaces it for one episode. Its gusts are seeded by ``disturbance_seed`` and the task's id.
+            replaces it for one episode. Its gusts are seeded by ``disturbance_seed`` and the task's id,
+            and so is the vehicle's position-estimate error where ``world.estimate_error`` has one
+            (:mod:`airplay.sim.estimate_error`: the policy then sees the estimate, the task's rules
+            judge the truth).
         observations: the observation keys (see the module docstring; None: all of them).
         reward_progress, reward_success, reward_collision: the reward's weights (module docstring).
         task_order: "cycle" (``reset`` takes the tasks in order; a seed re-samples them) or
@@ -219,6 +222,7 @@ class AirPlayEnv(gym.Env):
         self.disturbance = disturbance
         self.disturbance_seed = int(disturbance_seed)
         self._disturb = None  # this episode's DisturbanceRun, or None
+        self._estimate = None  # this episode's EstimateErrorRun (world.estimate_error), or None
         self._fields = field_cache(self.world) if self.progress == "geodesic" else None
         self._field = None  # this episode's cost-to-go field (geodesic progress)
         self._cost_to_go = np.inf  # its value at the vehicle after the last step, m
@@ -245,6 +249,8 @@ class AirPlayEnv(gym.Env):
         self.task = task
         spec = options.get("disturbance", self.disturbance)
         self._disturb = spec.start(self.disturbance_seed, task.task_id, self._dt) if spec is not None else None
+        model = self.world.estimate_error
+        self._estimate = model.start(self.disturbance_seed, task.task_id, self._dt) if model is not None else None
         self.flight.reset(task.start_position[None, :], np.array([task.start_yaw]))
         self.status = EpisodeStatus.RUNNING
         self.steps = 0
@@ -288,6 +294,8 @@ class AirPlayEnv(gym.Env):
                 raise ValueError(f"action must be finite, got {np.asarray(cmd, dtype=np.float64).tolist()}") \
                     from None
             self.steps += 1
+            if self._estimate is not None:
+                self._estimate.step()
             self.path_length_m += moved
             self.trajectory.append(self.vehicle.state[0, 0:3].copy())
             if distance < self.min_distance_m:
@@ -324,7 +332,12 @@ class AirPlayEnv(gym.Env):
             rgb, depth = self._blank_images()
             obs = {"rgb": rgb, "depth": depth, "state": state}
             self._last_rgb = rgb
-            if self.setting == "pointgoal":  # goal_in_heading_frame, on the kernel's goal - position
+            if self._estimate is not None:  # the policy sees the estimate (airplay.sim.estimate_error)
+                seen = self.estimated_position
+                state[0:3] = seen
+                if self.setting == "pointgoal":
+                    obs["goal"] = goal_in_heading_frame(seen, self.yaw, self.task.goal_position).astype(np.float32)
+            elif self.setting == "pointgoal":  # goal_in_heading_frame, on the kernel's goal - position
                 obs["goal"] = map_to_heading_xyz(gx, gy, gz, yaw).astype(np.float32)
             elif self.setting == "imagegoal":
                 obs["goal_image"] = self._goal_image_obs()
@@ -353,10 +366,20 @@ class AirPlayEnv(gym.Env):
     def distance_to_goal_m(self) -> float:
         return float(np.linalg.norm(self.task.goal_position - self.position))
 
+    @property
+    def estimated_position(self) -> np.ndarray:
+        """(3,) map m: the position the policy sees, the true one plus the vehicle's estimate error
+        (``world.estimate_error``; without one, :attr:`position` itself)."""
+        if self._estimate is None:
+            return self.position
+        return self.position + self._estimate.offset
+
     def state_vector(self) -> np.ndarray:
+        """(13,) float32 observed state: position (the estimate's, :attr:`estimated_position`) m map,
+        quaternion xyzw, velocity m/s map, body rates rad/s."""
         v = self.vehicle
-        return np.concatenate([v.position[0], v.quat_xyzw[0], v.velocity[0], v.angular_velocity_body[0]]).astype(
-            np.float32)
+        return np.concatenate([self.estimated_position, v.quat_xyzw[0], v.velocity[0],
+                               v.angular_velocity_body[0]]).astype(np.float32)
 
     def _render_rgb_at(self, position: np.ndarray, yaw: float) -> np.ndarray:
         return self.world.camera_images(position, yaw, self.render_backend, depth=False, max_depth_m=MAX_DEPTH_M)[0]
@@ -373,8 +396,9 @@ class AirPlayEnv(gym.Env):
 
     def _observation(self) -> dict:
         keys = self.observation_keys
+        seen = self.estimated_position
         if self.render_images and (self._want_rgb or self._want_depth):
-            rgb, depth = self.world.camera_images(self.position, self.yaw, self.render_backend,
+            rgb, depth = self.world.camera_images(seen, self.yaw, self.render_backend,
                                                   depth=self._want_depth, max_depth_m=MAX_DEPTH_M, rgb=self._want_rgb)
         else:
             rgb, depth = self._blank_images()
@@ -387,7 +411,7 @@ class AirPlayEnv(gym.Env):
         if "state" in keys:
             obs["state"] = self.state_vector()
         if "goal" in keys:
-            obs["goal"] = goal_in_heading_frame(self.position, self.yaw, self.task.goal_position).astype(np.float32)
+            obs["goal"] = goal_in_heading_frame(seen, self.yaw, self.task.goal_position).astype(np.float32)
         elif "goal_image" in keys:
             obs["goal_image"] = self._goal_image_obs()
         return obs

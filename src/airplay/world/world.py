@@ -27,6 +27,7 @@ from airplay.scene.mesh_depth import MeshRaycaster
 from airplay.scene.scene import Scene
 from airplay.sim.collision import CollisionChecker
 from airplay.sim.dynamics import VehicleParams, load_vehicle_params
+from airplay.sim.estimate_error import EstimateErrorModel
 from airplay.sim.sdf import SignedDistanceField
 from airplay.tasks.navigable import NavigableGrid
 from airplay.tasks.protocol import Protocol, load_protocol
@@ -63,7 +64,8 @@ class World:
     grid: the planning grid of the protocol; checker: sphere-vs-SDF collision and bounds;
     caster: Embree ray caster; depth: compiled z-buffer for mesh depth images (the same
     image as ray casting through pixel centres, several times faster); vehicle and
-    protocol: the settings used; cache_dir: where the per-scene caches (SDF, level-of-detail
+    protocol: the settings used; estimate_error: the vehicle's position-estimate error shown to
+    policies (None: none; :mod:`airplay.sim.estimate_error`); cache_dir: where the per-scene caches (SDF, level-of-detail
     hierarchy) live (None: :func:`airplay.config.cache_dir`).
 
     sdf, grid, checker, caster and depth are properties: each is built on first access
@@ -75,6 +77,7 @@ class World:
     vehicle: VehicleParams
     protocol: Protocol
     cache_dir: Path | None = None
+    estimate_error: EstimateErrorModel | None = None
     _parts: WorldParts | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -196,10 +199,13 @@ class World:
 
     @classmethod
     def load(cls, scene: Scene | str | Path, vehicle: VehicleParams | None = None,
-             protocol: Protocol | None = None, cache_dir: str | Path | None = None) -> "World":
+             protocol: Protocol | None = None, cache_dir: str | Path | None = None,
+             estimate_error: EstimateErrorModel | None = None) -> "World":
         """A scene folder (opened: scene.yaml parsed and validated, its files found, nothing else
         read; see :meth:`Scene.open`) or a Scene, with what flying needs built on first use.
-        vehicle and protocol default to config/vehicle.yaml and protocol.yaml."""
+        vehicle and protocol default to config/vehicle.yaml and protocol.yaml; ``estimate_error``
+        (:mod:`airplay.sim.estimate_error`, None: the policy sees the true position) is the
+        vehicle's position-estimate error that environments on this World show the policy."""
         scene = scene if isinstance(scene, Scene) else Scene.open(scene)
         return cls(scene, vehicle or load_vehicle_params(), protocol or load_protocol(),
-                   None if cache_dir is None else Path(cache_dir))
+                   None if cache_dir is None else Path(cache_dir), estimate_error)
