@@ -68,12 +68,14 @@ def vehicle_profile(text: str) -> str:
     """A vehicle file (``config/vehicle.yaml``'s fields; an identified profile of config/vehicles/),
     checked now: an argparse error names the file and the field that is wrong."""
     from airplay.sim.dynamics import load_vehicle_params
+    from airplay.sim.estimate_error import load_estimate_error
     from airplay.yaml_config import ConfigError
 
     if not text:
         return ""  # the default: config/vehicle.yaml
     try:
         load_vehicle_params(text)
+        load_estimate_error(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
@@ -83,4 +85,5 @@ def add_vehicle(parser) -> None:
     """``--vehicle FILE``: the flight model's parameters (default config/vehicle.yaml)."""
     parser.add_argument("--vehicle", type=vehicle_profile, default="", metavar="FILE",
                         help="the flight model's parameters: a vehicle file, e.g. an autopilot's profile identified "
-                             "by `airplay identify` (config/vehicles/px4_sih.yaml); default config/vehicle.yaml")
+                             "by `airplay identify` (config/vehicles/px4_sih.yaml), whose estimate_error the policy "
+                             "then sees; default config/vehicle.yaml")
