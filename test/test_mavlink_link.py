@@ -369,6 +369,45 @@ def test_nothing_arms_without_the_request(rigs):
     assert not rig.flight.request_arm()        # the flight is over: no second take-off
 
 
+@pytest.mark.parametrize("flavour", ["px4", "ardupilot"])
+def test_a_bridge_started_over_a_flying_vehicle_only_watches(rigs, flavour):
+    """The first bridge dies in flight (no landing, no goodbye); a second one connects at once. It
+    finds the vehicle armed: it takes nothing over, sends no DISARM (the vehicle never answers
+    "not landed"), and no heartbeat either, so the autopilot's own failsafe (PX4's offboard loss,
+    ArduPilot's GCS failsafe) lands the vehicle and disarms it, as it would with no bridge at all."""
+    # ArduPilot's GCS failsafe is off by default (a hovering GUIDED vehicle then waits for a pilot);
+    # on, with the bridge's system id (1) as the ground station's, any heartbeat of a bridge holds it off
+    first = rigs(flavour, ("--param", "FS_GCS_ENABLE=5", "--param", "MAV_GCS_SYSID=1")
+                 if flavour == "ardupilot" else ())
+    first.wait_phase("flying", 30)
+    first.command = [0.0, 0.0, 0.0, 0.0]
+    time.sleep(0.5)
+    port = first.autopilot.link.local_port
+    first._stop.set()                      # the first bridge's process is gone: no ticks, no link
+    first._thread.join(timeout=2)
+    first.flight._stop.set()
+    first.autopilot.close()
+    died = time.monotonic()
+    second_ap = Autopilot(f"udpin:127.0.0.1:{port}", clock=time.time).start()
+    second = FlightController(second_ap, default_flight_config(takeoff_height_m=0.6))
+    try:
+        second.start()
+        second.request_arm()
+        deadline = time.monotonic() + 10
+        while second.phase != "failed" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert second.phase == "failed" and "already armed" in (second.error or ""), (second.phase, second.error)
+        assert second_ap.heartbeats is False
+        second_ap.wait_for(lambda: not second_ap.status.armed, 40.0, "the autopilot's own failsafe landing")
+        landed_after = time.monotonic() - died
+        texts = [t.text for t in second_ap.status.statustexts]
+        assert not [t for t in texts if "not landed" in t], texts       # no DISARM reached the vehicle in the air
+        assert "disarmed" in first.log_path.read_text() and "Disarm" not in first.log_path.read_text()
+        print(f"\n{flavour}: the autopilot's failsafe landed and disarmed {landed_after:.1f} s after the bridge died")
+    finally:
+        second.close()
+
+
 @pytest.mark.parametrize("rule", ["land", "resume"])
 def test_autopilot_stall_then_return_follows_link_return(rigs, rule):
     """The autopilot stops for 2.5 s (SIGSTOP) and comes back: link_lost, then land (with an

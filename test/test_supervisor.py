@@ -126,6 +126,21 @@ def test_malformed_and_out_of_order_refused():
     assert_allclose(s.output(0.12).command, [0.5, 0, 0, 0])
 
 
+def test_a_policy_clock_a_little_ahead_is_taken_and_one_far_ahead_refused():
+    """Stamps up to future_stamp_tolerance_s (0.1 s) ahead of the bridge's clock are taken as now,
+    so the correctly stamped commands after them are not "out of order"; further ahead: refused."""
+    s = sup(**FAST)
+    assert s.on_command([0.5, 0, 0, 0], 1.08, 1.0) is None          # 80 ms ahead: clock skew
+    assert s.on_command([0.6, 0, 0, 0], 1.02, 1.02) is None         # the next one, stamped right: taken
+    assert_allclose(s.output(1.03).command, [0.6, 0, 0, 0])
+    refused = s.on_command([9.0, 0, 0, 0], 1.5, 1.04)                 # 0.46 s ahead
+    assert refused.kind is K.REFUSED_MALFORMED and "in the future" in refused.reason
+    assert s.on_command([0.7, 0, 0, 0], 1.05, 1.05) is None
+    assert_allclose(s.output(1.06).command, [0.7, 0, 0, 0])
+    with pytest.raises(ValueError, match="future_stamp_tolerance_s"):
+        SupervisorConfig(future_stamp_tolerance_s=-1.0)
+
+
 def test_stale_command_hover_and_recovery():
     s = sup(**FAST)
     step(s, [1.0, 0.0, 0.0, 0.2], 0.0)

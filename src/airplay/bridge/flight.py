@@ -129,6 +129,7 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
         self._arm_requested = threading.Event()
         self._landing_requested = False
         self._takeoff_commanded = False
+        self._arm_commanded = False  # the bridge asked this vehicle to arm: only then may it disarm it
         self._flying_since: float | None = None
         self._link_lost_since: float | None = None
         self._land_after_loss = False
@@ -218,11 +219,16 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
             log.info("autopilot: %s system %s, mode %s, %s", status.flavour, status.system, status.mode,
                      "ARMED" if status.armed else "disarmed")
             if status.armed:
+                # an observer from here: no command, and no heartbeat either, which ArduPilot would
+                # count as its ground station's and so put off its GCS failsafe
+                ap.heartbeats = False
                 raise FlightFailure("the autopilot is already armed: airplay arms only a vehicle that is disarmed "
-                                    "on the ground, and does not take over one that flies")
+                                    "on the ground, and does not take over one that flies (the bridge only "
+                                    "watches it: no command, no heartbeat)")
             for msg_id in (mavlink.MAVLINK_MSG_ID_LOCAL_POSITION_NED, mavlink.MAVLINK_MSG_ID_ATTITUDE_QUATERNION):
                 ap.request_message_interval(msg_id, cfg.telemetry_rate_hz, cfg.ack_timeout_s)
             ap.request_message_interval(mavlink.MAVLINK_MSG_ID_SYS_STATUS, 2.0, cfg.ack_timeout_s)  # pre-arm bit
+            ap.request_message_interval(mavlink.MAVLINK_MSG_ID_EXTENDED_SYS_STATE, 2.0, cfg.ack_timeout_s)  # landed
             self._set_phase(Phase.CHECKING)
             self._wait_ready()
             self._tie_at_start()
@@ -244,7 +250,7 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
             target = ground_z + cfg.takeoff_height_m
             reached_amsl = (px4_takeoff_reached_amsl(ap, cfg.takeoff_height_m, cfg.ack_timeout_s, base_amsl)
                             if ap.status.flavour == "px4" else None)
-            climbed = TakeoffDone(ap, target, cfg.altitude_tolerance_m, reached_amsl)
+            climbed = TakeoffDone(ap, target, cfg.altitude_tolerance_m, reached_amsl, ground_z_m=ground_z)
             try:
                 ap.wait_for(lambda: climbed() or self._stop.is_set() or self._landing_requested
                             or self.phase == Phase.LINK_LOST, cfg.takeoff_timeout_s,
@@ -311,6 +317,7 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
                 elif ap.status.flavour == "px4" and ap.status.mode not in PX4_ARMING_MODES:
                     # e.g. OFFBOARD or AUTO.LAND left over from a previous flight: PX4 refuses to arm there
                     ap.set_mode("hold", cfg.ack_timeout_s, verify_s=2.0)
+                self._arm_commanded = True
                 ap.arm(cfg.ack_timeout_s)
                 try:
                     ap.wait_for(lambda: ap.status.armed, 2.0, "ARMED in the autopilot's HEARTBEAT")

@@ -30,6 +30,13 @@ PX4_ALT_REPORT_SLACK_M = 0.3
 """Metres the altitude in the last GLOBAL_POSITION_INT may lag PX4's own when its mode changes
 (a climb of ~1.5 m/s, reports at ~5 Hz)."""
 
+TAKEOFF_MIN_FRACTION = 0.5
+"""A take-off is over only at a height (estimate, above the take-off's ground) of at least this
+fraction of ``takeoff_height_m`` ..."""
+TAKEOFF_MIN_HEIGHT_M = 0.3
+"""... and never below this many metres, whatever the autopilot's own acceptance radius (PX4's
+NAV_MC_ALT_RAD put its end of a 0.9 m take-off below home)."""
+
 FAILSAFE_STATES = frozenset({mavlink.MAV_STATE_CRITICAL, mavlink.MAV_STATE_EMERGENCY,
                              mavlink.MAV_STATE_FLIGHT_TERMINATION})
 """HEARTBEAT system_status values of an autopilot in a failsafe (PX4 v1.17-dev SITL: a geofence
@@ -66,16 +73,36 @@ class TakeoffDone:
     :func:`px4_takeoff_reached_amsl`; None: not checked). PX4 climbs to its own home-relative
     height, which an estimate that drifted on the ground puts elsewhere, hence its report.
 
+    Either way the vehicle must be off the ground: the autopilot's landed state (EXTENDED_SYS_STATE,
+where it reports one) "in air", and the estimate at least ``max(TAKEOFF_MIN_FRACTION *
+takeoff_height_m, TAKEOFF_MIN_HEIGHT_M)`` above ``ground_z_m``; until then the take-off goes on
+(and ``takeoff_timeout_s`` runs).
+
     Taken over: PX4 left AUTO.TAKEOFF any other way (a failsafe's Hold, Land or Return, the pilot's
     switch, a Hold below the take-off's altitude), or ArduPilot left GUIDED, its take-off mode:
     entering offboard control then would override the autopilot or the pilot.
     """
 
     def __init__(self, autopilot, target_z_m: float, tolerance_m: float,
-                 px4_reached_amsl_m: float | None = None) -> None:
+                 px4_reached_amsl_m: float | None = None, ground_z_m: float | None = None) -> None:
         self.autopilot, self.target_z_m, self.tolerance_m = autopilot, target_z_m, tolerance_m
         self.px4_reached_amsl_m = px4_reached_amsl_m
         self.seen_takeoff_mode = False
+        self.px4_reported = False
+        self.ground_z_m = ground_z_m
+        height = None if ground_z_m is None else target_z_m - ground_z_m
+        self.min_height_m = None if height is None else max(TAKEOFF_MIN_FRACTION * height, TAKEOFF_MIN_HEIGHT_M)
+        self._waiting_logged = False
+
+    def off_the_ground(self, st, z: float) -> bool:
+        """The landed state (where reported) says in the air and the estimate is high enough."""
+        low = self.min_height_m is not None and not (z - self.ground_z_m >= self.min_height_m)
+        grounded = st.landed_state is not None and st.landed_state != "in_air"
+        if (low or grounded) and not self._waiting_logged:
+            self._waiting_logged = True
+            log.info("take-off: not off the ground yet (landed state %s, height %.2f m, needed %.2f m): waiting",
+                     st.landed_state or "not reported", z - (self.ground_z_m or 0.0), self.min_height_m or 0.0)
+        return not (low or grounded)
 
     def __call__(self) -> bool:
         st = self.autopilot.status
@@ -85,12 +112,18 @@ class TakeoffDone:
             if st.mode == "AUTO.TAKEOFF":
                 self.seen_takeoff_mode = True
             elif self.seen_takeoff_mode and st.armed:
-                self._px4_left_takeoff(st, z)
-                return True
+                if not self.px4_reported:
+                    self._px4_left_takeoff(st, z)
+                    self.px4_reported = True
+                elif st.mode != "AUTO.LOITER":
+                    raise AutopilotTookOver(f"the autopilot left AUTO.LOITER before the vehicle was off the ground "
+                                            f"(now {st.mode}, at z={z:.2f} m{self._failsafe_text(st)})"
+                                            f"{self.autopilot.recent_texts()}")
+                return self.off_the_ground(st, z)
         elif st.flavour == "ardupilot" and st.mode and st.mode != "GUIDED" and st.armed:
             raise AutopilotTookOver(f"the autopilot left GUIDED during the take-off (now {st.mode}, at z={z:.2f} m"
                                     f"{self._failsafe_text(st)}){self.autopilot.recent_texts()}")
-        return abs(z - self.target_z_m) <= self.tolerance_m
+        return abs(z - self.target_z_m) <= self.tolerance_m and self.off_the_ground(st, z)
 
     def _px4_left_takeoff(self, st, z: float) -> None:
         """PX4 left AUTO.TAKEOFF: return if that is its take-off's end, else raise AutopilotTookOver."""

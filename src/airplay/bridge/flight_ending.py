@@ -50,7 +50,17 @@ class FlightEnding:
         self._set_phase(Phase.FAILED)
 
     def _disarm_on_ground(self) -> None:
+        """DISARM, only to a vehicle this bridge asked to arm and that does not report itself in the
+        air (EXTENDED_SYS_STATE's landed state, where the autopilot sends it): never a vehicle armed
+        by someone else, never one flying."""
         if not self.autopilot.status.armed:
+            return
+        if not self._arm_commanded:
+            log.warning("not disarming: the bridge did not arm this vehicle")
+            return
+        landed = self.autopilot.status.landed_state
+        if landed is not None and landed != "on_ground":
+            log.error("not disarming: the autopilot reports the vehicle %s", landed.replace("_", " "))
             return
         try:
             self.autopilot.disarm(timeout_s=self.config.ack_timeout_s)

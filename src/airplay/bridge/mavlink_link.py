@@ -87,6 +87,10 @@ class StatusText:
         return f"{name}: {self.text}"
 
 
+LANDED_STATES = {1: "on_ground", 2: "in_air", 3: "takeoff", 4: "landing"}
+"""MAV_LANDED_STATE (EXTENDED_SYS_STATE.landed_state) -> name; 0 (undefined) is unknown (None)."""
+
+
 @dataclass
 class AutopilotStatus:
     """What the autopilot's HEARTBEAT/SYS_STATUS/BATTERY_STATUS last said; ``None`` until known."""
@@ -109,6 +113,7 @@ class AutopilotStatus:
     prearm_s: float | None = None            # when that SYS_STATUS came (the Autopilot's clock)
     ekf_flags: int | None = None             # ArduPilot EKF_STATUS_REPORT flags: None where not reported
     ekf_s: float | None = None               # when that EKF_STATUS_REPORT came
+    landed_state: str | None = None          # EXTENDED_SYS_STATE: on_ground, in_air, takeoff, landing; None: unknown
     statustexts: deque = field(default_factory=lambda: deque(maxlen=50))  # StatusText, newest last
 
 
@@ -147,6 +152,7 @@ class Autopilot:
         self._thread = threading.Thread(target=self._run, name="mavlink-rx", daemon=True)
         self._boot = time.monotonic()
         self._last_own_heartbeat = -math.inf
+        self.heartbeats = True       # send our own HEARTBEAT every second (False: an observer, silent)
         self.ignored = 0             # good frames not from the autopilot we talk to
 
     def start(self) -> "Autopilot":
@@ -164,7 +170,7 @@ class Autopilot:
         while not self._stop.is_set():
             try:
                 now = time.monotonic()
-                if now - self._last_own_heartbeat >= 1.0:
+                if self.heartbeats and now - self._last_own_heartbeat >= 1.0:
                     self._last_own_heartbeat = now
                     self.link.mav.heartbeat_send(mavlink.MAV_TYPE_ONBOARD_CONTROLLER, mavlink.MAV_AUTOPILOT_INVALID,
                                                  0, 0, mavlink.MAV_STATE_ACTIVE)
@@ -228,6 +234,8 @@ class Autopilot:
                                              (msg.rollspeed, msg.pitchspeed, msg.yawspeed))
         elif kind == "EKF_STATUS_REPORT":
             st.ekf_flags, st.ekf_s = int(msg.flags), self.clock()
+        elif kind == "EXTENDED_SYS_STATE":
+            st.landed_state = LANDED_STATES.get(int(msg.landed_state))
         elif kind == "STATUSTEXT":
             text = StatusText(self.clock(), int(msg.severity), str(msg.text).rstrip("\x00").strip())
             st.statustexts.append(text)

@@ -156,9 +156,11 @@ class SafetySupervisor:
                                 f"non-finite command {_fmt(arr)}; keeping the previous safe command")
         if not (isinstance(stamp_s, (int, float)) and math.isfinite(stamp_s)):
             return self._refuse(InterventionKind.REFUSED_MALFORMED, now_s, arr, f"non-finite stamp {stamp_s!r}")
-        if stamp_s > now_s + self.config.command_timeout_s:
+        if stamp_s > now_s + self.config.future_stamp_tolerance_s:
             return self._refuse(InterventionKind.REFUSED_MALFORMED, now_s, arr,
-                                f"stamp {stamp_s:.3f} s is {stamp_s - now_s:.3f} s in the future")
+                                f"stamp {stamp_s:.3f} s is {stamp_s - now_s:.3f} s in the future (more than "
+                                f"{self.config.future_stamp_tolerance_s:.2f} s: a clock ahead of the bridge's)")
+        stamp_s = min(float(stamp_s), float(now_s))  # a little ahead (clock skew): taken as now
         if self._command_stamp_s is not None and stamp_s < self._command_stamp_s:
             return self._refuse(InterventionKind.REFUSED_OUT_OF_ORDER, now_s, arr,
                                 f"stamp {stamp_s:.3f} s older than the newest command ({self._command_stamp_s:.3f} s)")

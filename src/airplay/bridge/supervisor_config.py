@@ -49,6 +49,11 @@ class SupervisorConfig:
     simulator saw no slew limit: on the rehearsal vehicle the limit, filtering a small CNN-BC's
     step-to-step command changes (0.46 m/s in one period), turned its reaching the goal into a
     collision; the bridge sets it from its ``command_accel_limit`` parameter.
+
+    ``future_stamp_tolerance_s``: a command stamped at most this far ahead of the supervisor's
+    clock (clock skew between the policy's computer and the bridge's) is taken, its stamp clamped
+    to now; one further ahead is refused. A future stamp kept as it came would make every
+    correctly stamped command after it "out of order".
     """
 
     max_speed_xy_m_s: float = 5.0
@@ -70,11 +75,13 @@ class SupervisorConfig:
     geofence_hold_s: float = 2.0
     landing_speed_m_s: float = 0.5
     limit_command_accel: bool = True
+    future_stamp_tolerance_s: float = 0.1
 
     def __post_init__(self) -> None:
         for name in ("max_speed_xy_m_s", "max_speed_up_m_s", "max_speed_down_m_s", "max_accel_xy_m_s2",
                      "max_accel_z_m_s2", "max_yaw_rate_rad_s", "control_period_s", "command_timeout_s",
-                     "fence_margin_m", "fence_brake_accel_m_s2", "geofence_hold_s", "landing_speed_m_s"):
+                     "fence_margin_m", "fence_brake_accel_m_s2", "geofence_hold_s", "landing_speed_m_s",
+                     "future_stamp_tolerance_s"):
             _positive(name, getattr(self, name))
         value = self.fence_response_s
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:

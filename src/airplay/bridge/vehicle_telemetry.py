@@ -1,7 +1,8 @@
 """The rehearsal vehicle's telemetry: which messages it sends, at what rates, with what contents.
 
 HEARTBEAT, LOCAL_POSITION_NED, ATTITUDE_QUATERNION, ATTITUDE, GLOBAL_POSITION_INT, GPS_RAW_INT,
-SYS_STATUS, BATTERY_STATUS and (ArduPilot) EKF_STATUS_REPORT, each at its rate (Hz, changed by
+SYS_STATUS, BATTERY_STATUS, EXTENDED_SYS_STATE (landed state: in air or on the ground) and
+(ArduPilot) EKF_STATUS_REPORT, each at its rate (Hz, changed by
 MAV_CMD_SET_MESSAGE_INTERVAL). The vehicle's map ENU / base_link FLU state is sent in MAVLink's
 local NED / body FRD frames; the global position is the local one offset from the simulated
 home (:data:`~airplay.bridge.vehicle_flavours.HOME_LAT_DEG` and its kin). A mixin of
@@ -20,7 +21,7 @@ from airplay.bridge.vehicle_flavours import EARTH_RADIUS_M, HOME_AMSL_M, HOME_LA
 
 DEFAULT_RATES_HZ = {"LOCAL_POSITION_NED": 50.0, "ATTITUDE_QUATERNION": 50.0, "ATTITUDE": 10.0,
                      "GLOBAL_POSITION_INT": 5.0, "SYS_STATUS": 1.0, "BATTERY_STATUS": 1.0, "HEARTBEAT": 1.0,
-                     "GPS_RAW_INT": 1.0}
+                     "GPS_RAW_INT": 1.0, "EXTENDED_SYS_STATE": 2.0}
 ARDUPILOT_RATES_HZ = {"EKF_STATUS_REPORT": 2.0}
 
 _SENSORS = (mavlink.MAV_SYS_STATUS_SENSOR_3D_GYRO | mavlink.MAV_SYS_STATUS_SENSOR_3D_ACCEL
@@ -92,6 +93,9 @@ class TelemetrySending:
             mav.battery_status_send(0, mavlink.MAV_BATTERY_FUNCTION_ALL, mavlink.MAV_BATTERY_TYPE_LIPO, 2500,
                                     [voltage_mv // 4] * 4 + [65535] * 6, current_ca, -1, -1,
                                     int(round(100 * remaining)))
+        if self._due("EXTENDED_SYS_STATE"):
+            mav.extended_sys_state_send(mavlink.MAV_VTOL_STATE_UNDEFINED, mavlink.MAV_LANDED_STATE_IN_AIR
+                                        if self.in_air else mavlink.MAV_LANDED_STATE_ON_GROUND)
         if "EKF_STATUS_REPORT" in self.rates_hz and self._due("EKF_STATUS_REPORT"):
             from pymavlink.dialects.v20 import ardupilotmega
 
