@@ -3,6 +3,10 @@ e.g. ``OUT/figures.json`` of ``bench/hil.py``): a header with the date, the comm
 the command, then the benchmark's table. Several files of one benchmark make one page, run by run.
 
     python bench/results.py out/hil-px4/figures.json out/hil-ardupilot/figures.json > docs/results/hil.md
+    python bench/results.py out/hil-px4/figures.json --note "how the checkpoint was made" > docs/results/hil.md
+
+``--note`` (once per figures file, in their order) adds a paragraph under that run's header: what
+the figures cannot say themselves, such as how the checkpoint was trained.
 """
 
 from __future__ import annotations
@@ -20,7 +24,21 @@ def _status_counts(rows: list[dict], key: str) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
-def hil_section(figures: dict) -> str:
+def _ci(ci) -> str:
+    """A 95 % interval of a rate as percent: [lo, hi] (fractions are scaled)."""
+    if not ci:
+        return ""
+    lo, hi = ci
+    scale = 100.0 if max(abs(lo), abs(hi)) <= 1.0 else 1.0
+    return f"[{lo * scale:.0f}, {hi * scale:.0f}]"
+
+
+def _replay(r: dict) -> str:
+    p = r.get("replay")
+    return "-" if not p else f"{p['equal']} / {p['steps']}"
+
+
+def hil_section(figures: dict, note: str = "") -> str:
     meta = figures["meta"]
     machine = meta.get("machine") or {}
     rows = figures["flights"]
@@ -31,23 +49,27 @@ def hil_section(figures: dict) -> str:
              f"end {meta.get('load_average')}",
              f"- command: `{meta.get('command')}`",
              f"- policy {meta['policy']}, checkpoint `{meta['checkpoint']}`; in-process profile: "
-             f"`{meta.get('vehicle') or '-'}`", "",
+             f"`{meta.get('vehicle') or '-'}`", "", *([note, ""] if note else []),
              "| | in process | in process, autopilot's profile | SITL (judged on the truth) |",
              "|---|---:|---:|---:|",
              f"| SR % | {figures['sr_in_process']} | {figures['sr_in_process_profile']} | {figures['sr_hil']} "
-             f"{figures.get('sr_hil_ci95')} |",
+             f"{_ci(figures.get('sr_hil_ci95'))} |",
              f"| CR % | {figures['cr_in_process']} | {figures['cr_in_process_profile']} | {figures['cr_hil']} |",
              "", f"SITL statuses: {_status_counts(rows, 'hil_true')}; the bridge's own (on the estimate): "
                  f"{_status_counts(rows, 'hil_estimate')}. Largest command age p95: "
-                 f"{figures['command_age_p95_ms_max']} ms. {figures['wall_s']:.0f} s in all.", "",
+                 f"{figures['command_age_p95_ms_max']} ms. {figures['wall_s']:.0f} s in all. The bridge's "
+                 "`interrupted`: the harness landed the vehicle on a true collision before the bridge's own rules, "
+                 "on the estimate, saw one. Replay: the flight's bag replayed through the checkpoint, commands "
+                 "given back bit for bit of those sent (`-`: not recorded).", "",
              "| task | in process | + profile | SITL (truth) | bridge (estimate) | closest m | command age p50 / p95 / max ms "
-             "| images Hz | estimate RMS xy / z m |",
-             "|---:|---|---|---|---|---:|---|---:|---|"]
+             "| images Hz | estimate RMS xy / z m | replay |",
+             "|---:|---|---|---|---|---:|---|---:|---|---|"]
     for r in rows:
         a, e = r.get("command_age_ms") or {}, r.get("estimate_error_rms") or {}
         lines.append(f"| {r['task']} | {r['in_process']} | {r.get('in_process_profile') or '-'} | {r['hil_true']} | "
                      f"{r['hil_estimate']} | {r['closest_true_m']} | {a.get('p50', '-')} / {a.get('p95', '-')} / "
-                     f"{a.get('max', '-')} | {r['image_rate_hz']} | {e.get('xy_m', '-')} / {e.get('z_m', '-')} |")
+                     f"{a.get('max', '-')} | {r['image_rate_hz']} | {e.get('xy_m', '-')} / {e.get('z_m', '-')} | "
+                     f"{_replay(r)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -57,7 +79,11 @@ SECTIONS = {"hil": hil_section}
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("figures", nargs="+", type=Path, help="figures files (a benchmark's --json output)")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a paragraph under a run's header (once per figures file, in their order)")
     args = ap.parse_args(argv)
+    if len(args.note) > len(args.figures):
+        raise SystemExit(f"error: {len(args.note)} --note for {len(args.figures)} figures files")
     docs = [json.loads(p.read_text()) for p in args.figures]
     kinds = {d["meta"]["benchmark"] for d in docs}
     if len(kinds) != 1:
@@ -66,8 +92,9 @@ def main(argv=None) -> int:
     title = {"hil": "Hardware in the loop: learned policies on SITL autopilots (bench/hil.py)"}[kind]
     sys.stdout.write(f"# {title}\n\nMade by `python bench/results.py` from the benchmark's figures files; "
                      f"how the benchmark works: [vehicle.md](../vehicle.md#hardware-in-the-loop-benchhilpy).\n\n")
-    for doc in docs:
-        sys.stdout.write(SECTIONS[kind](doc) + "\n")
+    notes = args.note + [""] * (len(docs) - len(args.note))
+    for doc, note in zip(docs, notes):
+        sys.stdout.write(SECTIONS[kind](doc, note) + "\n")
     return 0
 
 
