@@ -5,8 +5,9 @@ the command, then the benchmark's table. Several files of one benchmark make one
     python bench/results.py out/hil-px4/figures.json out/hil-ardupilot/figures.json > docs/results/hil.md
     python bench/results.py out/hil-px4/figures.json --note "how the checkpoint was made" > docs/results/hil.md
 
-``--note`` (once per figures file, in their order) adds a paragraph under that run's header: what
-the figures cannot say themselves, such as how the checkpoint was trained.
+``--note`` and ``--title`` (once per figures file, in their order) add a paragraph under that run's
+header and a few words to its heading: what the figures cannot say themselves, such as how the
+checkpoint was trained. The page's own command is kept in ``docs/results/make.sh``.
 """
 
 from __future__ import annotations
@@ -38,12 +39,12 @@ def _replay(r: dict) -> str:
     return "-" if not p else f"{p['equal']} / {p['steps']}"
 
 
-def hil_section(figures: dict, note: str = "") -> str:
+def hil_section(figures: dict, note: str = "", title: str = "") -> str:
     meta = figures["meta"]
     machine = meta.get("machine") or {}
     rows = figures["flights"]
     lines = [f"## {meta['autopilot']} SITL, {figures['tasks']} tasks of {meta['scene']} "
-             f"(episodes {meta['episodes']}, seed {meta['seed']})", "",
+             f"(episodes {meta['episodes']}, seed {meta['seed']}){': ' + title if title else ''}", "",
              f"- date {meta['date']}, commit `{meta.get('commit')}`",
              f"- machine: {machine.get('cpu')}, {machine.get('cpus')} CPUs, {machine.get('os')}; load average at the "
              f"end {meta.get('load_average')}",
@@ -81,9 +82,12 @@ def main(argv=None) -> int:
     ap.add_argument("figures", nargs="+", type=Path, help="figures files (a benchmark's --json output)")
     ap.add_argument("--note", action="append", default=[],
                     help="a paragraph under a run's header (once per figures file, in their order)")
-    args = ap.parse_args(argv)
-    if len(args.note) > len(args.figures):
-        raise SystemExit(f"error: {len(args.note)} --note for {len(args.figures)} figures files")
+    ap.add_argument("--title", action="append", default=[],
+                    help="what tells a run apart, after its heading (once per figures file, in their order)")
+    args = ap.parse_intermixed_args(argv)
+    for name in ("note", "title"):
+        if len(getattr(args, name)) > len(args.figures):
+            raise SystemExit(f"error: {len(getattr(args, name))} --{name} for {len(args.figures)} figures files")
     docs = [json.loads(p.read_text()) for p in args.figures]
     kinds = {d["meta"]["benchmark"] for d in docs}
     if len(kinds) != 1:
@@ -93,8 +97,9 @@ def main(argv=None) -> int:
     sys.stdout.write(f"# {title}\n\nMade by `python bench/results.py` from the benchmark's figures files; "
                      f"how the benchmark works: [vehicle.md](../vehicle.md#hardware-in-the-loop-benchhilpy).\n\n")
     notes = args.note + [""] * (len(docs) - len(args.note))
-    for doc, note in zip(docs, notes):
-        sys.stdout.write(SECTIONS[kind](doc, note) + "\n")
+    titles = args.title + [""] * (len(docs) - len(args.title))
+    for doc, note, title in zip(docs, notes, titles):
+        sys.stdout.write(SECTIONS[kind](doc, note, title) + "\n")
     return 0
 
 
