@@ -8,4 +8,6 @@ note() { cat "docs/results/data/$1.note.md"; }
 "$py" bench/results.py \
   docs/results/data/hil-px4-20.json --title "trained with the PX4 profile" --note "$(note hil-px4-20)" \
   docs/results/data/hil-px4-20-noprofile.json --title "trained without a profile" --note "$(note hil-px4-20-noprofile)" \
+  docs/results/data/hil-ardupilot-10.json --title "the PX4-profile checkpoint on ArduCopter" \
+  --note "$(note hil-ardupilot-10)" \
   > docs/results/hil.md
