@@ -13,7 +13,10 @@ the policy on the vehicle is the policy in the simulator. A chunked policy (ACT,
 on the order too: an observation the recorder lost shifts its queue, and the replay says so.
 
 Commands are compared as float32 (the policy's dtype; the bag's float64 twist holds them
-exactly). No rclpy: the bag is read with :mod:`airplay.data.bag_reader`.
+exactly). The replay runs torch and numba on the threads the policy node used (1 on a vehicle:
+:func:`airplay.nodes.common.one_compute_thread`): a matrix product summed by two threads rounds
+differently (an ACT checkpoint replayed on 2 threads differed from its flight by up to 4e-7 m/s).
+No rclpy: the bag is read with :mod:`airplay.data.bag_reader`.
 """
 
 from __future__ import annotations
@@ -107,10 +110,18 @@ def episode_task(episode):
 
 
 def replay_bag(bag_dir, policy_name: str, checkpoint: str | None = None, execution_horizon: int | None = None,
-               world=None) -> Replay:
+               world=None, threads: int = 1) -> Replay:
     """Replay the episode bag ``bag_dir`` through the policy ``policy_name`` (:func:`make_policy`,
-    loaded from ``checkpoint``). ``world``: the scene for policies that plan in it (default: the
-    bag's ``scene_dir`` where it exists, else None)."""
+    loaded from ``checkpoint``), on ``threads`` compute threads (the policy node's: 1 on a vehicle).
+    ``world``: the scene for policies that plan in it (default: the bag's ``scene_dir`` where it
+    exists, else None)."""
+    from airplay.threads import compute_threads
+
+    with compute_threads(threads, torch_too=True):
+        return _replay_bag(bag_dir, policy_name, checkpoint, execution_horizon, world)
+
+
+def _replay_bag(bag_dir, policy_name, checkpoint, execution_horizon, world) -> Replay:
     from airplay.data.bag_reader import read_episode
     from airplay.policies import make_policy
 

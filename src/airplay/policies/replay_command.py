@@ -23,7 +23,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     rows, failed = [], 0
     for bag in bags:
         try:
-            r = replay_bag(bag, args.policy, args.checkpoint or None, args.execution_horizon or None)
+            r = replay_bag(bag, args.policy, args.checkpoint or None, args.execution_horizon or None,
+                           threads=args.threads)
         except (BagError, ReplayError, ValueError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
@@ -58,5 +59,7 @@ def register(sub) -> None:
                    help="the execution horizon the flight used (0: the checkpoint's)")
     p.add_argument("--tolerance", type=float, default=0.0,
                    help="largest |replayed - recorded| accepted, m/s or rad/s (default 0: equal)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch and numba threads, as the policy node had them (default 1: its count on a vehicle)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_cmd_replay)
