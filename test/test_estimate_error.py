@@ -109,6 +109,21 @@ def test_the_policy_sees_the_estimate_and_the_rules_judge_the_truth(indoor, rend
     assert not np.allclose(offsets[0], offsets[-1])   # it wanders
 
 
+@pytest.mark.parametrize("render_images", [False, True])
+def test_an_imagegoal_observation_keeps_its_goal_image_with_an_estimate_error(indoor, render_images):
+    from airplay.tasks.sampler import sample_tasks
+    from airplay.world.env import AirPlayEnv
+
+    world = replace(indoor, estimate_error=EstimateErrorModel(0.3, 0.2, 1.0)).with_camera_size(32, 24)
+    tasks = sample_tasks(world.scene, world.grid, 2, 0, "imagegoal", world.protocol)
+    env = AirPlayEnv(world, "imagegoal", tasks=tasks, render_backend="cpu", render_images=render_images)
+    obs, _ = env.reset(options={"task": tasks[0]})
+    for _ in range(3):
+        assert set(obs) == set(env.observation_keys) and "goal_image" in obs
+        assert_allclose(obs["state"][0:3], env.estimated_position.astype(np.float32))
+        obs, *_ = env.step(np.array([0.3, 0.0, 0.0, 0.0], np.float32))
+
+
 def test_eval_with_a_profile_that_has_an_estimate_error(indoor, tmp_path):
     """`airplay eval --vehicle` with a profile's estimate error: the runs differ from the profile
     without one only through what the policy saw; each is the same when run again."""

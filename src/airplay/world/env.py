@@ -332,13 +332,14 @@ class AirPlayEnv(gym.Env):
             rgb, depth = self._blank_images()
             obs = {"rgb": rgb, "depth": depth, "state": state}
             self._last_rgb = rgb
+            seen = None
             if self._estimate is not None:  # the policy sees the estimate (airplay.sim.estimate_error)
                 seen = self.estimated_position
                 state[0:3] = seen
-                if self.setting == "pointgoal":
-                    obs["goal"] = goal_in_heading_frame(seen, self.yaw, self.task.goal_position).astype(np.float32)
-            elif self.setting == "pointgoal":  # goal_in_heading_frame, on the kernel's goal - position
+            if self.setting == "pointgoal" and seen is None:  # goal_in_heading_frame, on the kernel's goal - position
                 obs["goal"] = map_to_heading_xyz(gx, gy, gz, yaw).astype(np.float32)
+            elif self.setting == "pointgoal":
+                obs["goal"] = goal_in_heading_frame(seen, self.yaw, self.task.goal_position).astype(np.float32)
             elif self.setting == "imagegoal":
                 obs["goal_image"] = self._goal_image_obs()
             if len(obs) != len(self.observation_keys):
