@@ -15,7 +15,7 @@ from conftest import sparse_indoor_scene
 from numpy.testing import assert_allclose
 
 from airplay.bridge.identify import correlation_time, estimate_error
-from airplay.sim.estimate_error import EstimateErrorModel, estimate_error_from_profile, load_estimate_error
+from airplay.sim.estimate_error import EstimateErrorModel, estimate_error_from_profile, load_vehicle_file
 from airplay.yaml_config import ConfigError
 
 
@@ -55,17 +55,18 @@ def test_a_profiles_estimate_error_is_read_and_bad_fields_are_named(tmp_path):
     good = tmp_path / "v.yaml"
     good.write_text("velocity_time_constant_s: 0.5\nprofile:\n  estimate_error:\n    xy_rms_m: 0.1\n"
                     "    z_rms_m: 0.2\n    time_constant_s: 3\n    samples: 100\n")
-    assert load_estimate_error(good) == EstimateErrorModel(0.1, 0.2, 3.0)
+    params, model = load_vehicle_file(good)
+    assert model == EstimateErrorModel(0.1, 0.2, 3.0) and params.velocity_time_constant_s == 0.5
     none = tmp_path / "none.yaml"
     none.write_text("velocity_time_constant_s: 0.5\n")
-    assert load_estimate_error(none) is None and load_estimate_error("") is None
+    assert load_vehicle_file(none)[1] is None and load_vehicle_file("")[1] is None
     for body, field in [("xy_rms_m: fast\n    z_rms_m: 0.2", "xy_rms_m"), ("z_rms_m: 0.2", "xy_rms_m"),
                         ("xy_rms_m: -1\n    z_rms_m: 0.2", "xy_rms_m"),
                         ("xy_rms_m: 0.1\n    z_rms_m: 0.2\n    time_constant_s: 0", "time_constant_s")]:
         bad = tmp_path / "bad.yaml"
         bad.write_text(f"velocity_time_constant_s: 0.5\nprofile:\n  estimate_error:\n    {body}\n")
         with pytest.raises(ConfigError, match=field) as err:
-            load_estimate_error(bad)
+            load_vehicle_file(bad)
         assert "bad.yaml" in str(err.value) and "profile.estimate_error" in str(err.value)
 
 

@@ -67,15 +67,13 @@ def add_wind(parser) -> None:
 def vehicle_profile(text: str) -> str:
     """A vehicle file (``config/vehicle.yaml``'s fields; an identified profile of config/vehicles/),
     checked now: an argparse error names the file and the field that is wrong."""
-    from airplay.sim.dynamics import load_vehicle_params
-    from airplay.sim.estimate_error import load_estimate_error
+    from airplay.sim.estimate_error import load_vehicle_file
     from airplay.yaml_config import ConfigError
 
     if not text:
         return ""  # the default: config/vehicle.yaml
     try:
-        load_vehicle_params(text)
-        load_estimate_error(text)
+        load_vehicle_file(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text

@@ -53,14 +53,12 @@ def _scene_state(job: FlightJob):
     from airplay.tasks.protocol import load_protocol
     from airplay.tasks.sampler import sample_tasks
 
-    from airplay.sim.dynamics import load_vehicle_params
+    from airplay.sim.estimate_error import load_vehicle_file
 
     protocol = load_protocol(job.protocol) if job.protocol else None
-    from airplay.sim.estimate_error import load_estimate_error
-
-    vehicle = load_vehicle_params(job.vehicle) if job.vehicle else None
+    vehicle, estimate_error = load_vehicle_file(job.vehicle)
     world = world_with_camera(World.load(job.scene_dir, vehicle=vehicle, protocol=protocol,
-                                         estimate_error=load_estimate_error(job.vehicle)), job.image_size)
+                                         estimate_error=estimate_error), job.image_size)
     if world.protocol.render_lod_px > 0:
         world.lod_hierarchy()  # with the scene load, once per worker: every flight renders
     tasks = sample_tasks(world.scene, world.grid, job.per_scene, job.seed, job.setting, world.protocol)

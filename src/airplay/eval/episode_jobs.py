@@ -48,13 +48,11 @@ def scene_state(job: EpisodeJob):
     from airplay.world import World
     from airplay.world.env import AirPlayEnv
 
-    from airplay.sim.dynamics import load_vehicle_params
+    from airplay.sim.estimate_error import load_vehicle_file
 
     cfg = job.cfg
-    from airplay.sim.estimate_error import load_estimate_error
-
-    profile = getattr(cfg, "vehicle", "") or None
-    world = World.load(job.scene_dir, vehicle=load_vehicle_params(profile), estimate_error=load_estimate_error(profile))
+    vehicle, estimate_error = load_vehicle_file(getattr(cfg, "vehicle", ""))
+    world = World.load(job.scene_dir, vehicle=vehicle, estimate_error=estimate_error)
     tasks = sample_tasks(world.scene, world.grid, cfg.episodes, cfg.seed, cfg.setting, world.protocol)
     env = AirPlayEnv(world, cfg.setting, tasks=tasks, render_backend=cfg.render_backend,
                      render_images=cfg.render_images, disturbance=Disturbance.parse(cfg.wind),

@@ -125,14 +125,12 @@ def _scene(scene_dir: str, image_size, backend: str, vehicle: str = ""):
     if key not in _CACHE:
         from airplay.data.collect_flight import world_with_camera
         from airplay.policies import make_policy
-        from airplay.sim.dynamics import load_vehicle_params
+        from airplay.sim.estimate_error import load_vehicle_file
         from airplay.world.env import AirPlayEnv
         from airplay.world import World
 
-        from airplay.sim.estimate_error import load_estimate_error
-
-        world = world_with_camera(World.load(scene_dir, vehicle=load_vehicle_params(vehicle or None),
-                                             estimate_error=load_estimate_error(vehicle)), image_size)
+        params, estimate_error = load_vehicle_file(vehicle)
+        world = world_with_camera(World.load(scene_dir, vehicle=params, estimate_error=estimate_error), image_size)
         env = AirPlayEnv(world, "pointgoal", tasks=[], render_backend=backend, render_images=False)
         _CACHE[key] = (world, env, make_policy("field_expert", world))
     return _CACHE[key]

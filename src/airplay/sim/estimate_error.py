@@ -10,7 +10,7 @@ off the truth (RMS), and the error wanders slowly rather than jumping from frame
 (x, y, z): stationary RMS ``xy_rms_m`` of the horizontal error (both axes together, so each axis
 has ``xy_rms_m / sqrt(2)``), ``z_rms_m`` vertically, and correlation time ``time_constant_s``.
 A vehicle profile (``config/vehicles/*.yaml``) carries it in ``profile.estimate_error``
-(:func:`load_estimate_error`); ``airplay eval``, ``collect`` and ``dagger`` with ``--vehicle``
+(:func:`load_vehicle_file`); ``airplay eval``, ``collect`` and ``dagger`` with ``--vehicle``
 then fly with it: :class:`~airplay.world.env.AirPlayEnv` keeps the true state for the physics
 and the task's rules (collision, success, time) and gives the policy the estimated position
 (state, goal vector, camera pose). The process starts from its stationary distribution; each
@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from airplay.sim.dynamics import PROFILE_KEY, VehicleParams, load_vehicle_params, load_vehicle_profile
+from airplay.yaml_config import ConfigError
 
 ESTIMATE_ERROR_KEY = "estimate_error"
 """The field of a vehicle profile's ``profile`` mapping that holds the model."""
@@ -102,16 +105,15 @@ def estimate_error_from_profile(profile: dict) -> EstimateErrorModel | None:
     return EstimateErrorModel(**values)
 
 
-def load_estimate_error(path: str | Path | None) -> EstimateErrorModel | None:
-    """The estimate-error model of the vehicle file ``path`` (None: no file, or a file without one);
-    a :class:`~airplay.yaml_config.ConfigError` names the file and the field."""
+def load_vehicle_file(path: str | Path | None) -> tuple[VehicleParams, EstimateErrorModel | None]:
+    """What ``--vehicle FILE`` gives a :class:`~airplay.world.World`: the flight model's parameters
+    and the estimate-error model of the vehicle file ``path`` (empty or None: config/vehicle.yaml,
+    no estimate error); a :class:`~airplay.yaml_config.ConfigError` names the file and the field."""
     if not path:
-        return None
-    from airplay.sim.dynamics import PROFILE_KEY, load_vehicle_profile
-    from airplay.yaml_config import ConfigError
-
-    _, profile = load_vehicle_profile(path)
+        return load_vehicle_params(), None
+    params, profile = load_vehicle_profile(path)
     try:
-        return estimate_error_from_profile(profile)
+        return params, estimate_error_from_profile(profile)
     except ValueError as exc:
         raise ConfigError(Path(path), str(exc), f"{PROFILE_KEY}.{ESTIMATE_ERROR_KEY}") from None
+
