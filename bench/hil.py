@@ -90,8 +90,7 @@ def replay(args, verdict: dict) -> dict | None:
     bags = verdict.get("bags") or []
     if not bags:
         return None
-    r = replay_bag(bags[0], args.policy, args.checkpoint)
-    return {"bag": bags[0], "steps": r.steps, "equal": r.equal, "max_abs_diff": r.max_abs_diff, "dropped": r.dropped}
+    return replay_bag(bags[0], args.policy, args.checkpoint).to_dict()
 
 
 def hil_episode(verdict: dict, series: dict, task, scene_name: str, policy: str, seed: int):

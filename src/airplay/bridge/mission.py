@@ -179,12 +179,10 @@ class MissionJudge:
 
     def _end(self, status: EpisodeStatus, reason: str, position, now_s: float, on_path: bool = True) -> Ending:
         distance = self.mission.goal_distance(position)
-        if on_path:
-            point = tuple(float(v) for v in np.asarray(position, np.float64)[:3])
-            if np.all(np.isfinite(point)) and (not self.path or self.path[-1] != point):
-                self.path.append(point)
-        self.ending = Ending(status, reason, float(now_s), float(now_s - (self.started_s or now_s)),
-                             tuple(float(v) for v in np.asarray(position, np.float64)[:3]), distance)
+        point = tuple(float(v) for v in np.asarray(position, np.float64)[:3])
+        if on_path and np.all(np.isfinite(point)) and (not self.path or self.path[-1] != point):
+            self.path.append(point)
+        self.ending = Ending(status, reason, float(now_s), float(now_s - (self.started_s or now_s)), point, distance)
         return self.ending
 
     def update(self, position, now_s: float) -> Ending | None:

@@ -172,7 +172,6 @@ def fly_and_record(world, env, policy, task, job: FlightJob) -> dict:
     # encodes them after landing in one tight loop, the same records in the same order: about
     # a third of the CPU time of encoding each step between rendering and simulating, whose
     # work evicts the encoders' code and data from the caches.
-    vehicle = env.vehicle
     if job.noise_std > 0:  # DART: fly label + noise, record the label
         import zlib
 
@@ -185,7 +184,7 @@ def fly_and_record(world, env, policy, task, job: FlightJob) -> dict:
         rgb, depth = world.camera_images(env.estimated_position, env.yaw, job.render_backend, depth=job.depth)
         t1 = time.perf_counter()
         render_s += t1 - t
-        step = [stamp, np.array(rgb), None if depth is None else np.array(depth), _state64(vehicle, env), None]
+        step = [stamp, np.array(rgb), None if depth is None else np.array(depth), _observed_state64(env), None]
         kept.append(step)
         t2 = time.perf_counter()
         encode_s += t2 - t1
@@ -240,12 +239,11 @@ def with_dart_noise(command, rng, noise_std: float, action_space):
     return np.clip(noisy, action_space.low, action_space.high).astype(np.float32)
 
 
-def _state64(vehicle, env=None):
-    """(13,) float64 state of vehicle 0: position, quaternion xyzw, map velocity, body rates; with
-    ``env``, the position the policy sees (its estimate, :attr:`AirPlayEnv.estimated_position`)."""
+def _observed_state64(env):
+    """(13,) float64 state of ``env``'s vehicle as the policy sees it: position (the estimate,
+    :attr:`AirPlayEnv.estimated_position`), quaternion xyzw, map velocity, body rates."""
     import numpy as np
 
-    state = np.array(vehicle.odometry(0))  # one compiled call; equal to concatenating the properties' rows
-    if env is not None and env.world.estimate_error is not None:
-        state[0:3] = env.estimated_position
+    state = np.array(env.vehicle.odometry(0))  # one compiled call; equal to concatenating the properties' rows
+    state[0:3] = env.estimated_position        # the true position itself without an estimate error
     return state

@@ -65,10 +65,9 @@ def observation(episode, t: int, setting: str, task) -> dict:
     from airplay.world.env import goal_in_heading_frame
 
     state = episode.state[t]
-    obs = {"rgb": episode.rgb[t], "depth": episode.depth[t] if episode.depth is not None else None,
-           "state": state.astype(np.float32)}
-    if obs["depth"] is None:
-        del obs["depth"]
+    obs = {"rgb": episode.rgb[t], "state": state.astype(np.float32)}
+    if episode.depth is not None:
+        obs["depth"] = episode.depth[t]
     if setting == "pointgoal":
         obs["goal"] = goal_in_heading_frame(state[0:3], heading_of_state(state), task.goal_position).astype(np.float32)
     elif setting == "imagegoal":
