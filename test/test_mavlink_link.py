@@ -682,3 +682,27 @@ def test_identify_refuses_to_arm_without_the_request(tmp_path):
     done = subprocess.run([sys.executable, "-m", "airplay.cli", "identify", "--out", str(tmp_path / "p.yaml")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--arm" in done.stderr and not (tmp_path / "p.yaml").exists()
+
+
+@pytest.mark.parametrize("flavour", ["px4", "ardupilot"])
+def test_a_gps_loss_in_flight_ends_offboard_control(rigs, flavour):
+    """The rehearsal vehicle loses its GPS 5 s into the flight (the take-off takes ~2 s) (GPS_RAW_INT no fix, a drifting
+    estimate, PX4's growing eph / ArduPilot's EKF without an absolute position): the bridge stops
+    sending setpoints at once (none computed on the drifting estimate), reports
+    ESTIMATE_DISTRUSTED with the reason, has the autopilot land, and never takes control back."""
+    rig = rigs(flavour, ("--gps-loss-after", "5.0"), takeoff_height_m=0.8)
+    rig.wait_phase("flying", 20)
+    rig.command = [0.5, 0.0, 0.0, 0.0]
+    rig.wait_phase("landing", 20)
+    assert rig.handover is not None and "flying" in rig.phases[:rig.phases.index("landing")]
+    distrusted = [iv for iv in rig.interventions if iv.kind is K.ESTIMATE_DISTRUSTED]
+    assert len(distrusted) == 1, rig.kinds()
+    assert "GPS lost" in distrusted[0].reason or "position" in distrusted[0].reason, distrusted[0].reason
+    sent = rig.flight.sent
+    rig.wait_phase("landed", 20)
+    assert rig.flight.sent == sent                      # nothing sent after the estimate was distrusted
+    assert not rig.autopilot.status.armed
+    assert rig.autopilot.status.mode == ("AUTO.LAND" if flavour == "px4" else "LAND")
+    assert rig.flight.error is not None and "estimate" in rig.flight.error
+    assert "flying" not in rig.phases[rig.phases.index("landing"):]
+    assert rig.flight.request_arm() is False            # the flight is over: no new arming on this estimate

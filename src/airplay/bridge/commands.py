@@ -115,7 +115,7 @@ def _cmd_vehicle(args: argparse.Namespace) -> int:
         params = load_vehicle_params(args.vehicle_config)
         vehicle = VehicleEndpoint(args.mavlink, args.flavour, params, start, system=args.system_id,
                                   offboard_loss_s=args.offboard_loss, autopilot_params=_autopilot_params(args.param),
-                                  ready_after_s=args.ready_after)
+                                  ready_after_s=args.ready_after, gps_loss_after_s=args.gps_loss_after)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -276,6 +276,10 @@ def register(sub) -> None:
                    help="seconds from start until the estimator is ready: arming and position modes are refused "
                         "before (PX4: 'Preflight Fail: ekf2 missing data', ArduPilot: 'PreArm: Need Position "
                         "Estimate'), SYS_STATUS shows the pre-arm check unhealthy (default 0: ready at once)")
+    p.add_argument("--gps-loss-after", type=float, default=None, metavar="S",
+                   help="rehearse a GPS loss: after S seconds of flight GPS_RAW_INT says no fix and the reported "
+                        "position drifts from the true one (dead reckoning), as PX4 and ArduPilot report it "
+                        "(default: never)")
     p.add_argument("--system-id", type=int, default=1)
     p.add_argument("--vehicle-config", help="vehicle parameters YAML (default config/vehicle.yaml)")
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: Ctrl-C)")

@@ -25,6 +25,7 @@ class FenceGuard:
 
     def __init__(self, fence: Geofence, config: SupervisorConfig) -> None:
         self.fence, self.config = fence, config
+        self.margin_m = config.fence_margin_m  # the stand-off now (m): grown with the estimate's uncertainty
 
     def predicted_crossing(self, p: np.ndarray, v: np.ndarray) -> str | None:
         """Why the vehicle at ``p`` (m) moving at ``v`` (m/s, map ENU) cannot stop before the
@@ -45,11 +46,10 @@ class FenceGuard:
         return why
 
     def remove_outward(self, cmd: np.ndarray, p: np.ndarray, yaw_rad: float) -> tuple[np.ndarray, list[str]]:
-        """Rule 5a: within ``fence_margin_m`` of a fence part, the command's outward component
-        removed. The command (modified in place when something is removed) and what was removed."""
-        cfg = self.config
+        """Rule 5a: within the margin (:attr:`margin_m`: ``fence_margin_m`` or more) of a fence
+        part, the command's outward component removed. The command (modified in place when something is removed) and what was removed."""
         removed: list[str] = []
-        normals, names = self.fence.near_normals(p, cfg.fence_margin_m)
+        normals, names = self.fence.near_normals(p, self.margin_m)
         if normals:
             v_enu = frames.heading_to_map(cmd[:3], yaw_rad)
             for _ in range(3):  # repeat for corners, where removing one component can add another
@@ -73,7 +73,7 @@ class FenceGuard:
         limits = []   # (part, cap m/s) for the parts whose cap can bind
         for part in self.fence.parts(p):
             approach = max(0.0, float(np.dot(v_meas, part.direction)))
-            room_m = part.distance_m - cfg.fence_margin_m - approach * cfg.fence_response_s
+            room_m = part.distance_m - self.margin_m - approach * cfg.fence_response_s
             cap = math.sqrt(2.0 * cfg.fence_brake_accel_m_s2 * max(0.0, room_m))
             if cap < speed:
                 limits.append((part, cap))
@@ -102,5 +102,5 @@ class FenceGuard:
                    if float(np.dot(v_enu, part.direction)) > cap + CHANGE_TOLERANCE]
         return cmd, ("braking for the geofence: " + "; ".join(binding[:4])
                      + f" ({_fmt(before)} -> {_fmt(cmd)}; {cfg.fence_brake_accel_m_s2:.2f} m/s^2, "
-                     f"{cfg.fence_response_s:.2f} s response, {cfg.fence_margin_m:.2f} m margin)")
+                     f"{cfg.fence_response_s:.2f} s response, {self.margin_m:.2f} m margin)")
 

@@ -48,6 +48,17 @@ The flight sequence is an explicit state machine (:class:`Phase`):
     failsafe, the pilot's mode switch) -> the bridge stops sending and ends in ``holding`` with an
     error (AUTOPILOT_TOOK_OVER): it never takes the vehicle back. With a mission, the task's end
     rules are judged every tick; at the end the policy is no longer flown: hold, then land.
+``estimate_lost`` (an outcome, not a phase)
+    from the take-off on, the autopilot's estimate is watched
+    (:mod:`airplay.bridge.estimator_watch`: GPS fix, the estimator's flags and uncertainty,
+    severe STATUSTEXTs, jumps, staleness). Where it is no longer fit to fly on, the bridge stops
+    sending setpoints at once (no position setpoint on that estimate, not even a hold),
+    reports ESTIMATE_DISTRUSTED with the reason and commands the autopilot's LAND
+    (``landing``; PX4's AUTO.LAND and ArduCopter's LAND descend without a horizontal position
+    where they have none): it never takes control back (the flight ends with an error). The
+    same checks keep the bridge in ``checking`` before arming, and refuse OFFBOARD/GUIDED.
+    Meanwhile the fence's stand-off grows with the reported horizontal uncertainty
+    (:meth:`~airplay.bridge.supervisor.SafetySupervisor.on_estimate_uncertainty`).
 ``link_lost``
     nothing from the autopilot (HEARTBEAT or telemetry) for ``heartbeat_timeout_s`` while
     armed, or this process stalled that long (no control period ran): nothing is sent (the
@@ -95,12 +106,20 @@ from airplay.bridge.flight_config import (ARM_BACKOFF_S, PX4_ARMING_MODES, TERMI
 from airplay.bridge.flight_ending import FlightEnding
 from airplay.bridge.flight_link import LinkWatch
 from airplay.bridge.flight_mission import MissionControl
-from airplay.bridge.interventions import Mode
+from airplay.bridge.interventions import Intervention, InterventionKind, Mode
 from airplay.bridge.mavlink_link import CommandError
 from airplay.bridge.supervisor import SafetySupervisor
 from airplay.frames import yaw_of_state
 
 log = logging.getLogger("airplay.bridge")
+
+ESTIMATE_WATCH_HZ = 5.0
+"""Rate (Hz) asked for GPS_RAW_INT and ESTIMATOR_STATUS (PX4) / EKF_STATUS_REPORT (ArduPilot)."""
+EKF_STATUS_REPORT_ID = 193
+"""MAVLINK_MSG_ID_EKF_STATUS_REPORT (ardupilotmega dialect)."""
+GROUND_RECENT_S = 5.0
+"""Before the take-off, a severe STATUSTEXT or a jump of the estimate holds the arming back for
+this long (s): an EKF settling on the ground (its origin set, a first GPS fix) is not a fault."""
 
 
 class FlightController(FlightEnding, LinkWatch, MissionControl):
@@ -135,6 +154,9 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
         self._land_after_loss = False
         self._phase_before_loss = Phase.FLYING
         self._in_offboard = False    # flying under offboard control, confirmed by the HEARTBEAT
+        self._watch_since: float | None = None  # the Autopilot's clock at the take-off: the estimate is watched
+        self.estimate_distrusted: str | None = None  # why the bridge stopped flying on the estimate
+        autopilot.estimate.limits = self.config.estimate_limits()
         self.autopilot_fence: InstalledFence | None = None
         self._last_tick_s: float | None = None
         self._worker: threading.Thread | None = None
@@ -229,6 +251,10 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
                 ap.request_message_interval(msg_id, cfg.telemetry_rate_hz, cfg.ack_timeout_s)
             ap.request_message_interval(mavlink.MAVLINK_MSG_ID_SYS_STATUS, 2.0, cfg.ack_timeout_s)  # pre-arm bit
             ap.request_message_interval(mavlink.MAVLINK_MSG_ID_EXTENDED_SYS_STATE, 2.0, cfg.ack_timeout_s)  # landed
+            # the estimate's health (estimator_watch): the GPS fix, the estimator's flags and uncertainty
+            ap.request_message_interval(mavlink.MAVLINK_MSG_ID_GPS_RAW_INT, ESTIMATE_WATCH_HZ, cfg.ack_timeout_s)
+            ap.request_message_interval(mavlink.MAVLINK_MSG_ID_ESTIMATOR_STATUS if status.flavour == "px4"
+                                        else EKF_STATUS_REPORT_ID, ESTIMATE_WATCH_HZ, cfg.ack_timeout_s)
             self._set_phase(Phase.CHECKING)
             self._wait_ready()
             self._tie_at_start()
@@ -245,6 +271,7 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
             self._arm()
             self._set_phase(Phase.TAKING_OFF)
             ground_z = self._current_z()
+            self._watch_since = ap.clock()
             self._takeoff_commanded = True
             base_amsl = ap.takeoff(cfg.takeoff_height_m, cfg.ack_timeout_s)
             target = ground_z + cfg.takeoff_height_m
@@ -253,13 +280,18 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
             climbed = TakeoffDone(ap, target, cfg.altitude_tolerance_m, reached_amsl, ground_z_m=ground_z)
             try:
                 ap.wait_for(lambda: climbed() or self._stop.is_set() or self._landing_requested
-                            or self.phase == Phase.LINK_LOST, cfg.takeoff_timeout_s,
+                            or self.phase == Phase.LINK_LOST or bool(self._estimate_problems()),
+                            cfg.takeoff_timeout_s,
                             f"the take-off to z={target:.2f} m")
             except TimeoutError as exc:
                 raise FlightFailure(f"{exc} (takeoff_timeout_s; at z={self._current_z():.2f} m)") from None
             if self._landing_requested:
                 return
             self._check_going("the take-off")
+            problems = self._estimate_problems()
+            if problems:  # the autopilot flies its take-off: no offboard control on this estimate
+                self._distrust(self.clock(), problems, "during the take-off")
+                return
             self._enter_offboard()
         except AutopilotTookOver as exc:
             self._yield_to_autopilot(self.clock(), f"{exc}: it is in control; the bridge does not take it back")
@@ -276,7 +308,7 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
         still = EstimateStillness(cfg.estimate_settle_s, cfg.estimate_settle_spread_m) \
             if self.mission is not None and cfg.map_tie == "task_start" else None
         while True:
-            missing = prearm_missing(self.autopilot)
+            missing = prearm_missing(self.autopilot) + self._ground_estimate_problems()
             if still is not None:
                 local = ap.telemetry.local_state()
                 if local is not None:
@@ -307,6 +339,9 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
     def _arm(self) -> None:
         """``arming``: (ArduPilot GUIDED,) ARM, retried with back-off while the refusal may pass."""
         ap, cfg = self.autopilot, self.config
+        problems = self._ground_estimate_problems()
+        if problems:
+            raise FlightFailure(f"not arming: {'; '.join(problems)}")
         deadline = time.monotonic() + cfg.ready_timeout_s
         delay, attempt = ARM_BACKOFF_S[0], 0
         while True:
@@ -338,6 +373,8 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
     def _enter_offboard(self) -> None:
         """``warming_up``: stream the supervisor's hover, then OFFBOARD (PX4); then ``flying``."""
         ap, cfg = self.autopilot, self.config
+        if self.estimate_distrusted is not None:
+            raise FlightFailure(f"no offboard control again: {self.estimate_distrusted}")
         self._set_phase(Phase.WARMING_UP)
         with self._lock:
             self.supervisor.reset()
@@ -346,6 +383,10 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
         self._check_going("the setpoint warm-up")
         if self._landing_requested:
             return  # landing already (the geofence, the operator): no switch to offboard control
+        problems = self._estimate_problems()
+        if problems:
+            self._distrust(self.clock(), problems, "before the switch to offboard control")
+            return
         try:
             if ap.status.flavour == "px4" or ap.status.mode != "GUIDED":
                 ap.set_mode("offboard", cfg.ack_timeout_s, verify_s=2.0)
@@ -365,6 +406,49 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
             self._flying_since = self.clock()
         self._set_phase(Phase.FLYING)
 
+    # -- the estimate ---------------------------------------------------------------------------
+    def _estimate_problems(self) -> list[str]:
+        """What makes the autopilot's estimate unfit to fly on now (empty: none); from the take-off on."""
+        ap = self.autopilot
+        if self._watch_since is None:
+            return []
+        return ap.estimate.problems(ap.clock(), since_s=self._watch_since, last_message_s=ap.status.last_message_s)
+
+    def _ground_estimate_problems(self) -> list[str]:
+        """Before the take-off: the estimate's problems now (texts and jumps of the last
+        :data:`GROUND_RECENT_S`), each prefixed for the pre-arm report."""
+        ap = self.autopilot
+        now = ap.clock()
+        return [f"the estimate: {p}" for p in ap.estimate.problems(now, since_s=now - GROUND_RECENT_S,
+                                                                   last_message_s=ap.status.last_message_s)]
+
+    def _watch_estimate(self, now: float) -> None:
+        """While the bridge streams (warming up, positioning, flying): an estimate not to be flown
+        on ends its control (:meth:`_distrust`)."""
+        if self.estimate_distrusted is not None or not self.streaming or self.phase not in (
+                Phase.WARMING_UP, Phase.POSITIONING, Phase.FLYING):
+            return
+        problems = self._estimate_problems()
+        if problems:
+            self._distrust(now, problems, f"in phase {self.phase}")
+
+    def _distrust(self, now: float, problems: list[str], when: str) -> None:
+        """The estimate is not to be flown on: stop sending (no setpoint computed on it), report
+        ESTIMATE_DISTRUSTED, command the autopilot's LAND; never fly offboard again this flight."""
+        with self._lock:
+            if self.estimate_distrusted is not None:
+                return
+            self.streaming = False
+            self._in_offboard = False
+            reason = (f"the autopilot's position estimate is not fit to fly on {when}: {'; '.join(problems)}; "
+                      "the bridge stopped sending setpoints and hands the vehicle to the autopilot's LAND")
+            self.estimate_distrusted = reason
+        self.error = self.error or reason
+        log.error("%s", reason)
+        self.on_intervention(Intervention(now, InterventionKind.ESTIMATE_DISTRUSTED, reason,
+                                          None if self.last_output is None else self.last_output.command, None))
+        self._request_land(reason, force=True)
+
     def _current_z(self) -> float:
         state = self.autopilot.telemetry.state()
         return math.nan if state is None else float(state[2])
@@ -383,8 +467,10 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
             yaw = None if state is None else yaw_of_state(state)
             if state is not None:
                 sup.on_state(state[0:3], state[7:10], yaw, now)
+            sup.on_estimate_uncertainty(ap.estimate.eph_m)
         self._watch_link(now)
         self._watch_mode(now)
+        self._watch_estimate(now)
         with self._lock:
             if not self.streaming or self.phase == Phase.LINK_LOST:
                 return None

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 
 from airplay.bridge.autopilot_fence import FENCE_ACTIONS
+from airplay.bridge.estimator_watch import EstimateLimits
 from airplay.bridge.supervisor_config import SupervisorConfig
 
 
@@ -72,7 +73,9 @@ class FlightConfig:
     ``estimate_settle_s``); ``positioning_*`` the hand-over at the start pose (0.25 m horizontally:
     PX4 SIH's own position hold wanders ~0.2 m with its GPS; 0.1 m vertically: tasks start 0.1 m
     above the height band; settled for 1 s: PX4 dips after its climb); ``end_hold_s`` and
-    ``end_action`` ("land" or "hold") what follows the mission's end."""
+    ``end_action`` ("land" or "hold") what follows the mission's end. ``max_eph_m``,
+    ``ekf_variance_max``, ``position_jump_m`` and ``position_stale_s``: when the estimate is no
+    longer flown on (:class:`~airplay.bridge.estimator_watch.EstimateLimits`, :meth:`estimate_limits`)."""
 
     takeoff_height_m: float = 1.5
     altitude_tolerance_m: float = 0.15
@@ -103,6 +106,10 @@ class FlightConfig:
     positioning_timeout_s: float = 30.0
     end_hold_s: float = 2.0
     end_action: str = "land"
+    max_eph_m: float = 1.0
+    ekf_variance_max: float = 0.8
+    position_jump_m: float = 1.0
+    position_stale_s: float = 1.0
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
 
     def __post_init__(self) -> None:
@@ -126,6 +133,12 @@ class FlightConfig:
                                                                          "autopilot_ceiling_margin_m", "end_hold_s",
                                                                          "positioning_settle_s")):
                 raise ValueError(f"FlightConfig.{f.name} must be a positive number, got {value!r}")
+
+
+    def estimate_limits(self) -> EstimateLimits:
+        """The :class:`~airplay.bridge.estimator_watch.EstimateLimits` of this flight."""
+        return EstimateLimits(max_eph_m=self.max_eph_m, ekf_variance_max=self.ekf_variance_max,
+                              jump_m=self.position_jump_m, stale_s=self.position_stale_s)
 
 
 def supervisor_config_from_vehicle(params=None, **overrides) -> SupervisorConfig:

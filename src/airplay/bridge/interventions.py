@@ -39,6 +39,7 @@ class InterventionKind(enum.Enum):
     OPERATOR_STOP_LAND = "operator_stop_land"
     HEARTBEAT_LOST = "heartbeat_lost"
     AUTOPILOT_TOOK_OVER = "autopilot_took_over"
+    ESTIMATE_DISTRUSTED = "estimate_distrusted"
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from pymavlink.dialects.v20 import common as mavlink
 
 from airplay import frames
 from airplay.bridge import frames as mav_frames
+from airplay.bridge.estimator_watch import EstimatorWatch
 from airplay.bridge.mavlink_transport import MavlinkLink, host_port
 from airplay.bridge.modes import MODE_NAMES, do_set_mode_params, flavour_of_autopilot, mode_name
 from airplay.bridge.telemetry import Telemetry
@@ -145,6 +146,7 @@ class Autopilot:
         self.clock = clock
         self.status = AutopilotStatus()
         self.telemetry = Telemetry()
+        self.estimate = EstimatorWatch()  # what the autopilot says about its estimate (GPS, flags, texts, jumps)
         self.on_message = []         # callables(msg), run on the receive thread
         self._acks: dict[int, object] = {}
         self._cond = threading.Condition()
@@ -225,7 +227,9 @@ class Autopilot:
                 self._acks[msg.command] = msg
                 self._cond.notify_all()
         elif kind == "LOCAL_POSITION_NED":
-            self.telemetry.on_local_position_ned(msg.time_boot_ms, (msg.x, msg.y, msg.z), (msg.vx, msg.vy, msg.vz))
+            position, velocity = (msg.x, msg.y, msg.z), (msg.vx, msg.vy, msg.vz)
+            if self.telemetry.on_local_position_ned(msg.time_boot_ms, position, velocity):
+                self.estimate.on_position(self.clock(), msg.time_boot_ms, position, velocity)
         elif kind == "ATTITUDE_QUATERNION":
             self.telemetry.on_attitude_quaternion(msg.time_boot_ms, (msg.q1, msg.q2, msg.q3, msg.q4),
                                                   (msg.rollspeed, msg.pitchspeed, msg.yawspeed))
@@ -234,11 +238,17 @@ class Autopilot:
                                              (msg.rollspeed, msg.pitchspeed, msg.yawspeed))
         elif kind == "EKF_STATUS_REPORT":
             st.ekf_flags, st.ekf_s = int(msg.flags), self.clock()
+            self.estimate.on_ekf_status(st.ekf_s, msg.flags, msg.velocity_variance, msg.pos_horiz_variance)
+        elif kind == "ESTIMATOR_STATUS":
+            self.estimate.on_estimator_status(self.clock(), msg.flags, msg.pos_horiz_accuracy)
+        elif kind == "GPS_RAW_INT":
+            self.estimate.on_gps(self.clock(), msg.fix_type, msg.satellites_visible, getattr(msg, "h_acc", None))
         elif kind == "EXTENDED_SYS_STATE":
             st.landed_state = LANDED_STATES.get(int(msg.landed_state))
         elif kind == "STATUSTEXT":
             text = StatusText(self.clock(), int(msg.severity), str(msg.text).rstrip("\x00").strip())
             st.statustexts.append(text)
+            self.estimate.on_statustext(text.time_s, text.severity, text.text)
             log.log(_STATUSTEXT_LEVELS.get(text.severity, logging.INFO), "autopilot says %s", text)
         elif kind == "SYS_STATUS":
             if msg.onboard_control_sensors_present & PREARM_CHECK_BIT:

@@ -59,6 +59,17 @@ BRIDGE_SCHEMA = NodeSchema("mavlink_bridge", (
     _P("fence_brake_accel_m_s2", 1.5, "deceleration the geofence plans its braking with, m/s^2"),
     _P("fence_response_s", 0.7, "the vehicle's velocity-response lag the geofence allows for (distance flown "
                                 "before braking begins), s"),
+    _P("fence_margin_per_eph", 2.0, "the fence's stand-off is at least this many times the autopilot's reported "
+                                    "horizontal uncertainty (PX4 ESTIMATOR_STATUS pos_horiz_accuracy; 0: fixed)",
+       min=0.0),
+    _P("max_eph_m", 1.0, "the autopilot's horizontal uncertainty above which the bridge refuses, or ends, "
+                         "offboard control (the autopilot lands), m"),
+    _P("ekf_variance_max", 0.8, "ArduPilot EKF_STATUS_REPORT test ratio above which the estimate is not flown on "
+                                "(ArduPilot's own FS_EKF_THRESH is 0.8)"),
+    _P("position_jump_m", 1.0, "a step of the position estimate this far beyond its velocity (a reset, a glitch "
+                               "taken in) ends offboard control, m"),
+    _P("position_stale_s", 1.0, "no position estimate for this long while the autopilot's other messages come "
+                                "ends offboard control, s"),
     _P("geofence_hold_s", 2.0, "outside the fence: hold this long, then land, s"),
     _P("autopilot_fence", False, "also install the fence (polygon/box, ceiling) in the autopilot as its own hard "
                                  "limit before arming, read it back, restore the previous one after the flight"),
@@ -186,8 +197,9 @@ def flight_settings(values: dict) -> FlightSettings:
                     "ready_timeout_s", "takeoff_timeout_s", "landing_timeout_s", "shutdown_timeout_s",
                     "link_lost_timeout_s", "link_return", "on_failure", "autopilot_fence", "autopilot_fence_action",
                     "autopilot_fence_margin_m", "autopilot_ceiling_margin_m", "positioning_timeout_s", "end_hold_s",
-                    "end_action")
-    supervisor_names = ("command_timeout_s", "heartbeat_timeout_s", "fence_margin_m", "fence_brake_accel_m_s2",
+                    "end_action", "max_eph_m", "ekf_variance_max", "position_jump_m", "position_stale_s")
+    supervisor_names = ("command_timeout_s", "heartbeat_timeout_s", "fence_margin_m", "fence_margin_per_eph",
+                        "fence_brake_accel_m_s2",
                         "fence_response_s", "geofence_hold_s", "landing_speed_m_s")
     overrides = {name: p[name] for name in flight_names + supervisor_names}
     overrides["map_tie"] = map_tie

@@ -47,6 +47,10 @@ Use: feed ``on_command`` (policy), ``on_state`` (odometry), ``on_heartbeat`` (au
       distance is cap^2 / (2 a). The cap is met for all parts together (iterated
       projection, then a uniform scale-down of the velocity if needed); yaw rate untouched.
 
+The fence's stand-off is ``fence_margin_m``, grown with the autopilot's reported horizontal
+uncertainty (:meth:`SafetySupervisor.on_estimate_uncertainty`: ``max(fence_margin_m,
+fence_margin_per_eph * eph)``) in rules 5a, 5b and the hold point below.
+
 HOLD: ``command`` is the zero-velocity hover (simulators use it), and
 ``hold_position_enu``/``hold_yaw_rad`` the pose latched when the HOLD episode began (the
 first HOLD output with a known position): the vehicle's position and yaw, except that
@@ -96,6 +100,8 @@ class SafetySupervisor:
         cfg = self.config
         self.fence = Geofence(cfg.fence_vertices_ccw(), cfg.fence_z_min_m, cfg.fence_z_max_m) if cfg.has_fence else None
         self._fence_guard = FenceGuard(self.fence, cfg) if self.fence is not None else None
+        self.fence_margin_m = cfg.fence_margin_m   # the stand-off now, m (grows with the estimate's eph)
+        self._logged_margin_m = cfg.fence_margin_m
         self._last_heartbeat_s: float | None = None
         self._position_enu: np.ndarray | None = None
         self._velocity_enu: np.ndarray | None = None
@@ -177,6 +183,21 @@ class SafetySupervisor:
             return
         self._position_enu, self._velocity_enu, self._yaw_rad = p, v, float(yaw_rad)
 
+    def on_estimate_uncertainty(self, eph_m: float | None) -> float:
+        """The autopilot's horizontal uncertainty (m, 1 sigma; None: not reported): the fence
+        margin becomes ``max(fence_margin_m, fence_margin_per_eph * eph_m)``. Returns the margin (m)."""
+        cfg = self.config
+        margin = cfg.fence_margin_m
+        if eph_m is not None and math.isfinite(eph_m) and eph_m > 0:
+            margin = max(margin, cfg.fence_margin_per_eph * float(eph_m))
+        if abs(margin - self._logged_margin_m) >= 0.05:  # logged where it moved by 5 cm or more
+            log.info("fence margin %.2f m (eph %s)", margin, "-" if eph_m is None else f"{eph_m:.2f} m")
+            self._logged_margin_m = margin
+        self.fence_margin_m = margin
+        if self._fence_guard is not None:
+            self._fence_guard.margin_m = margin
+        return margin
+
     def on_heartbeat(self, now_s: float) -> None:
         """An autopilot HEARTBEAT arrived at ``now_s``."""
         self._last_heartbeat_s = float(now_s)
@@ -218,7 +239,7 @@ class SafetySupervisor:
         predicted to cross it, the nearest point at least ``fence_margin_m`` inside instead."""
         p = self._position_enu.copy()
         if self.fence is not None and self._fence_exit:
-            p = self.fence.inset(p, self.config.fence_margin_m)
+            p = self.fence.inset(p, self.fence_margin_m)
         self._hold_position, self._hold_yaw = p, self._yaw_rad
         log.info("hold at %s m, yaw %.3f rad", _fmt(p), self._yaw_rad)
 

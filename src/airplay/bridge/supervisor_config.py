@@ -50,6 +50,12 @@ class SupervisorConfig:
     step-to-step command changes (0.46 m/s in one period), turned its reaching the goal into a
     collision; the bridge sets it from its ``command_accel_limit`` parameter.
 
+    ``fence_margin_per_eph``: the stand-off grows with the autopilot's reported horizontal
+    uncertainty ``eph`` (m, 1 sigma; PX4's ESTIMATOR_STATUS ``pos_horiz_accuracy``): it is
+    ``max(fence_margin_m, fence_margin_per_eph * eph)`` (:meth:`SafetySupervisor.on_estimate_uncertainty
+    <airplay.bridge.supervisor.SafetySupervisor.on_estimate_uncertainty>`; 0: the margin stays fixed).
+    The bridge ends its control where ``eph`` exceeds its ``max_eph_m``.
+
     ``future_stamp_tolerance_s``: a command stamped at most this far ahead of the supervisor's
     clock (clock skew between the policy's computer and the bridge's) is taken, its stamp clamped
     to now; one further ahead is refused. A future stamp kept as it came would make every
@@ -70,6 +76,7 @@ class SupervisorConfig:
     fence_z_min_m: float | None = None
     fence_z_max_m: float | None = None
     fence_margin_m: float = 0.5
+    fence_margin_per_eph: float = 2.0
     fence_brake_accel_m_s2: float = 1.5
     fence_response_s: float = 0.7
     geofence_hold_s: float = 2.0
@@ -83,6 +90,11 @@ class SupervisorConfig:
                      "fence_margin_m", "fence_brake_accel_m_s2", "geofence_hold_s", "landing_speed_m_s",
                      "future_stamp_tolerance_s"):
             _positive(name, getattr(self, name))
+        for name in ("fence_response_s", "fence_margin_per_eph"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0:
+                raise ValueError(f"SupervisorConfig.{name} must be a finite number >= 0, got {value!r}")
         value = self.fence_response_s
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise ValueError(f"SupervisorConfig.fence_response_s must be a finite number >= 0, got {value!r}")

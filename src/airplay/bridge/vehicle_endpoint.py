@@ -37,6 +37,15 @@ only once ready; GPS_RAW_INT has fix_type 3 (10 satellites) once ready, 1 before
 EKF_STATUS_REPORT sets the attitude, velocity and position flags once ready. The default, 0 s,
 is ready at once; both SITLs take several seconds after boot, which ``--ready-after`` rehearses.
 
+GPS loss (``gps_loss_after_s``, seconds of flight): from then on GPS_RAW_INT says no fix and the
+estimate dead-reckons: the position it reports (LOCAL_POSITION_NED, GLOBAL_POSITION_INT) drifts
+from the true one at :data:`~airplay.bridge.vehicle_telemetry.DRIFT_ACCEL_M_S2` (north), PX4's
+ESTIMATOR_STATUS ``pos_horiz_accuracy`` grows from 0.3 m by 0.4 m/s and its flags drop the
+horizontal position after 5 s (PX4 SIH with its GPS stopped: fix lost after ~1 s, the
+accuracy 0.3 -> 2 m in 5 s, the position dropped after ~5.5 s); ArduPilot's EKF_STATUS_REPORT
+drops the absolute position and its position test ratio rises past 1. The vehicle flies on
+the truth (its modes and landing are unchanged): only what it reports is wrong.
+
 Autopilot parameters (``autopilot_params``, by the real autopilots' names; see
 :data:`~airplay.bridge.vehicle_flavours.AUTOPILOT_PARAMS` for the defaults):
 
@@ -92,7 +101,7 @@ from airplay.bridge.modes import FLAVOURS
 from airplay.bridge.vehicle_commands import CommandHandling
 from airplay.bridge.vehicle_flavours import BEHAVIOUR, INITIAL_MODE, autopilot_param_values
 from airplay.bridge.vehicle_flying import FlightBehaviour
-from airplay.bridge.vehicle_telemetry import ARDUPILOT_RATES_HZ, DEFAULT_RATES_HZ, TelemetrySending
+from airplay.bridge.vehicle_telemetry import ARDUPILOT_RATES_HZ, DEFAULT_RATES_HZ, PX4_RATES_HZ, TelemetrySending
 
 log = logging.getLogger("airplay.vehicle")
 
@@ -108,13 +117,15 @@ class VehicleEndpoint(CommandHandling, FlightBehaviour, TelemetrySending):
     defaults). offboard_loss_s: PX4's COM_OF_LOSS_T in seconds, a shorthand (None: from
     ``autopilot_params``). ready_after_s: vehicle seconds from boot until the estimator is ready
     (arming and position modes refused before). land_speed_m_s: descent speed of the landing
-    modes. battery_flight_s: seconds of flight that empty the battery.
+    modes. battery_flight_s: seconds of flight that empty the battery. gps_loss_after_s: seconds of
+    flight after which the GPS is lost (None: never; the module docstring says what follows).
     """
 
     def __init__(self, url: str, flavour: str = "px4", params=None, start=(0.0, 0.0, 0.0, 0.0),
                  system: int = 1, component: int = 1, offboard_loss_s: float | None = None,
                  land_speed_m_s: float = 0.7, battery_flight_s: float = 900.0,
-                 autopilot_params: Mapping[str, float] | None = None, ready_after_s: float = 0.0) -> None:
+                 autopilot_params: Mapping[str, float] | None = None, ready_after_s: float = 0.0,
+                 gps_loss_after_s: float | None = None) -> None:
         from airplay.sim.dynamics import QuadrotorBatch, load_vehicle_params
 
         if flavour not in FLAVOURS:
@@ -131,6 +142,9 @@ class VehicleEndpoint(CommandHandling, FlightBehaviour, TelemetrySending):
         if not (math.isfinite(ready_after_s) and ready_after_s >= 0):
             raise ValueError(f"ready_after_s must be >= 0 s, got {ready_after_s}")
         self.ready_after_s = float(ready_after_s)
+        if gps_loss_after_s is not None and not (math.isfinite(gps_loss_after_s) and gps_loss_after_s >= 0):
+            raise ValueError(f"gps_loss_after_s must be >= 0 s of flight, got {gps_loss_after_s}")
+        self.gps_loss_after_s = gps_loss_after_s
         self.flavour = flavour
         self.params = params if params is not None else load_vehicle_params()
         self.dt_s = self.params.control_dt_s
@@ -164,7 +178,7 @@ class VehicleEndpoint(CommandHandling, FlightBehaviour, TelemetrySending):
         self.guided_stopped = False
         self._ready_said = False
         self.statustexts: deque = deque(maxlen=200)  # (vehicle clock s, severity, text), the newest sent
-        self.default_rates_hz = dict(DEFAULT_RATES_HZ, **(ARDUPILOT_RATES_HZ if flavour == "ardupilot" else {}))
+        self.default_rates_hz = dict(DEFAULT_RATES_HZ, **(ARDUPILOT_RATES_HZ if flavour == "ardupilot" else PX4_RATES_HZ))
         self.rates_hz = dict(self.default_rates_hz)
         self._next_send = {name: 0.0 for name in self.rates_hz}
         self.clock_s = 0.0                           # vehicle time since boot
@@ -173,6 +187,13 @@ class VehicleEndpoint(CommandHandling, FlightBehaviour, TelemetrySending):
                       "offboard_refused": 0, "refusals": 0, "failsafes": 0}
 
     # -- state --------------------------------------------------------------------------------
+    @property
+    def gps_lost_s(self) -> float | None:
+        """Seconds since the GPS was lost (None: it was not)."""
+        if self.gps_loss_after_s is None or self.flight_s < self.gps_loss_after_s:
+            return None
+        return self.flight_s - self.gps_loss_after_s
+
     @property
     def position(self) -> np.ndarray:
         """Map ENU, m."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from pymavlink.dialects.v20 import common as mavlink
 
 from airplay import frames
@@ -23,6 +24,11 @@ DEFAULT_RATES_HZ = {"LOCAL_POSITION_NED": 50.0, "ATTITUDE_QUATERNION": 50.0, "AT
                      "GLOBAL_POSITION_INT": 5.0, "SYS_STATUS": 1.0, "BATTERY_STATUS": 1.0, "HEARTBEAT": 1.0,
                      "GPS_RAW_INT": 1.0, "EXTENDED_SYS_STATE": 2.0}
 ARDUPILOT_RATES_HZ = {"EKF_STATUS_REPORT": 2.0}
+PX4_RATES_HZ = {"ESTIMATOR_STATUS": 2.0}
+DRIFT_ACCEL_M_S2 = 0.4
+"""After a GPS loss, the reported position drifts north from the truth as 0.5 * this * t^2 (m)."""
+EPH_M = 0.3
+"""PX4's ESTIMATOR_STATUS horizontal accuracy with GPS, m (PX4 SIH on the ground: 0.2-0.3 m)."""
 
 _SENSORS = (mavlink.MAV_SYS_STATUS_SENSOR_3D_GYRO | mavlink.MAV_SYS_STATUS_SENSOR_3D_ACCEL
             | mavlink.MAV_SYS_STATUS_SENSOR_3D_MAG | mavlink.MAV_SYS_STATUS_SENSOR_ABSOLUTE_PRESSURE
@@ -31,6 +37,10 @@ _NEEDS_READY = mavlink.MAV_SYS_STATUS_SENSOR_GPS | mavlink.MAV_SYS_STATUS_AHRS |
 # ardupilotmega EKF_STATUS_FLAGS (not in the common dialect)
 _EKF_READY_FLAGS = 1 | 2 | 4 | 8 | 16 | 32 | 64 | 256 | 512   # attitude, velocity, positions (rel, abs, agl, pred)
 _EKF_BOOT_FLAGS = 1 | 128                                      # attitude, constant position mode
+_EKF_POS_HORIZ_REL, _EKF_POS_HORIZ_ABS, _EKF_PRED_POS_HORIZ_ABS = 8, 16, 512
+# PX4's ESTIMATOR_STATUS_FLAGS (common dialect): the same bits; PX4 SIH flying with GPS sends 0x37f
+_PX4_READY_FLAGS = 1 | 2 | 4 | 8 | 16 | 32 | 64 | 256 | 512
+_PX4_BOOT_FLAGS = 1 | 128
 
 
 class TelemetrySending:
@@ -48,6 +58,10 @@ class TelemetrySending:
         t_ms = int(self.clock_s * 1000) & 0xFFFFFFFF
         v = self.vehicle
         p_ned, v_ned = frames.enu_to_ned(v.position[0]), frames.enu_to_ned(v.velocity[0])
+        lost_s = self.gps_lost_s
+        if lost_s is not None:  # dead reckoning: the estimate drifts north
+            p_ned = p_ned + np.array([0.5 * DRIFT_ACCEL_M_S2 * lost_s ** 2, 0.0, 0.0])
+            v_ned = v_ned + np.array([DRIFT_ACCEL_M_S2 * lost_s, 0.0, 0.0])
         q_ned = frames.quat_enu_flu_xyzw_to_ned_frd_wxyz(v.quat_xyzw[0])
         rates = frames.flu_to_frd(v.angular_velocity_body[0])
         ready = self.ready
@@ -74,7 +88,7 @@ class TelemetrySending:
         if self._due("GPS_RAW_INT"):
             ground_speed = math.hypot(v_ned[0], v_ned[1])
             cog = int(round(math.degrees(math.atan2(v_ned[1], v_ned[0])) % 360 * 100)) if ground_speed > 0.2 else 65535
-            if ready:
+            if ready and lost_s is None:
                 mav.gps_raw_int_send(int(self.clock_s * 1e6), mavlink.GPS_FIX_TYPE_3D_FIX, int(lat * 1e7),
                                      int(lon * 1e7), int((HOME_AMSL_M + rel_m) * 1000), 80, 120,
                                      int(round(ground_speed * 100)), cog, 10)
@@ -100,5 +114,17 @@ class TelemetrySending:
             from pymavlink.dialects.v20 import ardupilotmega
 
             var = 0.02 if ready else 1.0
-            mav.send(ardupilotmega.MAVLink_ekf_status_report_message(
-                _EKF_READY_FLAGS if ready else _EKF_BOOT_FLAGS, var, var, var, var, 0.0, 0.0))
+            flags = _EKF_READY_FLAGS if ready else _EKF_BOOT_FLAGS
+            pos_var = var
+            if lost_s is not None:
+                flags &= ~(_EKF_POS_HORIZ_ABS | _EKF_PRED_POS_HORIZ_ABS)
+                pos_var = min(5.0, 0.02 + 0.5 * lost_s)
+            mav.send(ardupilotmega.MAVLink_ekf_status_report_message(flags, var, pos_var, var, var, 0.0, 0.0))
+        if "ESTIMATOR_STATUS" in self.rates_hz and self._due("ESTIMATOR_STATUS"):
+            flags = _PX4_READY_FLAGS if ready else _PX4_BOOT_FLAGS
+            eph = EPH_M if ready else 999.0
+            if lost_s is not None:
+                eph = EPH_M + 0.4 * lost_s
+                if lost_s >= 5.0:
+                    flags &= ~(_EKF_POS_HORIZ_ABS | _EKF_POS_HORIZ_REL | _EKF_PRED_POS_HORIZ_ABS | 2)
+            mav.estimator_status_send(int(self.clock_s * 1e6), flags, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, eph, 0.3)
