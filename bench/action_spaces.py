@@ -6,6 +6,7 @@ reference: the tracker flying the recorded waypoints of clean expert flights (no
 
     .venv/bin/python bench/action_spaces.py                      # ~10 min on 2 cores
     .venv/bin/python bench/action_spaces.py --noise 0 --variants velocity waypoint:10:5
+    .venv/bin/python bench/action_spaces.py --quick   # seconds: 2 variants, 1 task, 32x32, 20 updates (make test)
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ IMAGE, TASKS, DELAYS, EVAL_DELAY = 64, 5, (0, 2, 4), 2
 CNN_BC = {"image_size": IMAGE, "backbone": "small", "backbone_width": 16, "image_features": 64, "hidden_dim": 128}
 VARIANTS = ["velocity", "waypoint:1:1", "waypoint:10:1", "waypoint:10:5", "waypoint:25:5", "waypoint:10:5:velocity"]
 """velocity[:STATE] or waypoint:K:H[:STATE] (STATE: the state_features, default none)."""
+QUICK = {"image": 32, "tasks": 1, "delays": (0,), "updates": 20, "variants": ["velocity", "waypoint:10:5"]}
+"""``--quick``: the same steps at a fraction of the work (the figures mean nothing; the code runs)."""
 
 
 def variant_fields(spec: str) -> dict:
@@ -78,42 +81,50 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--variants", nargs="+", default=VARIANTS, help="velocity[:STATE] or waypoint:K:H[:STATE]")
     ap.add_argument("--noise", type=float, default=0.3, help="DART noise of the demonstrations (m/s, rad/s)")
-    ap.add_argument("--updates", type=int, default=2000)
+    ap.add_argument("--updates", type=int, default=None, help="training updates per variant (default 2000)")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"seconds, not minutes (what make test runs): variants {' '.join(QUICK['variants'])} unless "
+                         f"given, {QUICK['tasks']} task, no delays, {QUICK['image']}x{QUICK['image']}, "
+                         f"{QUICK['updates']} updates")
     args = ap.parse_args()
+    image, n_tasks, delays = (QUICK["image"], QUICK["tasks"], QUICK["delays"]) if args.quick else (IMAGE, TASKS, DELAYS)
+    updates = args.updates or (QUICK["updates"] if args.quick else 2000)
+    if args.quick and args.variants == VARIANTS:
+        args.variants = QUICK["variants"]
     fields = {v: variant_fields(v) for v in args.variants}
     numba.set_num_threads(1)
     torch.set_num_threads(1)
     root = Path(tempfile.mkdtemp(prefix="action-spaces-"))
     make_scene("indoor", 2, root / "indoor", gaussians_per_m2=4)
-    world = World.load(root / "indoor").with_camera_size(IMAGE, IMAGE)  # the same field of view
+    world = World.load(root / "indoor").with_camera_size(image, image)  # the same field of view
     env = AirPlayEnv(world, "pointgoal", tasks=[], render_backend="cpu", render_images=False)
     expert = make_policy("field_expert", world)
-    tasks = sample_tasks(world.scene, world.grid, TASKS, 0, "pointgoal", world.protocol)
+    tasks = sample_tasks(world.scene, world.grid, n_tasks, 0, "pointgoal", world.protocol)
     rng = np.random.default_rng(0)
     demos = []
     for task in tasks:
-        for delay in DELAYS:
+        for delay in delays:
             ep = fly_episode(world, env, expert, expert, task, "cpu", 0.0, rng, noise_std=args.noise,
                              delay_steps=delay)
             demos.append(EpisodeData(rgb=ep["rgb"], state=ep["state"], action=ep["label"], goal=ep["goal"]))
-    print(f"{len(demos)} demonstrations of {TASKS} tasks (DART noise {args.noise}, delays {DELAYS} periods)\n",
+    print(f"{len(demos)} demonstrations of {n_tasks} tasks (DART noise {args.noise}, delays {delays} periods)\n",
           flush=True)
 
     rows = ["| variant | goals reached | R² vx, vy, vz, yaw (chunk vs labels, training frames) | s |",
             "|---|---|---|---|"]
     for name, extra in fields.items():
         t0 = time.perf_counter()
-        config = {**CNN_BC, **extra}
+        config = {**CNN_BC, "image_size": image, **extra}
         cfg = build_policy("cnn_bc", **config).config
         ds = ChunkDataset(demos, cfg.image_size, cfg.n_obs_steps, cfg.chunk_size, "point", cfg.actions)
         torch.manual_seed(0)
         policy = build_policy("cnn_bc", ds, **config)
-        train(policy, ds, TrainConfig.for_policy("cnn_bc", steps=args.updates, batch_size=64, lr=1e-3, save_every=0,
+        train(policy, ds, TrainConfig.for_policy("cnn_bc", steps=updates, batch_size=64, lr=1e-3, save_every=0,
                                                  log_every=0), root / name.replace(":", "_"), progress=False)
         policy.eval()
         statuses = [fly_episode(world, env, policy, expert, t, "cpu", 0.0, np.random.default_rng(0),
                                 delay_steps=EVAL_DELAY)["status"] for t in tasks]
-        rows.append(f"| {name} | {statuses.count('success')}/{TASKS} | {', '.join(f'{x:.2f}' for x in r2(policy, ds))} "
+        rows.append(f"| {name} | {statuses.count('success')}/{n_tasks} | {', '.join(f'{x:.2f}' for x in r2(policy, ds))} "
                     f"| {time.perf_counter() - t0:.0f} |")
         print(rows[-1], flush=True)
 
@@ -126,7 +137,7 @@ def main() -> int:
         n = min(len(ep["state"]), len(replay["state"]))
         worst.append(float(np.linalg.norm(ep["state"][:n, :3] - replay["state"][:n, :3], axis=1).max()))
         reached += replay["status"] == "success"
-    rows.append(f"| recorded waypoints (K 10, H 5), clean expert flights | {reached}/{TASKS} | largest distance from "
+    rows.append(f"| recorded waypoints (K 10, H 5), clean expert flights | {reached}/{n_tasks} | largest distance from "
                 f"the flight {min(worst):.2f}-{max(worst):.2f} m | |")
     print("\n" + "\n".join(rows))
     return 0

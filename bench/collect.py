@@ -32,6 +32,7 @@ compression, no periodic flush, no fsync) writing the same messages.
     PYTHONPATH=src python bench/collect.py --density 4 --size 32 --flights 20
     PYTHONPATH=src python bench/collect.py --density 90 --lod-px 0 2      # exact vs LOD
     PYTHONPATH=src python bench/collect.py --density 90 --lod-cell off 0.5,15   # per-view vs per-cell cut
+    PYTHONPATH=src python bench/collect.py --quick         # seconds: 2 flights, 4 G/m^2, 16x16 (make test)
 """
 
 from __future__ import annotations
@@ -47,9 +48,8 @@ from pathlib import Path
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")  # one core: set before numba is imported
 
-import numpy as np  # noqa: E402
-
-from benchlib import threading_layer  # noqa: E402
+import numpy as np
+from benchlib import threading_layer
 
 TARGET = 1.0
 """flights per second per core"""
@@ -153,8 +153,8 @@ def bench_render_stages(row: dict, size: int, repeats: int = 3) -> dict:
     from airplay.data.messages import decode, position_yaw_of
     from airplay.render import lod
     from airplay.render.cpu_backend import PROFILE_KEYS
-    from airplay.world.world import FAR_PLANE_M, NEAR_PLANE_M, World
     from airplay.tasks.protocol import load_protocol
+    from airplay.world.world import FAR_PLANE_M, NEAR_PLANE_M, World
 
     world = world_with_camera(World.load(row["_scene_dir"], protocol=load_protocol(row["_protocol"])), (size, size))
     h, spec, pr = world.lod_hierarchy(), world.scene.spec, world.protocol
@@ -286,10 +286,10 @@ def print_tables(result: dict) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--flights", type=int, default=8, help="flights per row (default 8)")
-    parser.add_argument("--size", type=int, default=64, help="square image size in pixels (default 64)")
-    parser.add_argument("--density", type=float, nargs="+", default=[90.0, 4.0],
-                        help="Gaussians per m^2, one row each (default 90 = the generator's default, and 4)")
+    parser.add_argument("--flights", type=int, default=None, help="flights per row (default 8, quick 2)")
+    parser.add_argument("--size", type=int, default=None, help="square image size in pixels (default 64, quick 16)")
+    parser.add_argument("--density", type=float, nargs="+", default=None,
+                        help="Gaussians per m^2, one row each (default 90 = the generator's default, and 4; quick 4)")
     parser.add_argument("--depth", action="store_true", help="also render and record mesh depth")
     parser.add_argument("--lod-px", type=float, nargs="+", default=None,
                         help="render level(s) of detail, one row each per density (protocol.yaml render.lod_px; "
@@ -298,7 +298,12 @@ def main(argv=None) -> int:
                         help="pose cell(s) of the LOD cut, one row each per level: 'M,DEG' (metres, degrees) or "
                              "'off' (per-view cut); default: the shipped protocol's")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    parser.add_argument("--quick", action="store_true",
+                        help="seconds, not minutes (what make test runs): one row of 2 flights at 4 G/m^2, 16x16")
     args = parser.parse_args(argv)
+    args.flights = args.flights or (2 if args.quick else 8)
+    args.size = args.size or (16 if args.quick else 64)
+    args.density = args.density or ([4.0] if args.quick else [90.0, 4.0])
 
     import numba
 
@@ -328,7 +333,7 @@ def main(argv=None) -> int:
     result = {"threads": numba.get_num_threads(), "threading_layer": threading_layer(), "target": TARGET,
               "rows": rows, "compression": compression, "render_stages": stages,
               "compression_source": (f"{source['gaussians_per_m2']:g} G/m^2, {source['resolution']}"
-                                     if source else None)}
+                                     if source else None), "quick": args.quick}
     if args.json:
         print(json.dumps(result, indent=2))
     else:

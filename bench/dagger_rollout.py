@@ -13,6 +13,7 @@ views per call with 1 and 2 threads.
 Run it as DAgger's pool workers run (``--workers`` equal to the cores: one numba thread each):
 
     NUMBA_NUM_THREADS=1 PYTHONPATH=src python bench/dagger_rollout.py
+    PYTHONPATH=src python bench/dagger_rollout.py --quick   # seconds: 4 G/m^2, 16x16, 1 task, 0.3 s a row
 """
 
 from __future__ import annotations
@@ -27,9 +28,13 @@ import numpy as np
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=64, help="camera pixels, square (default 64)")
+    parser.add_argument("--size", type=int, default=None, help="camera pixels, square (default 64, quick 16)")
     parser.add_argument("--scene", type=Path, default=None, help="a scene folder (default: synthetic indoor, seed 2)")
+    parser.add_argument("--quick", action="store_true",
+                        help="seconds, not minutes (what make test runs): the scene at 4 Gaussians/m^2, 16x16, "
+                             "1 timed task, 0.3 s per CameraBatch row")
     args = parser.parse_args(argv)
+    timed_tasks, batch_s = (1, 0.3) if args.quick else (3, 3.0)
 
     import torch
 
@@ -45,12 +50,12 @@ def main(argv=None) -> None:
     from airplay.world.env import AirPlayEnv
 
     torch.set_num_threads(1)
-    size = args.size
+    size = args.size or (16 if args.quick else 64)
     with tempfile.TemporaryDirectory() as tmp:
         scene = args.scene
         if scene is None:
             scene = Path(tmp) / "indoor"
-            make_scene("indoor", 2, scene)
+            make_scene("indoor", 2, scene, **({"gaussians_per_m2": 4.0} if args.quick else {}))
         world = world_with_camera(World.load(scene), (size, size))
         env = AirPlayEnv(world, "pointgoal", tasks=[], render_backend="cpu", render_images=False)
         expert = make_policy("field_expert", world)
@@ -79,7 +84,7 @@ def main(argv=None) -> None:
             times[k] = 0.0
         t0 = time.perf_counter()
         steps = 0
-        for task in tasks[1:4]:
+        for task in tasks[1:1 + timed_tasks]:
             steps += fly_episode(world, env, policy, expert, task, "cpu", 0.3, np.random.default_rng(1))["steps"] + 1
         wall = time.perf_counter() - t0
         print(f"DAgger rollout, {size}x{size}, cnn_bc (default config), torch 1 thread: {steps} steps, "
@@ -93,7 +98,7 @@ def main(argv=None) -> None:
             cam.render(pos, yaw, rgb, None)
             t = time.perf_counter()
             k = 0
-            while time.perf_counter() - t < 3.0:
+            while time.perf_counter() - t < batch_s:
                 cam.render(pos + 0.01 * (k % 7), yaw, rgb, None)
                 k += 1
             print(f"CameraBatch, 8 views a call, {threads} thread(s): {1e3 * (time.perf_counter() - t) / (8 * k):.2f} "

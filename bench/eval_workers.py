@@ -25,6 +25,7 @@ figures move with what else runs.
     PYTHONPATH=src python bench/eval_workers.py                          # expert, expert-images, cnn_bc
     PYTHONPATH=src python bench/eval_workers.py --policies expert --episodes 16 --workers 2 4
     PYTHONPATH=src python bench/eval_workers.py --json
+    PYTHONPATH=src python bench/eval_workers.py --quick   # seconds: expert, 2 episodes, 1 vs 2 processes
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def eval_command(scenes: Path, policy: str, checkpoint: Path | None, episodes: i
 
 def timed(cmd: list[str], env: dict) -> float:
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"failed ({done.returncode}): {' '.join(cmd)}\n{done.stdout[-3000:]}")
     return time.perf_counter() - t0
@@ -78,13 +79,18 @@ def timed(cmd: list[str], env: dict) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES))
-    ap.add_argument("--episodes", type=int, default=6, help="episodes (tasks) per run (default 6)")
+    ap.add_argument("--policies", nargs="+", choices=POLICIES, default=None,
+                    help="default: all three (quick: expert)")
+    ap.add_argument("--episodes", type=int, default=None, help="episodes (tasks) per run (default 6, quick 2)")
     ap.add_argument("--workers", nargs="+", type=int, default=[2], help="N to compare with 1 (default 2)")
     ap.add_argument("--repeats", type=int, default=1, help="runs of each N, in alternating order (median)")
     ap.add_argument("--checkpoint", type=Path, default=None, help="cnn_bc: this checkpoint instead of a tiny one")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--quick", action="store_true",
+                    help="seconds, not minutes (what make test runs): --policies expert --episodes 2 unless given")
     args = ap.parse_args()
+    args.policies = args.policies or (["expert"] if args.quick else list(POLICIES))
+    args.episodes = args.episodes or (2 if args.quick else 6)
 
     from airplay.scene.synthetic import make_scene
 
@@ -122,7 +128,8 @@ def main() -> int:
         shutil.rmtree(root, ignore_errors=True)
     load_after = os.getloadavg()
     result = {"cpus": os.cpu_count(), "load_before": [round(x, 2) for x in load_before],
-              "load_after": [round(x, 2) for x in load_after], "repeats": args.repeats, "rows": rows}
+              "load_after": [round(x, 2) for x in load_after], "repeats": args.repeats, "quick": args.quick,
+              "rows": rows}
     if args.json:
         print(json.dumps(result))
         return 0
@@ -133,7 +140,7 @@ def main() -> int:
     for r in rows:
         runs = "; ".join(f"{k}: {', '.join(f'{t:.1f}' for t in v)}" for k, v in r["runs"].items())
         print(f"{r['policy']:<14} {r['episodes']:>8} {r['steps']:>6} {r['workers']:>3} {r['one_process_s']:>12.2f} "
-              f"{r['n_processes_s']:>14.2f} {r['speedup']:>8.2f}x {str(r['identical']):>10}  {runs}")
+              f"{r['n_processes_s']:>14.2f} {r['speedup']:>8.2f}x {r['identical']!s:>10}  {runs}")
     return 0
 
 

@@ -27,7 +27,8 @@
    processes: a publisher process at 50 Hz stamps each message's header with its wall-clock
    send time (``time.time_ns()``; frame_id carries the sequence number); this process
    subscribes and records receive - send. Run with the QoS the graph uses for camera images
-   in lockstep (``airplay.nodes.common.LOCKSTEP_IMAGES``: reliable, keep last 10), and once
+   in lockstep (``airplay.nodes.common.LOCKSTEP_STREAM``: reliable, keep last
+   ``LOCKSTEP_DEPTH`` = 100), and once
    with ``rclpy.qos.qos_profile_sensor_data`` (best effort, keep last 5) on both ends for
    comparison. Targets (graph QoS): p50 <= 2 ms and no drops at 50 Hz.
 
@@ -50,7 +51,7 @@ profile and a ROS_DOMAIN_ID of its own (random 1..101 unless set).
 
     .venv/bin/python bench/graph.py           # table (~3 minutes)
     .venv/bin/python bench/graph.py --json    # one JSON object
-    .venv/bin/python bench/graph.py --quick   # under a minute
+    .venv/bin/python bench/graph.py --quick   # ~20 s: 1 episode, sparse scene, 64x64, 1 s of images (make test)
     .venv/bin/python bench/graph.py --compare-executor   # + the graph under rclpy's executor
     .venv/bin/python bench/graph.py --startup --runs 3   # start-up and memory per node only
     PYTHONPATH=/tmp/airplay-before/src .venv/bin/python bench/graph.py --startup   # another commit's nodes
@@ -245,7 +246,7 @@ class NodeRun:
 
     def __init__(self, name: str, cmd: list[str], env: dict, log_path: Path) -> None:
         self.name = name
-        self.log = open(log_path, "w")
+        self.log = open(log_path, "w")  # noqa: SIM115 - the node's stdout while it runs; closed in reap()
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
@@ -405,7 +406,7 @@ def _stop(runs: dict, wait_s: float = 5.0) -> None:
     for run in runs.values():
         run.signal(signal.SIGINT)
     deadline = time.monotonic() + wait_s
-    while not all([run.reap() for run in runs.values()]) and time.monotonic() < deadline:
+    while not all([run.reap() for run in runs.values()]) and time.monotonic() < deadline:  # noqa: C419 - reap all
         time.sleep(NodeRun.SAMPLE_S)
     for run in runs.values():
         if not run.reap():
@@ -418,26 +419,36 @@ PREP_NUMBA_CACHE = Path(tempfile.gettempdir()) / "airplay-bench-prep-numba"
 start-up run must find the nodes' cache as the user left it)."""
 
 
-def prepare_scene(scene_dir: Path, density: float | None, env: dict) -> None:
-    """Generate the synthetic indoor scene (seed 1) and fill the disk caches the nodes read (its
-    SDF and level-of-detail hierarchy), in a child process with a numba cache of its own."""
+def prepare_scene(scene_dir: Path, density: float | None, env: dict, camera_px: int | None = None) -> None:
+    """Generate the synthetic indoor scene (seed 1; its camera ``camera_px`` square, same field of
+    view, where given) and fill the disk caches the nodes read (its SDF and level-of-detail
+    hierarchy), in a child process with a numba cache of its own."""
     log("[scene] generating the synthetic indoor scene (seed 1), its SDF and LOD hierarchy ...")
     t = time.perf_counter()
     cmd = [sys.executable, os.path.abspath(__file__), "--prepare-scene", str(scene_dir)]
     cmd += [] if density is None else ["--density", str(density)]
+    cmd += [] if camera_px is None else ["--camera-px", str(camera_px)]
     done = subprocess.run(cmd, env={**env, "NUMBA_CACHE_DIR": str(PREP_NUMBA_CACHE)}, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"preparing the scene failed (code {done.returncode}):\n{done.stderr[-3000:]}")
     log(f"[scene] ready in {time.perf_counter() - t:.1f} s")
 
 
-def prepare_scene_main(scene_dir: Path, density: float | None) -> int:
+def prepare_scene_main(scene_dir: Path, density: float | None, camera_px: int | None = None) -> int:
     """The child of :func:`prepare_scene`: make the scene, then build (or read) its cached parts."""
     from airplay.scene.synthetic import make_scene
     from airplay.world import World
 
     make_scene("indoor", 1, scene_dir, name="indoor_1", **({} if density is None else {"gaussians_per_m2": density}))
+    if camera_px:  # the scene's camera at camera_px x camera_px pixels, the same field of view
+        import yaml
+
+        spec = yaml.safe_load((scene_dir / "scene.yaml").read_text())
+        cam, scale = spec["camera"], camera_px / spec["camera"]["width"]
+        cam.update(width=camera_px, height=camera_px, fx=cam["fx"] * scale, fy=cam["fy"] * scale,
+                   cx=cam["cx"] * scale, cy=cam["cy"] * scale)
+        (scene_dir / "scene.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     world = World.load(scene_dir)
     world.sdf  # noqa: B018 - the disk-cached SDF, built once before four processes want it
     world.lod_hierarchy()  # the renderer's disk-cached LOD hierarchy, likewise
@@ -445,9 +456,9 @@ def prepare_scene_main(scene_dir: Path, density: float | None) -> int:
 
 
 def throughput(tmp: Path, episodes: int, render_images: bool, env: dict, density: float | None,
-               logs_to: Path | None = None, compare_executor: bool = False) -> dict:
+               logs_to: Path | None = None, compare_executor: bool = False, camera_px: int | None = None) -> dict:
     scene_dir = tmp / "indoor_1"
-    prepare_scene(scene_dir, density, env)
+    prepare_scene(scene_dir, density, env, camera_px)
 
     images = "with" if render_images else "without"
     log(f"[in-process] {episodes} episodes, expert, {images} images ...")
@@ -489,6 +500,7 @@ def throughput(tmp: Path, episodes: int, render_images: bool, env: dict, density
     return {
         "scene": "indoor_1 (synthetic indoor, seed 1)",
         "gaussians_per_m2": density if density is not None else "default",
+        "camera_px": camera_px if camera_px else "default (224)",
         "episodes": episodes,
         "render_images": render_images,
         "inprocess": {"control_steps": ip_meta["control_steps"], "time_s": ip_meta["flying_time_s"],
@@ -517,9 +529,9 @@ def throughput(tmp: Path, episodes: int, render_images: bool, env: dict, density
 def _qos(name: str):
     from rclpy.qos import qos_profile_sensor_data
 
-    from airplay.nodes.common import LOCKSTEP_IMAGES
+    from airplay.nodes.common import LOCKSTEP_STREAM
 
-    return {"graph": LOCKSTEP_IMAGES, "sensor_data": qos_profile_sensor_data}[name]
+    return {"graph": LOCKSTEP_STREAM, "sensor_data": qos_profile_sensor_data}[name]
 
 
 def publisher_main(qos_name: str, rate_hz: float, duration_s: float, wait_s: float = 15.0) -> int:
@@ -540,7 +552,7 @@ def publisher_main(qos_name: str, rate_hz: float, duration_s: float, wait_s: flo
     msg = Image(height=IMAGE_SIDE, width=IMAGE_SIDE, encoding="rgb8", is_bigendian=0, step=IMAGE_SIDE * 3)
     msg.data = rgb.tobytes()
     period = 1.0 / rate_hz
-    n = int(round(duration_s * rate_hz))
+    n = round(duration_s * rate_hz)
     start = time.perf_counter()
     for i in range(n):
         target = start + i * period
@@ -678,9 +690,9 @@ def code_under_test() -> dict:
     commit = None
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10)
+                              text=True, timeout=10, check=False)
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "src"],
-                               capture_output=True, text=True, timeout=10)
+                               capture_output=True, text=True, timeout=10, check=False)
         if head.returncode == 0:
             commit = head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
@@ -730,15 +742,17 @@ def print_startup(st: dict, title: str) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    parser.add_argument("--quick", action="store_true", help="under a minute: 1 episode, 3 s of images")
+    parser.add_argument("--quick", action="store_true",
+                        help="seconds, not minutes (what make test runs): 1 episode in a sparse scene (4 Gaussians/m^2) "
+                             "with a 64x64 camera, 1 s of images per QoS")
     parser.add_argument("--episodes", type=int, default=None,
                         help="episodes of each graph run (default 4; --quick and --startup: 1)")
     parser.add_argument("--no-images", dest="images", action="store_false",
                         help="render_images false: the renderer publishes zero frames (the expert does not look)")
     parser.add_argument("--density", type=float, default=None,
-                        help="gaussians_per_m2 of the scene (default: make_scene's default)")
+                        help="gaussians_per_m2 of the scene (default: make_scene's default; quick 4)")
     parser.add_argument("--latency-seconds", type=float, default=None,
-                        help="seconds of images per QoS (default 10, quick 3)")
+                        help="seconds of images per QoS (default 10, quick 1)")
     parser.add_argument("--compare-executor", action="store_true",
                         help="also run the graph with rclpy's SingleThreadedExecutor (AIRPLAY_EXECUTOR=rclpy)")
     parser.add_argument("--logs", type=Path, default=None, help="copy the graph nodes' logs into this folder")
@@ -748,6 +762,8 @@ def main(argv=None) -> int:
     parser.add_argument("--graph-timeout", type=float, default=600.0,
                         help="seconds a --startup graph run may take (a cold numba cache compiles in it)")
     parser.add_argument("--skip-throughput", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--camera-px", type=int, default=None,
+                        help="the throughput scene's camera, pixels square (default: the scene's 224; quick 64)")
     parser.add_argument("--prepare-scene", type=Path, default=None, help=argparse.SUPPRESS)  # the scene child
     parser.add_argument("--publish", default=None, help=argparse.SUPPRESS)  # the publisher child process
     parser.add_argument("--publish-seconds", type=float, default=10.0, help=argparse.SUPPRESS)
@@ -755,18 +771,22 @@ def main(argv=None) -> int:
     if args.publish:
         return publisher_main(args.publish, IMAGE_RATE_HZ, args.publish_seconds)
     if args.prepare_scene:
-        return prepare_scene_main(args.prepare_scene, args.density)
+        return prepare_scene_main(args.prepare_scene, args.density, args.camera_px)
     if args.startup:
         return startup_main(args)
     episodes = args.episodes or (1 if args.quick else 4)
-    lat_s = args.latency_seconds or (3.0 if args.quick else 10.0)
+    lat_s = args.latency_seconds or (1.0 if args.quick else 10.0)
+    if args.quick and args.density is None:
+        args.density = 4.0  # the sparse scene of the ROS graph tests: the same code path, a fraction of the work
+    if args.quick and args.camera_px is None:
+        args.camera_px = 64
 
     env = ros_environment()
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="airplay-bench-graph-") as tmp:
         thr = None if args.skip_throughput else throughput(Path(tmp), episodes, args.images, env, args.density,
-                                                           args.logs, args.compare_executor)
+                                                           args.logs, args.compare_executor, args.camera_px)
     lat = [latency("graph", lat_s, env), latency("sensor_data", lat_s, env)]
     result = {
         "cpu_count": os.cpu_count(),
@@ -822,6 +842,7 @@ def print_table(res: dict) -> None:
     t = res["throughput"]
     if t:
         print(f"\nThroughput: {t['episodes']} pointgoal episodes, expert, {t['scene']}, "
+              f"{t['gaussians_per_m2']} Gaussians/m^2, camera {t.get('camera_px', 'default')} px, "
               f"{'RGB + depth rendered every step' if t['render_images'] else 'no images rendered (zeros published)'}")
         head = f"{'runtime':<12}{'steps':>7}{'time s':>9}{'steps/s':>9}  interval"
         print(head)
@@ -851,10 +872,13 @@ def print_table(res: dict) -> None:
     print("-" * len(head))
     names = {"graph": "graph (lock)", "sensor_data": "sensor_data"}
     for r in res["latency"]:
-        fmt = lambda v: f"{v:>9.3f}" if v is not None else f"{'-':>9}"  # noqa: E731
+        fmt = lambda v: f"{v:>9.3f}" if v is not None else f"{'-':>9}"
         print(f"{names[r['qos']]:<13}{r['sent']:>6}{r['received']:>6}{r['dropped']:>6}"
               f"{fmt(r['p50_ms'])}{fmt(r['p95_ms'])}{fmt(r['p99_ms'])}{fmt(r['max_ms'])}")
-    print("graph (lock) = airplay.nodes.common.LOCKSTEP_IMAGES (reliable, keep last 10), what the renderer uses "
+    from airplay.nodes.common import LOCKSTEP_DEPTH
+
+    print(f"graph (lock) = airplay.nodes.common.LOCKSTEP_STREAM (reliable, keep last {LOCKSTEP_DEPTH}), what the "
+          "renderer uses "
           "in lockstep; sensor_data = rclpy.qos.qos_profile_sensor_data (best effort, keep last 5).")
     print("Targets")
     if t:

@@ -79,7 +79,7 @@ def main() -> int:
 
         try:
             _probe(Path(job["root"]), Path(job["reference"]), main_site, check, report)
-        except Exception:  # a crash is a failed check, reported with its traceback
+        except Exception:  # noqa: BLE001 - a crash is a failed check, reported with its traceback
             check("probe ran to the end", False, traceback.format_exc())
         report["ok"] = all(c["ok"] for c in checks)
         reports.append(report)
@@ -91,7 +91,6 @@ def _probe(root: Path, ref_path: Path, main_site: Path, check, report: dict) -> 
     import importlib.metadata as md
 
     import torch
-
     from ledataset.datasets.compute_stats import aggregate_stats
     from ledataset.datasets.lerobot_dataset import CODEBASE_VERSION, LeRobotDataset
     from ledataset.datasets.utils import DEFAULT_FEATURES, validate_frame

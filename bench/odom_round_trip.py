@@ -7,12 +7,14 @@ rotated into base_link) and reads it back (:func:`airplay.data.messages.state_of
 map again), and counts the observations whose float64 velocity differs from the sim's and those
 whose float32 observation state (what a policy's ``obs["state"]`` holds) differs.
 
-Run: ``PYTHONPATH=src python bench/odom_round_trip.py [EPISODES]``. The answer is why the policy
-node observes ``sim/state`` (the exact state) in the sim rather than ``odom`` (docs/ros.md).
+Run: ``PYTHONPATH=src python bench/odom_round_trip.py [EPISODES]`` (``--quick``: one episode, what
+make test runs). The answer is why the policy node observes ``sim/state`` (the exact state) in the
+sim rather than ``odom`` (docs/ros.md).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -55,5 +57,14 @@ def main(episodes: int) -> None:
           f"largest difference {worst:.2g}")
 
 
+def cli(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("episodes", type=int, nargs="?", default=None, help="expert episodes (default 10, quick 1)")
+    parser.add_argument("--quick", action="store_true", help="one episode (seconds; what make test runs)")
+    args = parser.parse_args(argv)
+    main(args.episodes or (1 if args.quick else 10))
+    return 0
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10)
+    sys.exit(cli())

@@ -26,6 +26,11 @@ the same EPISODES), so a rerun resumes, and a rerun with more ``--dagger-iterati
 ``--episodes`` adds what they change (``--fresh`` starts over).
 
     .venv/bin/python bench/policy_experiment.py --out out/policy-experiment
+    .venv/bin/python bench/policy_experiment.py --quick --out /tmp/pe   # every stage but 6, tiny (make test)
+
+``--quick`` (:data:`QUICK`) runs stages 1-5 and 7 on a tiny scale: 4 Gaussians/m^2, 16x16 images,
+2 demonstrations, CNN-BC only, 5 updates, one DAgger round of one task, one episode per split,
+the expert as the only reference, one process; the figures mean nothing, every command runs.
 """
 
 from __future__ import annotations
@@ -57,6 +62,13 @@ WAYPOINTS = ["actions=waypoint", "chunk_size=10", "execution_horizon=5"]
 periods (relative to the current one) and executed 5 at a time by the tracker adapter."""
 OPTIM = {"cnn_bc": (64, 1e-3), "act": (32, 3e-4), "dp": (64, 1e-3)}
 """(batch size, peak learning rate) per policy."""
+REFERENCES = ["field_expert", "expert", "random"]
+"""The policies without a checkpoint evaluated beside the learned ones."""
+QUICK = {"out": Path("out/policy-experiment-quick"), "density": 4.0, "image_size": 16, "flights": 2,
+         "updates": [5, 5, 5], "policies": ["cnn_bc"], "scaling": [], "dagger": ["cnn_bc"], "dagger_iterations": 1,
+         "dagger_episodes": 1, "dagger_updates": 5, "episodes": 1, "workers": 1, "threads": 1, "no_protocol": True,
+         "references": ["expert"], "protocol_episodes": 1, "heldout_flights": 1}
+"""``--quick``'s defaults (options given on the command line still win)."""
 
 
 def run(cmd: list, log: Path | None = None) -> None:
@@ -69,7 +81,7 @@ def run(cmd: list, log: Path | None = None) -> None:
         # threads per process made a DP evaluation 20x slower beside other jobs (docs/policies.md);
         # training sets its own torch threads (--threads).
         env = {"OMP_NUM_THREADS": "1", **os.environ, "PYTHONUNBUFFERED": "1"}
-        proc = subprocess.run([str(c) for c in cmd], env=env,
+        proc = subprocess.run([str(c) for c in cmd], env=env, check=False,
                               stdout=sink if log else None, stderr=subprocess.STDOUT if log else None)
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(map(str, cmd))}" + (f"; see {log}" if log else ""))
@@ -147,8 +159,16 @@ def main() -> int:
     ap.add_argument("--protocol-episodes", type=int, default=10, help="sweep and disturb episodes per scene")
     ap.add_argument("--heldout-flights", type=int, default=10,
                     help="field-expert flights per unseen scene for eval-offline")
+    ap.add_argument("--references", nargs="*", default=REFERENCES, choices=REFERENCES,
+                    help="policies without a checkpoint evaluated beside the learned ones")
     ap.add_argument("--fresh", action="store_true", help="delete OUT first")
+    ap.add_argument("--quick", action="store_true",
+                    help="seconds, not hours (what make test runs): QUICK's tiny settings, stage 6 skipped; "
+                         "OUT defaults to out/policy-experiment-quick")
     args = ap.parse_args()
+    if args.quick:  # QUICK becomes the defaults; what the command line gives still wins
+        ap.set_defaults(**QUICK)
+        args = ap.parse_args()
     out = args.out
     if args.fresh:
         shutil.rmtree(out, ignore_errors=True)
@@ -223,7 +243,7 @@ def main() -> int:
     rows: dict[str, dict] = {}
     splits = {"train_scenes_new_tasks": (train_scenes, args.train_episodes or args.episodes),
               "unseen_scenes": (unseen_scenes, args.episodes)}
-    for name in [*checkpoints, "field_expert", "expert", "random"]:
+    for name in [*checkpoints, *args.references]:
         rows[name] = {}
         for split, (scenes, episodes) in splits.items():
             folder = out / "eval" / split / name
@@ -308,8 +328,8 @@ def write_results(out: Path, args, rows: dict, checkpoints: dict, total_flights:
         lo, hi = r[f"{key}_ci95"]
         return f"{pct(r[key])} [{pct(lo)}, {pct(hi)}]"
 
-    lines = ["| policy | flights | DAgger | new tasks, training scenes: SR % [95 % CI] | CR % | unseen scenes: SR % "
-             "[95 % CI] | CR % |", "|---|---|---|---|---|---|---|"]
+    lines = [("| policy | flights | DAgger | new tasks, training scenes: SR % [95 % CI] | CR % | unseen scenes: SR % "
+              "[95 % CI] | CR % |"), "|---|---|---|---|---|---|---|"]
     for name, r in rows.items():
         info = checkpoints.get(name, {})
         a, b = r["train_scenes_new_tasks"], r["unseen_scenes"]

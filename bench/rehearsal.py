@@ -14,6 +14,11 @@ p95, ms).
 
     .venv/bin/python bench/rehearsal.py --policy cnn_bc --checkpoint CKPT --scene SCENE \\
         --tasks 0 1 2 3 4 --episodes 40 --seed 100 --eval-dir OUT/eval/train_scenes_new_tasks/cnn_bc
+    .venv/bin/python bench/rehearsal.py --quick     # seconds: the expert, the shortest of 10 tasks (make test)
+
+``--quick`` flies one task, the shortest (A* length) of ``--episodes`` (default 10 then), with the
+expert unless ``--policy`` is given, in ``--scene`` or else in the sparse synthetic ``indoor_1``
+(4 Gaussians/m^2, a 64x64 camera) made in a temporary folder.
 """
 
 from __future__ import annotations
@@ -92,17 +97,19 @@ def fly(args, index: int, task, world, folder: Path) -> dict:
 
     env = graph_environment()
     port = free_udp_port()
-    vehicle = subprocess.Popen([sys.executable, "-m", "airplay.cli", "vehicle", "--mavlink", f"udp:127.0.0.1:{port}",
-                                "--scene", str(args.scene), "--task", str(index), "--episodes", str(args.episodes),
-                                "--seed", str(args.seed)], stdout=open(folder / f"vehicle-{index}.log", "w"),
-                               stderr=subprocess.STDOUT, start_new_session=True, env=env)
     launch_log = folder / f"fly-{index}.log"
-    graph = subprocess.Popen([sys.executable, "-m", "airplay.cli", "launch", "fly", f"scene:={args.scene}",
-                              f"index:={index}", f"episodes:={args.episodes}", f"seed:={args.seed}",
-                              f"policy:={args.policy}", f"checkpoint:={args.checkpoint}", "render_backend:=cpu",
-                              f"connection:=udpin:127.0.0.1:{port}", "arm:=true",
-                              f"takeoff_height_m:={task.start_position[2]:.3f}"],
-                             stdout=open(launch_log, "w"), stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    # The children write their own copies of the log files' descriptors; ours close at once.
+    with open(folder / f"vehicle-{index}.log", "w") as vehicle_log, open(launch_log, "w") as fly_log:
+        vehicle = subprocess.Popen([sys.executable, "-m", "airplay.cli", "vehicle", "--mavlink",
+                                    f"udp:127.0.0.1:{port}", "--scene", str(args.scene), "--task", str(index),
+                                    "--episodes", str(args.episodes), "--seed", str(args.seed)], stdout=vehicle_log,
+                                   stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        graph = subprocess.Popen([sys.executable, "-m", "airplay.cli", "launch", "fly", f"scene:={args.scene}",
+                                  f"index:={index}", f"episodes:={args.episodes}", f"seed:={args.seed}",
+                                  f"policy:={args.policy}", f"checkpoint:={args.checkpoint or ''}",
+                                  "render_backend:=cpu", f"connection:=udpin:127.0.0.1:{port}", "arm:=true",
+                                  f"takeoff_height_m:={task.start_position[2]:.3f}"],
+                                 stdout=fly_log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     watcher = Watcher()
     from airplay.episode_status import EpisodeStatus
 
@@ -144,17 +151,50 @@ def fly(args, index: int, task, world, folder: Path) -> dict:
     return row
 
 
+def quick_scene(folder: Path) -> Path:
+    """``--quick``'s scene: the synthetic indoor scene of seed 1 at 4 Gaussians/m^2 (the ROS graph
+    tests' sparse ``indoor_1``), its camera 64x64 (the same field of view), its SDF cached."""
+    import yaml
+
+    from airplay.scene.synthetic import make_scene
+    from airplay.world import World
+
+    scene = folder / "indoor_1"
+    make_scene("indoor", 1, scene, gaussians_per_m2=4, name="indoor_1")
+    spec = yaml.safe_load((scene / "scene.yaml").read_text())
+    cam, scale = spec["camera"], 64 / spec["camera"]["width"]
+    cam.update(width=64, height=64, fx=cam["fx"] * scale, fy=cam["fy"] * scale, cx=cam["cx"] * scale,
+               cy=cam["cy"] * scale)
+    (scene / "scene.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    World.load(scene).sdf  # noqa: B018 - the disk-cached SDF, built once before the graph's nodes want it
+    return scene
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--policy", required=True)
-    ap.add_argument("--checkpoint", type=Path, required=True)
-    ap.add_argument("--scene", type=Path, required=True)
-    ap.add_argument("--tasks", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="task indices")
-    ap.add_argument("--episodes", type=int, default=40, help="tasks sampled, as airplay eval --episodes")
+    ap.add_argument("--policy", default=None, help="the policy flown (quick: expert by default)")
+    ap.add_argument("--checkpoint", type=Path, default=None, help="the learned policy's checkpoint (not for experts)")
+    ap.add_argument("--scene", type=Path, default=None, help="the scene folder (quick: a sparse one made here)")
+    ap.add_argument("--tasks", type=int, nargs="+", default=None, help="task indices (default 0 1 2 3 4; quick: "
+                    "the one with the shortest A* path)")
+    ap.add_argument("--episodes", type=int, default=None, help="tasks sampled, as airplay eval --episodes "
+                    "(default 40, quick 10)")
     ap.add_argument("--seed", type=int, default=100, help="task seed, as airplay eval --seed")
     ap.add_argument("--eval-dir", type=Path, default=None, help="an airplay eval of the same tasks, to compare")
     ap.add_argument("--logs", type=Path, default=None, help="folder for the graphs' logs (default: a temporary one)")
+    ap.add_argument("--quick", action="store_true",
+                    help="seconds, not minutes (what make test runs): one short task, the expert, a sparse scene")
     args = ap.parse_args()
+    args.policy = args.policy or ("expert" if args.quick else None)
+    args.episodes = args.episodes or (10 if args.quick else 40)
+    if args.policy is None:
+        ap.error("--policy is required (without --quick)")
+    if args.scene is None:
+        if not args.quick:
+            ap.error("--scene is required (without --quick)")
+        args.scene = quick_scene(Path(tempfile.mkdtemp(prefix="rehearsal-scene-")))
+    if args.policy in ("act", "dp", "cnn_bc") and args.checkpoint is None:
+        ap.error(f"--policy {args.policy} needs --checkpoint")
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(20, 99)))  # not the default domain's other graphs
     from airplay.launcher import graph_environment
 
@@ -164,11 +204,14 @@ def main() -> int:
 
     world = World.load(args.scene)
     tasks = sample_tasks(world.scene, world.grid, args.episodes, args.seed, "pointgoal", world.protocol)
+    if args.tasks is None:
+        args.tasks = ([min(range(len(tasks)), key=lambda k: tasks[k].astar_length_m)] if args.quick
+                      else [0, 1, 2, 3, 4])
     inproc = in_process_statuses(args.eval_dir, world.name)
     folder = args.logs or Path(tempfile.mkdtemp(prefix="rehearsal-"))
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"{args.policy} {args.checkpoint} on {world.name}, success radius {world.protocol.success_radius_m} m; "
-          f"logs in {folder}", flush=True)
+    print(f"{args.policy}{(' ' + str(args.checkpoint)) if args.checkpoint else ''} on {world.name}, success radius "
+          f"{world.protocol.success_radius_m} m; logs in {folder}", flush=True)
     lines = ["| task | A* m | in process | rehearsal | closest m | to goal s | cmd_vel age p50 / p95 ms |",
              "|---|---|---|---|---|---|---|"]
     results = []

@@ -13,6 +13,7 @@ frame at the same resolution, their ratio, and the targets (>= 50 FPS, >= 10x).
     PYTHONPATH=src python bench/render.py --profile      # plus per-stage times
     PYTHONPATH=src python bench/render.py --scenes vegetation --size 64 --no-reference --lod-px 1,2,4
     PYTHONPATH=src python bench/render.py --scenes synthetic --no-reference --lod-px '' --kernels plain
+    PYTHONPATH=src python bench/render.py --quick        # seconds: synthetic at 4 G/m^2, 32x32, 5 frames, lod 2
 
 Level-of-detail rows (``--lod-px``, default 1,2,4): the same frames rendered from each view's
 LOD cut (:mod:`airplay.render.lod`), FPS, the speed-up over the exact row of the same run and
@@ -34,7 +35,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from benchlib import threading_layer
 
 TARGET_FPS = 50.0
@@ -62,16 +62,15 @@ def seal_views(gaussians, size: int, count: int = 8):
     return np.stack(viewmats), cam.K, (0.0, 0.0, 0.0)
 
 
-def synthetic_scene(size: int, count: int = 8, category: str = "urban"):
-    """A generated scene (seed 0, the generator's default density) and vehicle cameras in its
-    navigable region; raises ImportError when the generator is not available."""
-    from airplay.scene.synthetic import make_scene
-
+def synthetic_scene(size: int, count: int = 8, category: str = "urban", density: float | None = None):
+    """A generated scene (seed 0, ``density`` Gaussians per m^2, default the generator's) and vehicle
+    cameras in its navigable region; raises ImportError when the generator is not available."""
     from airplay.scene.camera import map_from_base, viewmat_from_pose
     from airplay.scene.scene import Scene
+    from airplay.scene.synthetic import make_scene
 
     with tempfile.TemporaryDirectory(prefix="airplay-bench-") as tmp:
-        make_scene(category, 0, Path(tmp) / category)
+        make_scene(category, 0, Path(tmp) / category, **({} if density is None else {"gaussians_per_m2": density}))
         scene = Scene.load(Path(tmp) / category)
     spec = scene.spec
     cam = spec.camera.intrinsics.scaled(size, size)
@@ -240,18 +239,32 @@ def print_lod_table(rows):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--frames", type=int, default=100, help="timed frames per scene (default 100)")
-    parser.add_argument("--size", type=int, default=224, help="square image size in pixels (default 224)")
+    parser.add_argument("--frames", type=int, default=None, help="timed frames per scene (default 100, quick 5)")
+    parser.add_argument("--size", type=int, default=None, help="square image size in pixels (default 224, quick 32)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--profile", action="store_true", help="also report the per-stage time breakdown")
     parser.add_argument("--no-reference", action="store_true", help="skip the (slow) plain reference")
-    parser.add_argument("--scenes", default="seal,synthetic",
-                        help="comma-separated: seal, synthetic (urban), vegetation (the collection benchmark's scene)")
-    parser.add_argument("--lod-px", default="1,2,4",
-                        help="comma-separated LOD thresholds in pixels, one row each per scene ('' = none)")
+    parser.add_argument("--scenes", default=None,
+                        help="comma-separated: seal, synthetic (urban), vegetation (the collection benchmark's scene); "
+                             "default seal,synthetic (quick: synthetic)")
+    parser.add_argument("--lod-px", default=None,
+                        help="comma-separated LOD thresholds in pixels, one row each per scene ('' = none; "
+                             "default 1,2,4, quick 2)")
+    parser.add_argument("--density", type=float, default=None,
+                        help="Gaussians per m^2 of the synthetic scenes (default: the generator's; quick 4)")
+    parser.add_argument("--quick", action="store_true",
+                        help="seconds, not minutes (what make test runs): the synthetic scene at 4 Gaussians/m^2, "
+                             "32x32, 5 frames, LOD 2 px, the reference included")
     parser.add_argument("--kernels", choices=("auto", "llvm", "plain"), default=None,
                         help="the CPU kernels' numba pieces (sets AIRPLAY_CPU_KERNELS; default: the environment's)")
     args = parser.parse_args(argv)
+    quick = args.quick
+    args.frames = args.frames or (5 if quick else 100)
+    args.size = args.size or (32 if quick else 224)
+    args.scenes = args.scenes if args.scenes is not None else ("synthetic" if quick else "seal,synthetic")
+    args.lod_px = args.lod_px if args.lod_px is not None else ("2" if quick else "1,2,4")
+    if quick and args.density is None:
+        args.density = 4.0
     if args.kernels:
         os.environ["AIRPLAY_CPU_KERNELS"] = args.kernels
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))  # reference_render
@@ -276,7 +289,7 @@ def main(argv=None) -> int:
     if "synthetic" in wanted:
         try:
             log("[synthetic-urban] generating the scene ...")
-            g, viewmats, K, bg = synthetic_scene(args.size)
+            g, viewmats, K, bg = synthetic_scene(args.size, density=args.density)
         except ImportError as exc:
             msg = f"synthetic generator not available ({exc})"
             log(f"[synthetic-urban] skipped: {msg}")
@@ -290,7 +303,7 @@ def main(argv=None) -> int:
             inputs["synthetic-urban"] = (g, viewmats, K, bg)
     if "vegetation" in wanted:
         log("[synthetic-vegetation] generating the scene ...")
-        g, viewmats, K, bg = synthetic_scene(args.size, category="vegetation")
+        g, viewmats, K, bg = synthetic_scene(args.size, category="vegetation", density=args.density)
         rows.append(bench_scene("synthetic-vegetation", g, viewmats, K, args.size, args.frames, bg, False, args.profile))
         inputs["synthetic-vegetation"] = (g, viewmats, K, bg)
     lod_rows = []
@@ -308,6 +321,8 @@ def main(argv=None) -> int:
         "scenes": rows,
         "lod": lod_rows,
         "skipped": [{"scene": n, "reason": why} for n, why in skipped],
+        "density": args.density,
+        "quick": quick,
     }
     if args.json:
         print(json.dumps(result, indent=2))

@@ -43,27 +43,27 @@ def hil_section(figures: dict, note: str = "", title: str = "") -> str:
     meta = figures["meta"]
     machine = meta.get("machine") or {}
     rows = figures["flights"]
-    lines = [f"## {meta['autopilot']} SITL, {figures['tasks']} tasks of {meta['scene']} "
-             f"(episodes {meta['episodes']}, seed {meta['seed']}){': ' + title if title else ''}", "",
+    lines = [(f"## {meta['autopilot']} SITL, {figures['tasks']} tasks of {meta['scene']} "
+              f"(episodes {meta['episodes']}, seed {meta['seed']}){': ' + title if title else ''}"), "",
              f"- date {meta['date']}, commit `{meta.get('commit')}`",
-             f"- machine: {machine.get('cpu')}, {machine.get('cpus')} CPUs, {machine.get('os')}; load average at the "
-             f"end {meta.get('load_average')}",
+             (f"- machine: {machine.get('cpu')}, {machine.get('cpus')} CPUs, {machine.get('os')}; load average at "
+              f"the end {meta.get('load_average')}"),
              f"- command: `{meta.get('command')}`",
-             f"- policy {meta['policy']}, checkpoint `{meta['checkpoint']}`; in-process profile: "
-             f"`{meta.get('vehicle') or '-'}`", "", *([note, ""] if note else []),
+             (f"- policy {meta['policy']}, checkpoint `{meta['checkpoint']}`; in-process profile: "
+              f"`{meta.get('vehicle') or '-'}`"), "", *([note, ""] if note else []),
              "| | in process | in process, autopilot's profile | SITL (judged on the truth) |",
              "|---|---:|---:|---:|",
-             f"| SR % | {figures['sr_in_process']} | {figures['sr_in_process_profile']} | {figures['sr_hil']} "
-             f"{_ci(figures.get('sr_hil_ci95'))} |",
+             (f"| SR % | {figures['sr_in_process']} | {figures['sr_in_process_profile']} | {figures['sr_hil']} "
+              f"{_ci(figures.get('sr_hil_ci95'))} |"),
              f"| CR % | {figures['cr_in_process']} | {figures['cr_in_process_profile']} | {figures['cr_hil']} |",
-             "", f"SITL statuses: {_status_counts(rows, 'hil_true')}; the bridge's own (on the estimate): "
-                 f"{_status_counts(rows, 'hil_estimate')}. Largest command age p95: "
-                 f"{figures['command_age_p95_ms_max']} ms. {figures['wall_s']:.0f} s in all. The bridge's "
-                 "`interrupted`: the harness landed the vehicle on a true collision before the bridge's own rules, "
-                 "on the estimate, saw one. Replay: the flight's bag replayed through the checkpoint, commands "
-                 "given back bit for bit of those sent (`-`: not recorded).", "",
-             "| task | in process | + profile | SITL (truth) | bridge (estimate) | closest m | command age p50 / p95 / max ms "
-             "| images Hz | estimate RMS xy / z m | replay |",
+             "", (f"SITL statuses: {_status_counts(rows, 'hil_true')}; the bridge's own (on the estimate): "
+                  f"{_status_counts(rows, 'hil_estimate')}. Largest command age p95: "
+                  f"{figures['command_age_p95_ms_max']} ms. {figures['wall_s']:.0f} s in all. The bridge's "
+                  "`interrupted`: the harness landed the vehicle on a true collision before the bridge's own rules, "
+                  "on the estimate, saw one. Replay: the flight's bag replayed through the checkpoint, commands "
+                  "given back bit for bit of those sent (`-`: not recorded)."), "",
+             ("| task | in process | + profile | SITL (truth) | bridge (estimate) | closest m | command age p50 / p95 / "
+              "max ms | images Hz | estimate RMS xy / z m | replay |"),
              "|---:|---|---|---|---|---:|---|---:|---|---|"]
     for r in rows:
         a, e = r.get("command_age_ms") or {}, r.get("estimate_error_rms") or {}

@@ -47,7 +47,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from benchlib import threading_layer
 
 TARGET_RATIO = 10.0
@@ -87,8 +86,8 @@ def load_world(tmp: Path, resolution_m: float):
     checker = CollisionChecker(sdf, scene.spec.navigable, params.radius_m)
     info = {
         "scene": scene.name,
-        "mesh_vertices": int(len(scene.mesh.vertices)),
-        "mesh_faces": int(len(scene.mesh.faces)),
+        "mesh_vertices": len(scene.mesh.vertices),
+        "mesh_faces": len(scene.mesh.faces),
         "navigable_area_m2": round(scene.spec.navigable.area_m2, 1),
         "sdf_shape": list(sdf.shape),
         "sdf_resolution_m": sdf.resolution_m,
@@ -354,14 +353,15 @@ def timed(label: str, repeats: int, fn) -> tuple[float, list[float], dict]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    parser.add_argument("--quick", action="store_true", help="short runs (a few seconds in all)")
+    parser.add_argument("--quick", action="store_true",
+                        help="short runs, the SDF at 0.20 m (a few seconds in all; what make test runs)")
     parser.add_argument("--steps", type=int, default=None, help="control steps of the one-vehicle runs (default 20000, quick 3000)")
     parser.add_argument("--batch-sizes", default="1000,10000,100000", help="comma-separated N of the batched runs")
     parser.add_argument("--vehicle-steps", type=float, default=None,
                         help="vehicle-steps per batched run (default 2e6, quick 2e5)")
     parser.add_argument("--pybullet-bodies", type=int, default=100, help="bodies in the batched pybullet world (0: skip)")
     parser.add_argument("--repeats", type=int, default=None, help="timed runs per row, median reported (default 3, quick 1)")
-    parser.add_argument("--resolution", type=float, default=0.10, help="SDF voxel size, m (default 0.10)")
+    parser.add_argument("--resolution", type=float, default=None, help="SDF voxel size, m (default 0.10, quick 0.20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the starts and the command walk")
     args = parser.parse_args(argv)
     steps = args.steps or (3000 if args.quick else 20000)
@@ -375,7 +375,7 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(args.seed)
     rows = []
     with tempfile.TemporaryDirectory(prefix="airplay-bench-sim-") as tmp:
-        scene, sdf, params, checker, info = load_world(Path(tmp), args.resolution)
+        scene, _sdf, params, checker, info = load_world(Path(tmp), args.resolution or (0.20 if args.quick else 0.10))
         start = free_starts(checker, rng, 1)[0]
         yaw0 = float(rng.uniform(-math.pi, math.pi))
         cmds = command_walk(rng, steps, 1, params)
@@ -421,7 +421,7 @@ def main(argv=None) -> int:
             byaws = rng.uniform(-math.pi, math.pi, n)
             ours_batch(params, checker, bcmds, 2, bstarts, byaws)  # warm-up at this size
             med, times, last = timed(f"ours, batch {n}", repeats,
-                                     lambda: ours_batch(params, checker, bcmds, k, bstarts, byaws))
+                                     lambda c=bcmds, k=k, s=bstarts, y=byaws: ours_batch(params, checker, c, k, s, y))
             rows.append({"engine": "ours", "vehicles": n, "steps": k, "elapsed_s": times, "rate": n * k / med,
                          "us_per_vehicle_step": 1e6 * med / (n * k),
                          "ended_fraction": round(last["ended_fraction"], 4)})

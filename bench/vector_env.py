@@ -28,7 +28,7 @@ Columns, per row, all measured in the same run on the same machine:
 Target (2 cores): >= 1,500 env-steps/s at 64x64 RGB with N = 16, and >= 2x the sequential rate.
 
     PYTHONPATH=src python bench/vector_env.py            # table (about 2 minutes, scene build included)
-    PYTHONPATH=src python bench/vector_env.py --quick    # N = 1 and 16 only, short runs
+    PYTHONPATH=src python bench/vector_env.py --quick    # N = 1 and 16 only, 0.25 s runs (seconds; make test)
     PYTHONPATH=src python bench/vector_env.py --json     # one JSON object
     PYTHONPATH=src python bench/vector_env.py --profile  # where a batch's render time goes (64x64 RGB, N = 16)
 """
@@ -44,7 +44,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from benchlib import threading_layer
 
 TARGET_RATE = 1500.0
@@ -303,16 +302,17 @@ def print_table(rows, cores: int, load, free) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    parser.add_argument("--quick", action="store_true", help="N = 1 and 16 only, about 1 s a run")
+    parser.add_argument("--quick", action="store_true",
+                        help="N = 1 and 16 only, about 0.25 s a run (seconds; what make test runs)")
     parser.add_argument("--scene", type=Path, default=None, help="a scene folder (default: the synthetic urban scene)")
     parser.add_argument("--sizes", default=None, help="comma-separated N (default 1,4,16,64; quick 1,16)")
-    parser.add_argument("--seconds", type=float, default=None, help="timed seconds per run (default 3, quick 1)")
+    parser.add_argument("--seconds", type=float, default=None, help="timed seconds per run (default 3, quick 0.25)")
     parser.add_argument("--threads", type=int, default=None, help="render threads of the vector env (default: cores)")
     parser.add_argument("--profile", action="store_true",
                         help="only where a batch's render time goes: 64x64 RGB, N = 16 (or the first of --sizes)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in (args.sizes or ("1,16" if args.quick else "1,4,16,64")).split(",") if s.strip()]
-    seconds = args.seconds or (1.0 if args.quick else 3.0)
+    seconds = args.seconds or (0.25 if args.quick else 3.0)
 
     import numba
 
@@ -355,7 +355,7 @@ def main(argv=None) -> int:
     result = {"cores": cores, "render_threads": threads, "numba_threads": numba.get_num_threads(),
               "threading_layer": threading_layer(), "load_average_at_start": load_at_start,
               "load_average_at_end": [round(x, 2) for x in os.getloadavg()], "free_cores_at_start": free_at_start,
-              "free_cores_at_end": free_cores(cores), "rows": rows}
+              "free_cores_at_end": free_cores(cores), "quick": args.quick, "seconds": seconds, "rows": rows}
     if target is not None:
         result["target"] = {"rate": target["vector"]["rate"], "ratio": target["ratio"],
                             "rate_met": target["vector"]["rate"] >= TARGET_RATE,

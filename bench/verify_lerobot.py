@@ -3,6 +3,7 @@ and returns the frames, states and actions airplay wrote.
 
     python bench/verify_lerobot.py                     # a synthetic dataset made here
     python bench/verify_lerobot.py --dataset OUT/      # an export (OUT/seen, OUT/unseen, or one dataset)
+    python bench/verify_lerobot.py --quick             # 5 frames an episode; never installs (make test)
 
 lerobot-dataset's pins clash with airplay's (av<16, datasets<4.2, opencv-python-headless...), so
 it lives in its own virtual environment, made once and cached under
@@ -26,7 +27,8 @@ lerobot-dataset 0.4.4 ships no ``lerobot-doctor`` (no console script, no doctor 
 probe runs the package's own validation instead (see its docstring).
 
 Exit status: 0 all checks passed, 1 a check failed, 77 the venv is not cached and the
-package index cannot be reached (nothing could be verified).
+package index cannot be reached (nothing could be verified), or with ``--quick`` the venv is
+not cached (``--quick`` never goes to the package index: run once without it to make the venv).
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def index_url() -> str:
     url = os.environ.get("PIP_INDEX_URL")
     if not url:
         out = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
-                             capture_output=True, text=True)
+                             capture_output=True, text=True, check=False)
         url = out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "https://pypi.org/simple"
     return url.rstrip("/")
 
@@ -86,7 +88,7 @@ def index_reachable(timeout_s: float = 15.0) -> tuple[bool, str]:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as r:
             return r.status == 200, f"{url}: HTTP {r.status}"
-    except Exception as err:  # DNS, refused, timeout, TLS: all mean "cannot reach"
+    except Exception as err:  # noqa: BLE001 - DNS, refused, timeout, TLS: all mean "cannot reach"
         return False, f"{url}: {type(err).__name__}: {err}"
 
 
@@ -152,7 +154,7 @@ def ensure_venv(log=print) -> Path:
         py = str(_venv_python(venv))
         pip = subprocess.run([py, "-m", "pip", "install", "--no-input", "--progress-bar", "off",
                               f"lerobot-dataset=={LEROBOT_DATASET_VERSION}", f"torchcodec=={TORCHCODEC_VERSION}"],
-                             capture_output=True, text=True)
+                             capture_output=True, text=True, check=False)
         if pip.returncode != 0:
             ok, why = index_reachable()
             if not ok:
@@ -264,7 +266,7 @@ def _probe(venv: Path, args: list[str], workdir: Path) -> subprocess.CompletedPr
     env["HF_DATASETS_CACHE"] = str(workdir / "hf-cache")
     env.pop("PYTHONPATH", None)
     return subprocess.run([str(_venv_python(venv)), str(PROBE), *args], capture_output=True, text=True, env=env,
-                          cwd=workdir)
+                          cwd=workdir, check=False)
 
 
 def run_probe(venv: Path, jobs: list[dict], workdir: Path) -> tuple[int, list[dict], str]:
@@ -325,8 +327,13 @@ def format_reports(reports: list[dict]) -> str:
 
 
 def verify(dataset: Path | None, max_episodes: int = 6, max_frames: int = 150, native: bool = True,
-           workdir: Path | None = None, log=print) -> tuple[int, list]:
-    """Run the whole verification; returns (exit status, per-dataset reports)."""
+           workdir: Path | None = None, log=print, install: bool = True) -> tuple[int, list]:
+    """Run the whole verification; returns (exit status, per-dataset reports). ``install`` False:
+    never make the venv (nor ask the package index); exit :data:`EXIT_UNREACHABLE` without it."""
+    if not install and not (venv_dir() / ".airplay-ready.json").is_file():
+        log(f"SKIP: the lerobot-dataset venv is not cached at {venv_dir()}, and --quick does not install it "
+            "(run bench/verify_lerobot.py once without --quick to make it)")
+        return EXIT_UNREACHABLE, []
     try:
         venv = ensure_venv(log)
     except IndexUnreachable as err:
@@ -365,12 +372,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", type=Path, help="an exported dataset (or a folder of them); "
                         "default: a synthetic dataset made here")
     parser.add_argument("--max-episodes", type=int, default=6, help="episodes compared per dataset")
-    parser.add_argument("--max-frames", type=int, default=150, help="frames compared per episode (evenly spaced)")
+    parser.add_argument("--max-frames", type=int, default=None,
+                        help="frames compared per episode (evenly spaced; default 150, quick 5)")
     parser.add_argument("--no-native", action="store_true",
                         help="skip reading a dataset recorded by lerobot-dataset with airplay's reader")
     parser.add_argument("--json", type=Path, help="also write the reports here")
+    parser.add_argument("--quick", action="store_true",
+                        help="seconds (what make test runs): 5 frames per episode; never installs the venv "
+                             "(exit 77 where it is not cached)")
     args = parser.parse_args(argv)
-    rc, reports = verify(args.dataset, args.max_episodes, args.max_frames, native=not args.no_native)
+    max_frames = args.max_frames or (5 if args.quick else 150)
+    rc, reports = verify(args.dataset, args.max_episodes, max_frames, native=not args.no_native,
+                         install=not args.quick)
     if args.json:
         args.json.write_text(json.dumps({"exit": rc, "reports": reports}, indent=2))
     return rc

@@ -11,7 +11,8 @@ tokens at most, greedy):
   serving the same model (the same work plus HTTP, JSON and PNG base64 encoding).
 
 The tiny model (2 layers, hidden 64) says nothing about a 7B model's latency; the figures
-show the per-step overhead of airplay's side. ``--json`` prints machine-readable figures.
+show the per-step overhead of airplay's side. ``--json`` prints machine-readable figures;
+``--quick`` times 3 steps a row (seconds; what make test runs).
 """
 
 from __future__ import annotations
@@ -55,10 +56,13 @@ def _time(fn, items) -> list[float]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=20, help="timed steps per row (after 2 warm-up steps)")
+    ap.add_argument("--steps", type=int, default=None, help="timed steps per row (after 2 warm-up steps; "
+                    "default 20, quick 3)")
     ap.add_argument("--model", default=None, help="a model folder instead of the tiny random one")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="3 timed steps per row (seconds; what make test runs)")
     args = ap.parse_args(argv)
+    args.steps = args.steps or (3 if args.quick else 20)
 
     from airplay.vln.backends import OpenAIBackend, TransformersBackend
     from airplay.vln.parsing import parse_actions
@@ -99,7 +103,7 @@ def main(argv=None) -> int:
                       "steps_per_s": 1.0 / statistics.median(t), "ratio_to_prompt_only": statistics.median(t) / ref}
                for name, t in rows.items()}
     if args.json:
-        print(json.dumps({"model": str(model), "steps": args.steps, "rows": figures}, indent=1))
+        print(json.dumps({"model": str(model), "steps": args.steps, "quick": args.quick, "rows": figures}, indent=1))
         return 0
     print(f"AirVLN-R1 step latency, {args.steps} steps, model {'tiny random Qwen2.5-VL' if not args.model else model}, "
           f"CPU, 5 views of 56x56, <= 32 new tokens, greedy")
