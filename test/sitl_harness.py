@@ -51,6 +51,7 @@ SIGKILL it. ``OUT/summary.json`` gives each scenario's runtime and whether it re
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import fcntl
 import json
@@ -728,7 +729,7 @@ class Px4(Autopilot):
     base_params: dict = PX4_SIH_EKF
 
     def boot(self, params: dict, cache: Path) -> None:
-        tool = px4_tool(cache)
+        tool = self.tool = px4_tool(cache)
         env = dict(os.environ)
         for key in [k for k in env if k.startswith("PX4_PARAM_")]:
             del env[key]
@@ -743,6 +744,15 @@ class Px4(Autopilot):
 
     def ready(self) -> bool:
         return self.running()
+
+    def lose_gps(self) -> str:
+        """Stop SIH's GPS: its ``sensor_gps_sim`` module, through PX4's shell (this SIH build does not
+        answer MAV_CMD_INJECT_FAILURE for the GPS). Returns what was done."""
+        done = subprocess.run([str(self.tool / "bin" / "px4-sensor_gps_sim"), "stop"], capture_output=True,
+                              text=True, timeout=10)
+        if done.returncode != 0:
+            raise ScenarioError(f"px4-sensor_gps_sim stop failed ({done.returncode}): {done.stderr.strip()}")
+        return "sensor_gps_sim stopped"
 
     def reset_mode(self, timeout_s: float = 5.0) -> str | None:
         """Between two scenarios on one boot: back to AUTO.LOITER (Hold) from the GCS link. PX4
@@ -800,6 +810,51 @@ class ArduPilot(Autopilot):
             with self.series.lock:
                 if self.series.truth:
                     return
+
+    def lose_gps(self) -> str:
+        """The simulated GPS switched off (SIM_GPS1_ENABLE 0; SIM_GPS_DISABLE 1 in older releases). ArduPilot
+        takes every parameter as a float (no byte-wise integers, unlike PX4)."""
+        gcs = self.listeners[0]
+        if gcs.param("SIM_GPS1_ENABLE", 0) == 0:
+            return "SIM_GPS1_ENABLE 0"
+        if gcs.param("SIM_GPS_DISABLE", 1) == 1:
+            return "SIM_GPS_DISABLE 1"
+        raise ScenarioError("ArduPilot SITL took neither SIM_GPS1_ENABLE=0 nor SIM_GPS_DISABLE=1")
+
+    def restore_gps(self) -> str:
+        """The simulated GPS back on (after :meth:`lose_gps`)."""
+        gcs = self.listeners[0]
+        if gcs.param("SIM_GPS1_ENABLE", 1) == 1:
+            return "SIM_GPS1_ENABLE 1"
+        if gcs.param("SIM_GPS_DISABLE", 0) == 0:
+            return "SIM_GPS_DISABLE 0"
+        raise ScenarioError("ArduPilot SITL took neither SIM_GPS1_ENABLE=1 nor SIM_GPS_DISABLE=0")
+
+    def wind(self, speed_m_s: float, from_deg: float, turbulence: float) -> dict:
+        """ArduPilot SITL's wind: SIM_WIND_SPD (m/s), SIM_WIND_DIR (degrees the wind comes from),
+        SIM_WIND_TURB (m/s of turbulence). Returns the values as set."""
+        gcs = self.listeners[0]
+        out = {}
+        for name, value in (("SIM_WIND_SPD", speed_m_s), ("SIM_WIND_DIR", from_deg), ("SIM_WIND_TURB", turbulence)):
+            got = gcs.param(name, value)
+            if got is None:
+                raise ScenarioError(f"ArduPilot SITL did not take {name}={value}")
+            out[name] = round(got, 2)
+        return out
+
+    def glitch_gps(self, north_m: float, east_m: float) -> dict:
+        """A GPS glitch: the simulated GPS's position offset by ``north_m``/``east_m`` (SIM_GPS1_GLTCH_X/Y,
+        degrees of latitude/longitude). 0, 0 ends it. Returns the parameters as set."""
+        gcs = self.listeners[0]
+        lat_deg = north_m / 111319.49
+        lon_deg = east_m / (111319.49 * math.cos(math.radians(-35.36)))  # ArduPilot SITL's home: CMAC, -35.36 deg
+        out = {}
+        for name, value in (("SIM_GPS1_GLTCH_X", lat_deg), ("SIM_GPS1_GLTCH_Y", lon_deg)):
+            got = gcs.param(name, value)
+            if got is None:
+                raise ScenarioError(f"ArduPilot SITL did not take {name}={value}")
+            out[name] = got
+        return out
 
     def ready(self) -> bool:
         """The EKF uses GPS (its STATUSTEXT): what arming in GUIDED needs. SYS_STATUS's pre-arm bit
@@ -1269,11 +1324,36 @@ def land(r: Run) -> None:
 
 
 def sigkill_bridge(r: Run) -> None:
-    """SIGKILL of the bridge 1 s into the flight: the autopilot's offboard-loss failsafe lands."""
+    """SIGKILL of the bridge 1 s into the flight: the autopilot's offboard-loss failsafe lands. The
+    same graph is started again at once (a second bridge over the vehicle still flying,
+    :func:`_second_bridge`): it only watches."""
     r.start_graph()
     r.wait_flying(then_s=FLYING_S)
     r.mark("action", r.bridge_signal(signal.SIGKILL))
-    r.wait_end(50.0)
+    with _second_bridge(r):
+        r.wait_end(50.0)
+
+
+@contextlib.contextmanager
+def _second_bridge(r: Run):
+    """The same fly graph started again at once over the vehicle that still flies (issue 41, finding 3),
+    stopped when the block ends; ``second_bridge`` in the verdict: its exit code, whether it said it
+    only watches, and every line of its log that tells of a command to the vehicle (a DISARM sent, a
+    NAV_LAND, a phase that commands: arming, taking off, warming up, landing; the arm request that
+    ``arm:=true`` makes at once is only queued)."""
+    second = Launch(r.launch_args, r.folder / "launch-second.log", r.h.book)
+    r.mark("second_bridge")
+    try:
+        yield second
+        r.wait(second.exited, 20.0, "the second bridge's exit", fail=False)
+    finally:
+        second.stop()
+        text = second.log_path.read_text(errors="replace")
+        commands = [line.strip()[:200] for line in text.splitlines()
+                    if re.search(r"disarmed on the ground|disarm on the ground refused|"
+                                 r"NAV_LAND|phase \S+ -> (arming|taking_off|warming_up|landing)", line)]
+        r.extra["second_bridge"] = {"exit_code": second.code, "exited_by_itself": second.exited_before_stop,
+                                    "only_watched": "already armed" in text, "commands": commands}
 
 
 def sigstop_bridge(r: Run) -> None:
@@ -1368,13 +1448,15 @@ def _fence_box(r: Run) -> Fence:
     return Fence(box=(lo[0], lo[1], hi[0], hi[1]), margin_m=_margin(r))
 
 
-def _fence_flight(r: Run, fence: Fence, held_s: float | None, near_xy_m: float = 0.5) -> None:
+def _fence_flight(r: Run, fence: Fence, held_s: float | None, near_xy_m: float = 0.5, on_flying=None) -> None:
     """Fly the expert towards a goal the fence keeps it from, until the bridge ends the flight
     itself, or the vehicle has stayed within ``near_xy_m`` of the goal's xy for 2 s (the expert is done), or
     ``held_s`` after the first geofence intervention (the vehicle held at the fence); then, if the
     bridge has not ended the flight, ``land`` (event ``land_topic``)."""
     r.start_graph(fence=fence)
     r.wait_flying()
+    if on_flying is not None:
+        on_flying(r)
     if fence.autopilot:
         r.extra["autopilot_fence_in_flight"] = r.h.autopilot.listeners[0].read_fence()
     goal = r.task.goal_position
@@ -1428,8 +1510,32 @@ def fence_box_ceiling(r: Run) -> None:
 def fence_box_autopilot(r: Run) -> None:
     """fence_box with the goal 1 m outside, also installed in the autopilot (autopilot_fence:=true,
     read back by the harness in flight and after): as ``fence_box``, and the bridge restores the
-    autopilot's previous fence as it exits."""
-    _fence_flight(r, replace(_fence_box(r), autopilot=True), held_s=6.0)
+    autopilot's previous fence as it exits. On ArduPilot with wind: WIND_SPEED_M_S blowing towards
+    the fence, turbulent (SIM_WIND_SPD/DIR/TURB, set once the bridge flies, back to calm after)."""
+    fence = replace(_fence_box(r), autopilot=True)
+    if not isinstance(r.ap, ArduPilot):
+        _fence_flight(r, fence, held_s=6.0)
+        return
+    try:
+        _fence_flight(r, fence, held_s=6.0, on_flying=_wind_towards_the_fence)
+    finally:
+        r.extra["wind_after"] = r.ap.wind(0.0, 0.0, 0.0)
+
+
+WIND_SPEED_M_S = 5.0
+"""ArduPilot's simulated wind in ``ardupilot_fence``, m/s (issue 41: 5 m/s towards the fence, turbulent)."""
+
+
+def _wind_towards_the_fence(r: Run) -> None:
+    """SIM_WIND_* blowing from the start towards the goal beyond the fence (the map direction turned
+    into the autopilot's local frame by the bridge's tie; ArduPilot's SIM_WIND_DIR is where the wind
+    comes from, degrees clockwise from north)."""
+    tie = r.tie()
+    d = r.task.goal_position[:2] - r.task.start_position[:2]
+    heading_map = math.atan2(float(d[1]), float(d[0]))
+    heading_local = heading_map - (tie.yaw_rad if tie is not None else 0.0)   # ENU, CCW from east
+    towards_deg = (90.0 - math.degrees(heading_local)) % 360.0                # compass, CW from north
+    r.extra["wind"] = r.ap.wind(WIND_SPEED_M_S, (towards_deg + 180.0) % 360.0, 1.0)
 
 
 def fence_ceiling(r: Run) -> None:
@@ -1535,12 +1641,140 @@ def offboard_refused(r: Run) -> None:
 
 def companion_loss(r: Run) -> None:
     """ArduPilot with FS_GCS_ENABLE=5 and MAV_GCS_SYSID=1 (the bridge): SIGKILL of the bridge in
-    flight -> "GCS Failsafe" -> LAND -> disarmed."""
+    flight -> "GCS Failsafe" -> LAND -> disarmed. The same graph is started again at once (a second
+    bridge over the flying vehicle, :func:`_second_bridge`): it only watches, and sends no HEARTBEAT
+    that would put off the GCS failsafe."""
     r.start_graph()
     r.wait_flying(then_s=FLYING_S)
     r.mark("action", r.bridge_signal(signal.SIGKILL))
-    r.wait_end(50.0)
+    with _second_bridge(r):
+        r.wait_end(50.0)
 
+
+ESTIMATE_FAULT_AFTER_S = 4.0
+"""Seconds of flight under the expert before an estimate fault, unless the vehicle reaches the fence
+first (the first geofence intervention): the fault then comes where it matters most, at the fence."""
+
+
+def _at_the_fence_or_after(r: Run, seconds: float) -> float:
+    """Fly towards the goal beyond the fence until the first geofence intervention or ``seconds``
+    after ``flying``; returns when (monotonic)."""
+    flying = r.wait_flying()
+
+    def due() -> bool:
+        with r.series.lock:
+            fence = any(t >= flying and str(i.get("kind", "")).startswith("geofence") for t, i in r.series.interventions)
+        return fence or time.monotonic() - flying >= seconds or r.launch.exited()
+
+    r.wait(due, seconds + 5.0, "the fence or the fault's time")
+    return time.monotonic()
+
+
+def _estimate_fault(r: Run, fault: Callable, fault_end: Callable | None = None, fault_s: float = 10.0) -> None:
+    """fence_box with the goal 1 m outside; at the fence (or ESTIMATE_FAULT_AFTER_S into the flight)
+    ``fault(r)`` (event ``action``), ``fault_end(r)`` ``fault_s`` later if given (event
+    ``action_end``); then until the launch's exit and the vehicle disarmed."""
+    r.start_graph(fence=_fence_box(r))
+    _at_the_fence_or_after(r, ESTIMATE_FAULT_AFTER_S)
+    r.mark("action")
+    r.extra["fault"] = fault(r)
+    try:
+        if fault_end is not None:
+            r.sleep(fault_s)
+            r.mark("action_end")
+            r.extra["fault_end"] = fault_end(r)
+    finally:
+        _end_on_the_ground(r, 60.0)
+
+
+def _end_on_the_ground(r: Run, timeout_s: float) -> None:
+    """Until the launch exited and the vehicle disarmed; where the autopilot lands without a position
+    and cannot tell that it touched down (PX4's blind land: its land detector, on a diverged
+    velocity estimate, never fires, and it stays armed on the ground), the operator disarms it from
+    the GCS once SIH's truth has shown it on the ground for 3 s (event ``gcs_disarm``, a forced
+    DISARM as from an RC kill switch)."""
+    on_ground_since = [None]
+
+    def done() -> bool:
+        if r.ended():
+            return True
+        truth = r.series.latest("truth")
+        height = None if truth is None or r.truth0 is None else truth[3] - r.truth0[2]
+        landing = r.series.mode in r.ap.land_modes and r.series.armed
+        if landing and height is not None and height < 0.15:
+            on_ground_since[0] = on_ground_since[0] or time.monotonic()
+            if time.monotonic() - on_ground_since[0] >= 3.0 and "gcs_disarm" not in r.events:
+                r.mark("gcs_disarm")
+                r.note(f"armed on the ground in {r.series.mode} (true height {height:.2f} m): the GCS disarms")
+                gcs = r.ap.listeners[0]
+                m = gcs.mavutil.mavlink
+                gcs.conn.mav.command_long_send(gcs.target_system or 1, 1, m.MAV_CMD_COMPONENT_ARM_DISARM, 0, 0,
+                                               21196, 0, 0, 0, 0, 0)
+        else:
+            on_ground_since[0] = None
+        return False
+
+    if r.wait(done, timeout_s, "the launch's exit and the vehicle disarmed", fail=False):
+        time.sleep(0.5)
+
+
+def gps_loss(r: Run) -> None:
+    """The GPS lost in flight at the fence (fence_box, the goal 1 m outside; PX4: SIH's sensor_gps_sim
+    stopped; ArduPilot: SIM_GPS1_ENABLE 0): the bridge sees it (GPS_RAW_INT without a fix, the
+    estimator's flags), stops sending setpoints, reports estimate_distrusted and has the autopilot land;
+    the true position never more than 0.2 m past the fence while the bridge had control; no
+    DISARM in the air; no offboard control again; the vehicle ends landed and disarmed. ArduPilot's GPS
+    is switched back on once it has disarmed (event ``action_end``; its EKF takes the GPS again, and the
+    boot serves the next scenario)."""
+    try:
+        _estimate_fault(r, lambda run: run.ap.lose_gps())
+    finally:
+        if hasattr(r.ap, "restore_gps") and r.ap.running():
+            r.mark("action_end")
+            r.extra["fault_end"] = r.ap.restore_gps()
+
+
+def gps_glitch(r: Run) -> None:
+    """A 22 m GPS glitch north at the fence (ArduPilot SIM_GPS1_GLTCH_X, for 10 s; fence_box with the
+    goal 1 m outside): whether ArduPilot's EKF takes it in (its estimate jumps) or says "GPS Glitch",
+    the bridge computes no setpoint on the glitched estimate: it stops sending, reports
+    estimate_distrusted and has the autopilot land; the true position never more than 0.2 m past
+    the fence while the bridge had control; no offboard control again; landed and disarmed."""
+    _estimate_fault(r, lambda run: run.ap.glitch_gps(GLITCH_NORTH_M, 0.0),
+                    lambda run: run.ap.glitch_gps(0.0, 0.0), fault_s=10.0)
+
+
+def low_battery(r: Run) -> None:
+    """PX4's low-battery failsafe in flight (boot parameters PX4_LOW_BATTERY: SIH's battery drains in
+    25 s of armed time, so that it fails before the mission's time limit; COM_LOW_BAT_ACT 3: return
+    at the critical level, land at the emergency one), the expert held at the fence (fence_box, the
+    goal 1 m outside): PX4 leaves OFFBOARD by itself;
+    the bridge yields (autopilot_took_over, its reason carrying PX4's: the battery, the system
+    status), sends nothing more and ends in holding; PX4 returns and lands; no DISARM in the air; no
+    OFFBOARD again; the vehicle ends landed and disarmed."""
+    r.start_graph(fence=_fence_box(r))
+    flying = r.wait_flying()
+    offboard = r.ap.offboard_mode
+
+    def left() -> bool:
+        with r.series.lock:
+            return r.launch.exited() or any(t > flying and m != offboard for t, m, _ in r.series.hb)
+
+    r.wait(left, 70.0, "PX4's low-battery failsafe")
+    with r.series.lock:
+        t_left = next((t for t, m, _ in r.series.hb if t > flying and m != offboard), None)
+    r.mark("action", t_left)
+    _end_on_the_ground(r, 70.0)
+
+
+PX4_LOW_BATTERY = {"SIM_BAT_DRAIN": 25, "SIM_BAT_MIN_PCT": 0, "COM_LOW_BAT_ACT": 3}
+"""SIH's battery empties in 25 s of armed time (PX4's battery_simulator, linear; it never drops below
+SIM_BAT_MIN_PCT); PX4 acts at BAT_CRIT_THR (7 %) and BAT_EMERGEN_THR (5 %). PX4 v1.17 names the cause
+in its events, not in a STATUSTEXT: the bridge reads it from SYS_STATUS (battery remaining) and the
+HEARTBEAT (system status CRITICAL)."""
+
+GLITCH_NORTH_M = 22.0
+"""The GPS glitch of ``ardupilot_gps_glitch``, m north (issue 41's finding: 22 m)."""
 
 PX4_REFUSE_OFFBOARD = {"COM_OF_LOSS_T": 0}
 """PX4 never enters OFFBOARD: with an offboard-loss timeout of 0 s the setpoint stream always counts
@@ -1569,6 +1803,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("px4_takeoff_failsafe", "px4", takeoff_failsafe, takeoff_failsafe.__doc__, params=PX4_DEFAULT_EKF),
     Scenario("px4_sigint_launch", "px4", sigint_launch, sigint_launch.__doc__),
     Scenario("px4_pilot_takeover", "px4", pilot_takeover, pilot_takeover.__doc__),
+    Scenario("px4_gps_loss", "px4", gps_loss, gps_loss.__doc__, taints=True),
+    Scenario("px4_low_battery", "px4", low_battery, low_battery.__doc__, params=PX4_LOW_BATTERY, taints=True,
+             budget_s=150.0),
     Scenario("px4_offboard_refused", "px4", offboard_refused, offboard_refused.__doc__, params=PX4_REFUSE_OFFBOARD,
              taints=True),
     Scenario("ardupilot_graph_at_boot", "ardupilot", graph_at_boot, graph_at_boot.__doc__, params=AP_DEFAULTS,
@@ -1580,6 +1817,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("ardupilot_land", "ardupilot", land, land.__doc__, params=AP_DEFAULTS),
     Scenario("ardupilot_fence_box", "ardupilot", fence_box, fence_box.__doc__, params=AP_DEFAULTS),
     Scenario("ardupilot_fence", "ardupilot", fence_box_autopilot, fence_box_autopilot.__doc__, params=AP_DEFAULTS),
+    Scenario("ardupilot_gps_loss", "ardupilot", gps_loss, gps_loss.__doc__, params=AP_DEFAULTS),
+    Scenario("ardupilot_gps_glitch", "ardupilot", gps_glitch, gps_glitch.__doc__, params=AP_DEFAULTS),
     Scenario("ardupilot_companion_loss", "ardupilot", companion_loss, companion_loss.__doc__, params=AP_DEFAULTS,
              taints=True),
 )}
@@ -1589,9 +1828,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
 # topic and is timed on it, px4_fence flies the box and the ceiling at once
 PX4_ORDER = ("px4_nominal", "px4_estop", "px4_sigkill_bridge", "px4_sigstop_bridge", "px4_sigint_launch",
              "px4_pilot_takeover", "px4_fence", "px4_sigstop_px4", "px4_graph_first", "px4_takeoff_failsafe",
-             "px4_offboard_refused")
+             "px4_gps_loss", "px4_low_battery", "px4_offboard_refused")
 ARDUPILOT_ORDER = ("ardupilot_graph_at_boot", "ardupilot_nominal", "ardupilot_estop", "ardupilot_land",
-                   "ardupilot_fence", "ardupilot_companion_loss")
+                   "ardupilot_fence", "ardupilot_gps_glitch", "ardupilot_gps_loss", "ardupilot_companion_loss")
 """The order that lets one boot serve most scenarios (``--all-px4`` / ``--all-ardupilot``)."""
 
 
@@ -1784,6 +2023,7 @@ def verdict(r: Run, error: str | None) -> tuple[dict, dict]:
         "duration_s": round(t_end - t0, 2), "notes": r.notes,
         "logs": {"launch": str(r.folder / "launch.log"), "autopilot": str(r.ap.log) if r.ap.log else None},
     }
+    v.update(bridge_control(r, modes, phases, truth, excess))
     for key, value in r.extra.items():
         v.setdefault(key, value)
 
@@ -1799,6 +2039,40 @@ def verdict(r: Run, error: str | None) -> tuple[dict, dict]:
               "modes": v["mode_changes"], "phases": v["phase_changes"],
               "landed_state": [[_rel(t, t0), x] for t, x in ls]}
     return v, series
+
+
+def bridge_control(r: Run, modes: list, phases: list, truth: list, excess) -> dict:
+    """While the bridge had control: from ``flying`` until it left it (its phase landing, holding,
+    failed, link_lost or landed, or the autopilot out of its offboard mode). Fields:
+    bridge_control_end_t (s from t0), fence_excess_max_true_bridge (m: the true position past the
+    fence in that time), offboard_reentered (the offboard mode again, armed, after the autopilot had
+    left it), disarm_refused_in_air (the bridge's log: a DISARM the autopilot refused, i.e. one sent in
+    the air)."""
+    flying = r.events.get("flying")
+    out = {"bridge_control_end_t": None, "fence_excess_max_true_bridge": None, "offboard_reentered": False,
+           "disarm_refused_in_air": 0, "takeoff_end_height_true": None}
+    warm = next((t for t, p in phases if p == "warming_up"), None)
+    at_warm = [p for p in truth if warm is not None and abs(p[0] - warm) <= 0.1]
+    if at_warm:  # the take-off's end: the true height above the ground when offboard control began
+        nearest = min(at_warm, key=lambda p: abs(p[0] - warm))
+        out["takeoff_end_height_true"] = round(nearest[3] - r.h.ground_z, 3)
+    if flying is None:
+        return out
+    ends = [t for t, p in phases if t >= flying and p in ("landing", "holding", "failed", "link_lost", "landed")]
+    ends += [t for t, m, _ in modes if t >= flying and m != r.ap.offboard_mode]
+    end = min(ends, default=None)
+    out["bridge_control_end_t"] = _rel(end, r.t0)
+    under = [p for p in truth if p[0] >= flying and (end is None or p[0] <= end)]
+    out["fence_excess_max_true_bridge"] = excess(under)
+    if end is not None:
+        left = next((t for t, m, _ in modes if t >= end and m != r.ap.offboard_mode), None)
+        # armed: PX4 shows the mode it reverts to once disarmed (OFFBOARD after a blind land), flown by no one
+        out["offboard_reentered"] = left is not None and any(t > left and m == r.ap.offboard_mode and armed
+                                                             for t, m, armed in modes)
+    log = r.folder / "launch.log"
+    if log.is_file():
+        out["disarm_refused_in_air"] = log.read_text(errors="replace").count("disarm on the ground refused")
+    return out
 
 
 def recorded_bags(folder: Path) -> list[str]:
@@ -2214,6 +2488,69 @@ class Checks:
                                                         f"the fence ({true} m; worst {v['fence_worst_true']})")
         self.landed_disarmed()
         self.that(v["launch_exited_before_cleanup"], "the launch exits")
+
+    def estimate_fault(self, distrust_required: bool = True, limit_m: float = 0.2) -> None:
+        """An estimate fault in flight (GPS loss, glitch): the bridge flew; it reported
+        estimate_distrusted (where ``distrust_required``; else, where it did not, it flew on with the
+        autopilot's estimate intact); the true position never more than ``limit_m`` past the fence
+        while the bridge had control; no DISARM in the air; no offboard control after the autopilot
+        took over; the vehicle ends landed and disarmed; the launch exits non-zero where it distrusted."""
+        v = self.v
+        self.ran()
+        self.that(v["events"].get("flying") is not None and v["events"].get("action") is not None,
+                  "the bridge flew and the fault came in flight")
+        distrusted = "estimate_distrusted" in v["intervention_kinds"]
+        if distrust_required:
+            self.that(distrusted, f"the bridge distrusted the estimate ({v['intervention_kinds']})")
+        true = v["fence_excess_max_true_bridge"]
+        self.that(true is not None and true <= limit_m,
+                  f"the true position never more than {limit_m} m past the fence while the bridge had control "
+                  f"({true} m, control until {v['bridge_control_end_t']} s; whole flight "
+                  f"{v['fence_excess_max_true']} m)")
+        self.that(v["disarm_refused_in_air"] == 0, f"no DISARM sent in the air ({v['disarm_refused_in_air']} "
+                                                   "refused by the autopilot)")
+        self.that(not v["offboard_reentered"], f"no offboard control after the autopilot took over "
+                                               f"({v['mode_changes']})")
+        self.landed_disarmed()
+        self.that(v["launch_exited_before_cleanup"], "the launch exits")
+        if distrusted:
+            self.that(v["launch_exit_code"] not in (None, 0), f"the launch exits non-zero: the flight was cut "
+                                                              f"short (code {v['launch_exit_code']})")
+
+    def autopilot_takeover(self, reason_word: str = "battery") -> None:
+        """The autopilot took the vehicle by itself (its failsafe): the bridge yielded
+        (autopilot_took_over, its reason naming ``reason_word``), ended in holding without landing
+        it, exited 1; no DISARM in the air; no offboard control again; landed and disarmed."""
+        v = self.v
+        self.ran()
+        reasons = [r for _, k, r in v["interventions"] if k == "autopilot_took_over"]
+        self.that(bool(reasons), f"the bridge reported the takeover ({v['intervention_kinds']})")
+        self.that(any(reason_word in (r or "") for r in reasons), f"its reason names the {reason_word} ({reasons})")
+        self.that(v["final_phase"] == "holding" and "landing" not in v["phase_sequence"],
+                  f"the bridge yielded without landing (phases {v['phase_sequence']})")
+        self.that(v["launch_exit_code"] == 1, f"the launch exits 1 (code {v['launch_exit_code']})")
+        self.that(v["disarm_refused_in_air"] == 0, "no DISARM sent in the air")
+        self.that(not v["offboard_reentered"], f"no offboard control after the takeover ({v['mode_changes']})")
+        self.landed_disarmed()
+
+    def took_off(self) -> None:
+        """The take-off really left the ground (issue 41, finding 4: PX4's take-off was once accepted
+        with the vehicle on the ground): the true height when offboard control began is at least
+        half the take-off height, and at least 0.3 m."""
+        v = self.v
+        need = max(0.5 * v["takeoff_height_m"], 0.3)
+        h = v["takeoff_end_height_true"]
+        self.that(h is not None and h >= need, f"the take-off ended off the ground: true height {h} m "
+                                               f"(>= {need:.2f} m) when offboard control began")
+
+    def second_bridge_watched(self) -> None:
+        """The second bridge, started over the flying vehicle, only watched: it said so, sent no
+        command (its log has no arm, take-off, mode change, landing or DISARM) and exited non-zero."""
+        sb = self.v.get("second_bridge") or {}
+        self.that(bool(sb), "a second bridge was started over the flying vehicle")
+        self.that(sb.get("only_watched") is True, f"the second bridge only watched ({sb})")
+        self.that(not sb.get("commands"), f"the second bridge commanded nothing ({sb.get('commands')})")
+        self.that(sb.get("exit_code") not in (None, 0), f"the second bridge exited non-zero ({sb.get('exit_code')})")
 
     def autopilot_fence(self) -> None:
         """The autopilot held the bridge's box as its own inclusion fence during the flight (read by the

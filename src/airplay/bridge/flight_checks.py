@@ -118,11 +118,11 @@ takeoff_height_m, TAKEOFF_MIN_HEIGHT_M)`` above ``ground_z_m``; until then the t
                 elif st.mode != "AUTO.LOITER":
                     raise AutopilotTookOver(f"the autopilot left AUTO.LOITER before the vehicle was off the ground "
                                             f"(now {st.mode}, at z={z:.2f} m{self._failsafe_text(st)})"
-                                            f"{self.autopilot.recent_texts()}")
+                                            f"{self.autopilot.takeover_context(with_status=False)}")
                 return self.off_the_ground(st, z)
         elif st.flavour == "ardupilot" and st.mode and st.mode != "GUIDED" and st.armed:
             raise AutopilotTookOver(f"the autopilot left GUIDED during the take-off (now {st.mode}, at z={z:.2f} m"
-                                    f"{self._failsafe_text(st)}){self.autopilot.recent_texts()}")
+                                    f"{self._failsafe_text(st)}){self.autopilot.takeover_context(with_status=False)}")
         return abs(z - self.target_z_m) <= self.tolerance_m and self.off_the_ground(st, z)
 
     def _px4_left_takeoff(self, st, z: float) -> None:
@@ -134,7 +134,7 @@ takeoff_height_m, TAKEOFF_MIN_HEIGHT_M)`` above ``ground_z_m``; until then the t
             return
         why = (" below its take-off's altitude" f" ({altitude:.2f} m AMSL < {reached:.2f})" if low else "")
         raise AutopilotTookOver(f"the autopilot ended the take-off by itself (now {st.mode}{why}, at z={z:.2f} m"
-                                f"{self._failsafe_text(st)}){self.autopilot.recent_texts()}")
+                                f"{self._failsafe_text(st)}){self.autopilot.takeover_context(with_status=False)}")
 
     @staticmethod
     def _failsafe_text(st) -> str:

@@ -80,8 +80,8 @@ class LinkWatch:
                 return
             self._in_offboard = False
             self.streaming = False
-        texts = self.autopilot.recent_texts(self.autopilot.clock() - 3.0)  # its reason, on its own clock
-        self._yield_to_autopilot(now, f"the autopilot left {offboard} by itself (now {st.mode}{texts}): it is in "
+        why = self.autopilot.takeover_context()  # its reason: what it said and reports
+        self._yield_to_autopilot(now, f"the autopilot left {offboard} by itself (now {st.mode}){why}: it is in "
                                       "control; the bridge stopped sending")
 
     def _yield_to_autopilot(self, now: float, reason: str) -> None:

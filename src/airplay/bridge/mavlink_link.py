@@ -154,7 +154,12 @@ class Autopilot:
         self._thread = threading.Thread(target=self._run, name="mavlink-rx", daemon=True)
         self._boot = time.monotonic()
         self._last_own_heartbeat = -math.inf
-        self.heartbeats = True       # send our own HEARTBEAT every second (False: an observer, silent)
+        # our own HEARTBEAT every second: True / False (an observer, silent); None until the autopilot's
+        # first HEARTBEAT, which decides: silent where it is armed (someone else flies it: a ground
+        # station's heartbeat would put off ArduPilot's GCS failsafe), else on. Before that only a
+        # udpout link announces itself (the autopilot learns our address from it).
+        self.heartbeats: bool | None = None
+        self._announce = self.link.kind == "udpout"
         self.ignored = 0             # good frames not from the autopilot we talk to
 
     def start(self) -> "Autopilot":
@@ -172,7 +177,8 @@ class Autopilot:
         while not self._stop.is_set():
             try:
                 now = time.monotonic()
-                if self.heartbeats and now - self._last_own_heartbeat >= 1.0:
+                beat = self.heartbeats if self.heartbeats is not None else self._announce
+                if beat and now - self._last_own_heartbeat >= 1.0:
                     self._last_own_heartbeat = now
                     self.link.mav.heartbeat_send(mavlink.MAV_TYPE_ONBOARD_CONTROLLER, mavlink.MAV_AUTOPILOT_INVALID,
                                                  0, 0, mavlink.MAV_STATE_ACTIVE)
@@ -214,6 +220,11 @@ class Autopilot:
                 st.custom_mode, st.system_status = msg.custom_mode, msg.system_status
                 st.mode = mode_name(flavour, msg.custom_mode)
                 st.last_heartbeat_s = self.clock()
+                if self.heartbeats is None:
+                    self.heartbeats = not st.armed
+                    if st.armed:
+                        log.warning("the autopilot is armed at first contact: this link stays silent (no "
+                                    "HEARTBEAT of ours)")
                 self._cond.notify_all()
         elif st.system is None or sysid != st.system or compid != st.component:
             self.ignored += 1
@@ -350,6 +361,25 @@ class Autopilot:
         """'' or ' (autopilot: TEXT; TEXT; TEXT)': the last three STATUSTEXTs (since ``since_s``)."""
         texts = [t.text for t in list(self.status.statustexts) if since_s is None or t.time_s >= since_s]
         return f" (autopilot: {'; '.join(texts[-3:])})" if texts else ""
+
+    def takeover_context(self, window_s: float = 10.0, with_status: bool = True) -> str:
+        """Why the autopilot may have taken the vehicle, from what it said and reports: '' or
+        ' (autopilot: TEXT; TEXT; TEXT; battery N %; system status CRITICAL)'. The texts are its
+        warnings and worse of the last ``window_s`` (PX4 announces a failsafe's cause, e.g. a low
+        battery, well before the action it takes, and names only the action then: "Failsafe
+        activated"), else its last three of the last 3 s; the battery where below 30 %; the
+        HEARTBEAT's system status where CRITICAL or EMERGENCY (``with_status``)."""
+        now = self.clock()
+        texts = [t for t in list(self.status.statustexts) if t.time_s >= now - window_s]
+        severe = [t.text for t in texts if t.severity <= mavlink.MAV_SEVERITY_WARNING]
+        parts = (severe or [t.text for t in texts if t.time_s >= now - 3.0])[-3:]
+        st = self.status
+        if st.battery_remaining is not None and st.battery_remaining < 0.3:
+            parts.append(f"battery {100 * st.battery_remaining:.0f} %")
+        if with_status and st.system_status in (mavlink.MAV_STATE_CRITICAL, mavlink.MAV_STATE_EMERGENCY):
+            parts.append("system status " + ("CRITICAL" if st.system_status == mavlink.MAV_STATE_CRITICAL
+                                             else "EMERGENCY"))
+        return f" (autopilot: {'; '.join(parts)})" if parts else ""
 
     def arm(self, timeout_s: float = 1.0) -> None:
         self.command(mavlink.MAV_CMD_COMPONENT_ARM_DISARM, (1,), timeout_s)

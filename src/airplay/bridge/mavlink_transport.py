@@ -42,6 +42,7 @@ class MavlinkLink:
         self.peer: tuple[str, int] | None = None
         self.bad_frames = 0
         kind, _, rest = url.partition(":")
+        self.kind = kind                               # udp, udpin, udpout, tcp, serial or a device path
         self.listening = kind in ("udp", "udpin")  # UDP answering whoever sends: the peer is learnt
         if kind in ("udp", "udpin", "udpout"):
             host, port = host_port(url, rest)
