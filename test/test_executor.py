@@ -291,3 +291,47 @@ def test_own_services_are_waited_on_at_every_wake_up_rclpys_at_10_hz(context):
     assert sorted(s.srv_name.rsplit("/", 1)[-1] for s in e.builtin_services) == sorted(
         ("describe_parameters", "get_parameters", "get_parameter_types", "list_parameters", "set_parameters",
          "set_parameters_atomically", "get_type_description"))
+
+
+def test_the_background_nodes_spin_thread_logs_what_stops_it(caplog, monkeypatch):
+    """airplay.nodes.background: an error that ends the spin thread is logged with its traceback
+    (the node hears nothing after it); close()'s own shutdown under spin_once only at debug level."""
+    import logging
+
+    from airplay.nodes.background import BackgroundNode
+
+    bg = BackgroundNode("spin_error")
+
+    def fail(timeout_sec=None):
+        raise RuntimeError("a callback raised")
+
+    monkeypatch.setattr(bg.executor, "spin_once", fail)
+    with caplog.at_level(logging.DEBUG, logger="airplay.nodes.background"):
+        bg.start()
+        bg.thread.join(timeout=5)
+        assert not bg.thread.is_alive()
+        bg.close()
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "spin_error" in errors[0].getMessage() and "a callback raised" in errors[0].exc_text
+
+    caplog.clear()
+    bg = BackgroundNode("spin_shutdown")
+
+    def shut_down(timeout_sec=None):
+        bg.context.try_shutdown()
+        raise RuntimeError("context is not valid")
+
+    monkeypatch.setattr(bg.executor, "spin_once", shut_down)
+    with caplog.at_level(logging.DEBUG, logger="airplay.nodes.background"):
+        bg.start()
+        bg.thread.join(timeout=5)
+        bg.close()
+    assert [r.levelno for r in caplog.records] == [logging.DEBUG]
+    assert "spin_shutdown" in caplog.records[0].getMessage() and "context is not valid" in caplog.records[0].getMessage()
+
+
+def test_rclpy_private_names_rclpys_rcl_error():
+    """The nodes catch rclpy's C-extension exception through airplay.nodes.rclpy_private only."""
+    from rclpy.impl.implementation_singleton import rclpy_implementation
+
+    assert rclpy_private.RCLError is rclpy_implementation.RCLError and issubclass(rclpy_private.RCLError, RuntimeError)

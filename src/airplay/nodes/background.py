@@ -3,10 +3,13 @@ benchmarks and tools without taking over the caller's main thread or its rclpy c
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
+
+LOG = logging.getLogger(__name__)
 
 
 class BackgroundNode:
@@ -14,6 +17,7 @@ class BackgroundNode:
     whatever the subscription callbacks of a subclass collect."""
 
     def __init__(self, name: str) -> None:
+        self._name = name
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
         self.node = rclpy.create_node(name, context=self.context)
@@ -30,8 +34,11 @@ class BackgroundNode:
         try:
             while self.context.ok():
                 self.executor.spin_once(timeout_sec=0.05)
-        except Exception:  # the context was shut down while spinning
-            pass
+        except Exception as exc:
+            if self.context.ok():  # not close(): the node stops hearing anything from here on
+                LOG.exception("%s: the spin thread stopped on an error", self._name)
+            else:  # close() shut the context down under spin_once: the expected end
+                LOG.debug("%s: the spin thread stopped at shutdown (%s: %s)", self._name, type(exc).__name__, exc)
 
     def close(self) -> None:
         self.context.try_shutdown()

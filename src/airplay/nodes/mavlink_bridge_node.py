@@ -75,6 +75,7 @@ from std_msgs.msg import Bool, Empty, String
 from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, RELIABLE, ParameterError, command_from_twist,
                                   json_message, ns_from_stamp, odometry_from_state, run_node)
 from airplay.nodes.params import declare_schema
+from airplay.nodes.rclpy_private import RCLError
 
 COMMAND_AGE_WINDOW = 3000
 """How many of the latest commands' ages on arrival the bridge keeps for its exit summary (60 s at 50 Hz)."""
@@ -452,8 +453,6 @@ class MavlinkBridgeNode(LifecycleNode):
 
 def main(args=None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(name)s] %(levelname)s: %(message)s")
-    from rclpy._rclpy_pybind11 import RCLError
-
     try:
         return run_node(MavlinkBridgeNode, args)
     except RCLError as exc:  # SIGTERM's shutdown racing the executor's wait set: still a shutdown

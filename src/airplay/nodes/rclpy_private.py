@@ -1,4 +1,5 @@
-"""The rclpy internals that :class:`airplay.nodes.executor.LeanExecutor` reaches, in one place.
+"""The rclpy internals that airplay reaches, in one place: most for
+:class:`airplay.nodes.executor.LeanExecutor`, and :data:`RCLError` for the nodes.
 
 rclpy's public API has no way to keep one ``rcl`` wait set across wake-ups or to take a ready
 message without a ``Task``, so the lean executor uses what rclpy's own executors use:
@@ -12,9 +13,12 @@ message without a ``Task``, so the lean executor uses what rclpy's own executors
   ``_guard``, ``_sigint_gc``, ``_is_shutdown``, ``_tasks_lock``, ``_tasks`` (a list of
   ``(task, entity, node)``);
 * ``Subscription._callback_type``, ``Waitable._futures``, ``Future._set_executor`` and
-  ``Task.executing``.
+  ``Task.executing``;
+* ``RCLError``, the C extension's exception for a failed ``rcl`` call (``rclpy._rclpy_pybind11``,
+  not re-exported by rclpy): :mod:`airplay.nodes.mavlink_bridge_node` catches it where SIGTERM's
+  shutdown races the executor's wait set.
 
-Every use is a function of this module; :data:`PRIVATE_NAMES` lists them and
+Every use by the lean executor is a function of this module; :data:`PRIVATE_NAMES` lists them and
 :func:`api_problems` checks that each still exists with the kind (and arity) expected.
 :data:`WRITTEN_AGAINST` is the rclpy release line it was written and tested against (Jazzy's);
 :func:`version_problem` says when the installed rclpy is another one, and
@@ -35,6 +39,10 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.subscription import Subscription
 from rclpy.task import Future, Task
 from rclpy.waitable import Waitable
+
+RCLError: type[RuntimeError] = getattr(_rclpy, "RCLError", RuntimeError)
+"""The C extension's exception for a failed ``rcl`` call (a ``RuntimeError``), e.g. a wait set
+whose context was shut down under it; ``RuntimeError`` itself should a later rclpy drop the name."""
 
 WRITTEN_AGAINST = "7.1"
 """The rclpy release line (major.minor) this module was written and tested against: ROS 2 Jazzy."""
