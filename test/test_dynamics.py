@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import trimesh
 
-from airplay.episode_status import EpisodeStatus
+from airplay.episode_status import STATUS_COLOURS, EpisodeStatus
 from airplay.eval.metrics import STATUSES
 from airplay.scene.spec import NavigableRegion
 from airplay.sim.collision import CollisionChecker
@@ -390,9 +390,12 @@ def test_collision_out_of_bounds_and_running(box_checker):
 
 def test_status_values_are_the_results_strings():
     assert [s.value for s in EpisodeStatus] == ["running", "success", "collision", "out_of_bounds", "timeout",
-                                                "no_command", "stopped", "policy_error", "over_budget", "interrupted"]
+                                                "no_command", "stopped", "policy_error", "over_budget", "interrupted",
+                                                "policy_stop"]
     assert STATUSES == ("success", "collision", "out_of_bounds", "timeout", "no_command", "stopped", "policy_error",
                         "over_budget")
+    # one colour per result status, in that order, for the plots and the results page alike
+    assert tuple(STATUS_COLOURS) == STATUSES and len(set(STATUS_COLOURS.values())) == len(STATUSES)
     # a str enum: equal to, formatted and JSON-encoded as its value
     assert EpisodeStatus.SUCCESS == "success" and f"{EpisodeStatus.TIMEOUT}" == str(EpisodeStatus.TIMEOUT) == "timeout"
     assert json.dumps({"status": EpisodeStatus.COLLISION}) == json.dumps({"status": "collision"})

@@ -13,7 +13,7 @@ from airplay.scene.synthetic import make_scene
 from airplay.sim.dynamics import QuadrotorBatch, load_vehicle_params
 from airplay.sim.sdf import SignedDistanceField
 from airplay.frames import wrap_angle
-from airplay.tasks.expert import ExpertPolicy
+from airplay.tasks.expert import ExpertPilot
 from airplay.tasks.expert_settings import ExpertSettings
 from airplay.tasks.path_smoothing import ClearanceCheck, shortcut
 from airplay.tasks.navigable import NavigableGrid
@@ -34,7 +34,7 @@ def room():
 def fly(tasks, grid, sdf, record: bool = False):
     """Fly every task at once with the expert; (statuses, steps, yaw alignment samples)."""
     n = len(tasks)
-    experts = [ExpertPolicy(grid, sdf, VEHICLE) for _ in tasks]
+    experts = [ExpertPilot(grid, sdf, VEHICLE) for _ in tasks]
     shared = experts[0].penalty()
     for e, t in zip(experts, tasks):
         e._penalty = shared  # one penalty field for all: it depends on the grid only
@@ -90,7 +90,7 @@ def test_shortcut_of_a_straight_free_line_keeps_its_ends(room):
 
 def test_reference_is_feasible_and_clear(room):
     grid, sdf = room
-    expert = ExpertPolicy(grid, sdf, VEHICLE)
+    expert = ExpertPilot(grid, sdf, VEHICLE)
     start, goal = np.array([3.0, 1.0, 1.0]), np.array([8.0, 1.5, 2.0])  # through the door
     ref = expert.plan(start, goal)
     st = ExpertSettings()
@@ -115,7 +115,7 @@ def test_commands_are_float32_limited_and_deterministic(room):
     task = sample_tasks("room", grid, 1, seed=4, settings=PROTOCOL)[0]
     runs = []
     for _ in range(2):
-        expert = ExpertPolicy(grid, sdf, VEHICLE)
+        expert = ExpertPilot(grid, sdf, VEHICLE)
         expert.reset(task)
         quad = QuadrotorBatch(VEHICLE, 1)
         quad.reset(task.start_position[None], np.array([task.start_yaw]))
@@ -134,7 +134,7 @@ def test_commands_are_float32_limited_and_deterministic(room):
 
 def test_act_before_reset_is_an_error(room):
     with pytest.raises(RuntimeError, match="reset"):
-        ExpertPolicy(*room, VEHICLE).act(np.zeros(3), np.zeros(3), 0.0)
+        ExpertPilot(*room, VEHICLE).act(np.zeros(3), np.zeros(3), 0.0)
 
 
 def test_expert_flies_the_room(room):
@@ -182,9 +182,9 @@ def test_expert_success_on_synthetic_scenes(category, tmp_path_factory, sdf_cach
 
 class _PythonTracker:
     """The tracker as it was written in numpy / Python before it was compiled: the reference
-    the compiled :meth:`ExpertPolicy.act` must equal bit for bit."""
+    the compiled :meth:`ExpertPilot.act` must equal bit for bit."""
 
-    def __init__(self, expert: ExpertPolicy, task) -> None:
+    def __init__(self, expert: ExpertPilot, task) -> None:
         self.e, self.ref = expert, expert.reference
         self.tau, self.rate, self.yaw_target = 0.0, None, float(task.start_yaw)
 
@@ -236,7 +236,7 @@ def test_compiled_tracker_equals_the_python_one_bit_for_bit(room):
     grid, sdf = room
     rng = np.random.default_rng(5)
     for task in sample_tasks("room", grid, 3, seed=2, settings=PROTOCOL):
-        expert = ExpertPolicy(grid, sdf, VEHICLE)
+        expert = ExpertPilot(grid, sdf, VEHICLE)
         expert.reset(task)
         python = _PythonTracker(expert, task)
         ref = expert.reference

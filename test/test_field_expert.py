@@ -19,7 +19,7 @@ from airplay.sim.dynamics import load_vehicle_params
 from airplay.world.env import AirPlayEnv
 from airplay.world import World
 from airplay.tasks.cost_to_go import FieldCache, wall_penalty
-from airplay.tasks.expert import ExpertPolicy
+from airplay.tasks.expert import ExpertPilot
 from airplay.tasks.field_expert import FieldExpert, FieldExpertSettings
 from airplay.tasks.protocol import load_protocol
 from airplay.tasks.sampler import sample_tasks
@@ -61,7 +61,7 @@ def random_states(grid, rng, n):
 
 def test_penalty_is_the_a_star_experts(room):
     grid, sdf = room
-    assert np.array_equal(wall_penalty(grid), ExpertPolicy(grid, sdf, VEHICLE).penalty())
+    assert np.array_equal(wall_penalty(grid), ExpertPilot(grid, sdf, VEHICLE).penalty())
 
 
 def test_field_is_a_geodesic_cost_to_go(room):

@@ -34,7 +34,7 @@ PACKAGE = SRC / "airplay"
 LAYERS: tuple[frozenset[str], ...] = (
     # the package itself (its version) and modules that import nothing of airplay
     frozenset({"airplay", "config", "episode_status", "frames", "node_params", "node_schemas", "parent_watch",
-               "threads", "yaml_config"}),
+               "policy_names", "threads", "yaml_config"}),
     # files, geometry, camera models
     frozenset({"scene"}),
     # rendering, flight physics, tasks and planning

@@ -182,6 +182,20 @@ def test_make_policy_needs_a_checkpoint_of_the_right_type(tmp_path):
         make_policy("rnn")
 
 
+def test_the_light_policy_names_are_the_registrys():
+    """airplay.policy_names (what the node schemas and the CLI's help list) names the registry's
+    entries in its order, and its learned and VLN ones."""
+    from airplay import policy_names
+    from airplay.node_schemas import CHECKPOINT, POLICY
+    from airplay.policies.registry import LEARNED_POLICIES, REGISTRY
+
+    assert policy_names.POLICY_NAMES == POLICY_NAMES == tuple(REGISTRY)
+    assert policy_names.LEARNED_POLICY_NAMES == LEARNED_POLICIES
+    assert policy_names.VLN_POLICY_NAMES == tuple(name for name, e in REGISTRY.items() if e.vln)
+    assert all(name in POLICY.doc for name in POLICY_NAMES)
+    assert all(name in CHECKPOINT.doc for name in LEARNED_POLICIES)
+
+
 # -- the expert through the contract ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
@@ -197,14 +211,14 @@ def test_expert_goes_through_the_contract_with_unchanged_commands(world):
     """The expert is a Policy served by the hold adapter (H = 1); its commands are those of the
     A* tracker called directly on the same states, to the bit."""
     from airplay.world.env import AirPlayEnv
-    from airplay.tasks.expert import ExpertPolicy
+    from airplay.tasks.expert import ExpertPilot
     from airplay.tasks.sampler import sample_tasks
 
     policy = make_policy("expert", world)
     assert isinstance(policy, Policy) and policy.privileged and isinstance(policy.adapter, HoldAdapter)
     task = sample_tasks(world.scene, world.grid, 1, 3, "pointgoal", world.protocol)[0]
     env = AirPlayEnv(world, "pointgoal", tasks=[task], render_images=False)
-    reference = ExpertPolicy(world.grid, world.sdf, world.vehicle)
+    reference = ExpertPilot(world.grid, world.sdf, world.vehicle)
     obs, info = env.reset(options={"task": task})
     policy.reset(task)
     reference.reset(task)

@@ -91,7 +91,7 @@ def test_scaling_rule_and_config_errors(tmp_path):
 def test_executor_flies_each_action_within_limits():
     from airplay.frames import yaw_of_state as yaw_from_state
     from airplay.sim.dynamics import QuadrotorBatch, load_vehicle_params
-    from airplay.vln.executor import ActionExecutor
+    from airplay.vln.action_executor import ActionExecutor
 
     vehicle = load_vehicle_params()
     space = ActionSpace(names=("MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT", "ASCEND", "DESCEND", "STOP"))

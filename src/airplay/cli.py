@@ -15,6 +15,7 @@ from airplay.scene.errors import SceneError
 from airplay.yaml_config import ConfigError
 from airplay.scene.scene import scene_dirs
 from airplay import cli_flags
+from airplay.policy_names import POLICY_NAMES
 
 DEFAULT_CATEGORIES = ("indoor", "urban", "vegetation")
 VLN_BACKENDS = ("transformers", "openai")
@@ -365,8 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_flags.add_scenes(ev)
     ev.add_argument("--runtime", default="inprocess", choices=("inprocess", "ros"))
     ev.add_argument("--policy", default="expert",
-                    help="policy name: expert, field_expert, random, act, dp, cnn_bc, ppo_depth, airvln_r1, "
-                         "or module:factory")
+                    help=f"policy name: {', '.join(POLICY_NAMES)}, or module:factory")
     ev.add_argument("--checkpoint", default=None, metavar="DIR",
                     help="checkpoint folder of a learned policy (the --out of airplay train; for ppo_depth "
                          "OUT/checkpoint of examples/ppo_pointgoal.py)")

@@ -21,7 +21,14 @@ status              meaning
                     time); the result's ``error`` says how long it took
 ``interrupted``     a recording cut short (the recorder stopped mid-episode); never an evaluation
                     result
+``policy_stop``     the ROS sim's end of an episode the policy ended itself without a failure
+                    (AirVLN-R1's STOP or spent step budget, on ``episode/status``); the evaluator
+                    turns it into ``success``, ``stopped`` or ``timeout``
+                    (:func:`airplay.vln.evaluate.vln_status`); never an evaluation result
 ==================  ===========================================================================
+
+:data:`RESULT_STATUSES` are the statuses an evaluated episode ends with, and
+:data:`STATUS_COLOURS` the one colour of each in the plots and on the results page.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ class EpisodeStatus(str, Enum):
     POLICY_ERROR = "policy_error"
     OVER_BUDGET = "over_budget"
     INTERRUPTED = "interrupted"
+    POLICY_STOP = "policy_stop"
 
     def __str__(self) -> str:
         return self.value
@@ -51,5 +59,20 @@ class EpisodeStatus(str, Enum):
 
 
 RESULT_STATUSES: tuple[str, ...] = tuple(
-    s.value for s in EpisodeStatus if s not in (EpisodeStatus.RUNNING, EpisodeStatus.INTERRUPTED))
+    s.value for s in EpisodeStatus
+    if s not in (EpisodeStatus.RUNNING, EpisodeStatus.INTERRUPTED, EpisodeStatus.POLICY_STOP))
 """The statuses an evaluated episode ends with (``episodes.jsonl``), in this order."""
+
+STATUS_COLOURS: dict[str, str] = {  # matplotlib's tab colours, as hex
+    EpisodeStatus.SUCCESS.value: "#2ca02c",  # tab:green
+    EpisodeStatus.COLLISION.value: "#d62728",  # tab:red
+    EpisodeStatus.OUT_OF_BOUNDS.value: "#ff7f0e",  # tab:orange
+    EpisodeStatus.TIMEOUT.value: "#1f77b4",  # tab:blue
+    EpisodeStatus.NO_COMMAND.value: "#9467bd",  # tab:purple
+    EpisodeStatus.STOPPED.value: "#8c564b",  # tab:brown
+    EpisodeStatus.POLICY_ERROR.value: "#e377c2",  # tab:pink
+    EpisodeStatus.OVER_BUDGET.value: "#7f7f7f",  # tab:gray
+}
+"""Each result status's colour, in :data:`RESULT_STATUSES` order, in the trajectory plots
+(:mod:`airplay.eval.plots`) and on the results page (:mod:`airplay.report.sections`): hex,
+which matplotlib and HTML both read."""

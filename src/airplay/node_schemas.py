@@ -13,6 +13,7 @@ node's working folder.
 from __future__ import annotations
 
 from airplay.node_params import NodeSchema, Param
+from airplay.policy_names import LEARNED_POLICY_NAMES, POLICY_NAMES, VLN_POLICY_NAMES
 
 SETTINGS = ("pointgoal", "imagegoal", "goalfree", "vln")
 """Task settings: the task sampler's, and vln (AirVLN-R1's episodes)."""
@@ -24,8 +25,8 @@ EPISODE = NodeSchema("episode", (
                               "from each node's working folder", nonempty=True),
     Param("episodes", 10, "episodes per scene", min=1),
     Param("seed", 0, "seed of the task sampling", min=0),
-    Param("setting", "pointgoal", "task setting: pointgoal, imagegoal, goalfree, or vln (with policy:=airvln_r1)",
-          choices=SETTINGS),
+    Param("setting", "pointgoal", f"task setting: pointgoal, imagegoal, goalfree, or vln (with policy:="
+                                  f"{' or '.join(VLN_POLICY_NAMES)})", choices=SETTINGS),
     Param("vln_config", "", "setting:=vln: a YAML file used instead of config/vln.yaml"),
     Param("vln_episodes", "", "setting:=vln: an episode file (airplay's, or AirNav/CityNav-style) used instead of "
                               "sampling"),
@@ -36,10 +37,10 @@ LOCKSTEP = Param("lockstep", True, "true: the sim advances a step only once the 
                                    "has come (results independent of timing); false: real time, as on a vehicle")
 RENDER_IMAGES = Param("render_images", True, "render RGB and depth every step (false: nothing is rendered; for "
                                              "policies that read no camera)")
-POLICY = Param("policy", "expert", "the policy flown: expert, field_expert, random, act, dp, cnn_bc, or airvln_r1 "
-                                   "(with setting:=vln)", nonempty=True)
-CHECKPOINT = Param("checkpoint", "", "checkpoint folder of a learned policy (act, dp, cnn_bc; what airplay train "
-                                     "--out wrote)")
+POLICY = Param("policy", "expert", f"the policy flown: {', '.join(POLICY_NAMES)} ({', '.join(VLN_POLICY_NAMES)} "
+                                   "with setting:=vln), or module:factory", nonempty=True)
+CHECKPOINT = Param("checkpoint", "", f"checkpoint folder of a learned policy ({', '.join(LEARNED_POLICY_NAMES)}; "
+                                     "what its training wrote, e.g. airplay train --out)")
 EXECUTION_HORIZON = Param("execution_horizon", 0, "controls executed per predicted chunk (0: the policy's own)",
                           min=0)
 POLICY_BUDGET_MS = Param("policy_budget_ms", 0.0, "per-step compute budget of the policy in its own CPU time, ms; a "

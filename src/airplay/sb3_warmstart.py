@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from airplay.episode_status import EpisodeStatus
 from airplay.sb3 import AirPlaySB3VecEnv
 from airplay.world.vector_expert import VectorFieldExpert
 
@@ -126,7 +127,7 @@ def expert_rollouts(env: AirPlaySB3VecEnv, decisions: int, *, gamma: float = 0.9
         for done, info in zip(dones[t], infos):
             if done:
                 episodes += 1
-                successes += info.get("status") == "success"
+                successes += info.get("status") == EpisodeStatus.SUCCESS
         if progress is not None:
             progress((t + 1) * n, steps * n)
     returns, ended = discounted_returns(rewards, dones, gamma)

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from airplay.episode_status import EpisodeStatus
 from airplay.eval.results import _jsonable, _write_atomic
 from airplay.policies import guard, make_policy
 from airplay.sim.disturbance import Disturbance
@@ -192,7 +193,7 @@ def fly_condition(env, policy, task, anchor: Anchor, condition: str, speed_m_s: 
     disturbance = None if d is None else Disturbance(impulse=tuple(speed_m_s * d), impulse_step=anchor.step)
     obs, info = env.reset(options={"task": task, "disturbance": disturbance})
     status = info["status"]
-    if guard.reset(policy, task) is not None and status == "running":
+    if guard.reset(policy, task) is not None and status == EpisodeStatus.RUNNING:
         status = guard.POLICY_ERROR
     sdf = env.world.sdf
     window_steps = int(round(window_s / env.world.vehicle.control_dt_s))
@@ -208,10 +209,10 @@ def fly_condition(env, policy, task, anchor: Anchor, condition: str, speed_m_s: 
             if np.linalg.norm(p - anchor.position) > region_m or k - anchor.step > window_steps:
                 break
             window.append(p)
-            if status != "running":
+            if status != EpisodeStatus.RUNNING:
                 end_in_window = True
                 break
-        elif status != "running":
+        elif status != EpisodeStatus.RUNNING:
             break  # ended before the anchor (only where the replay differs from the clean flight)
         step = guard.act(policy, obs, budget_ms)
         if step.status is not None:
@@ -225,7 +226,8 @@ def fly_condition(env, policy, task, anchor: Anchor, condition: str, speed_m_s: 
     if not window:
         return Outcome(anchor, condition, False, float("nan"), status, 0, replay_error)
     clearance = sdf.query(np.asarray(window))
-    return Outcome(anchor, condition, bool(end_in_window and status == "collision"), float(clearance.min()),
+    collided = end_in_window and status == EpisodeStatus.COLLISION
+    return Outcome(anchor, condition, bool(collided), float(clearance.min()),
                    status, len(window) - 1, replay_error)
 
 

@@ -19,16 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-STATUS_COLOURS: dict[str, str] = {
-    "success": "tab:green",
-    "collision": "tab:red",
-    "out_of_bounds": "tab:orange",
-    "timeout": "tab:blue",
-    "no_command": "tab:purple",
-    "stopped": "tab:brown",
-    "policy_error": "tab:pink",
-    "over_budget": "tab:gray",
-}
+from airplay.episode_status import STATUS_COLOURS, EpisodeStatus
 
 
 def plot_trajectories(
@@ -103,7 +94,7 @@ def plot_trajectories(
             colour = STATUS_COLOURS.get(status, "black")
             counts[status] = counts.get(status, 0) + 1
             ax.plot(t[:, 0], t[:, 1], color=colour, lw=1.2, alpha=0.85)
-            if status != "success" and len(t):
+            if status != EpisodeStatus.SUCCESS and len(t):
                 ax.plot(t[-1, 0], t[-1, 1], marker="x", color=colour, ms=6, mew=1.5)
             s = np.asarray(start, dtype=float)
             g = np.asarray(goal, dtype=float)

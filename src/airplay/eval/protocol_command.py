@@ -7,12 +7,16 @@ import sys
 from pathlib import Path
 
 from airplay import cli_flags
+from airplay.policy_names import POLICY_NAMES, VLN_POLICY_NAMES
+
+FLOWN_HERE = tuple(name for name in POLICY_NAMES if name not in VLN_POLICY_NAMES)
+"""The built-in policies sweeps and disturbance tests fly (not the VLN ones)."""
 
 
 def _policy_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", default=None,
-                   help="policy name: expert, field_expert, random, act, dp, cnn_bc, or module:factory "
-                        "(default: the checkpoint's policy, else expert)")
+                   help=f"policy name: {', '.join(FLOWN_HERE)}, or module:factory (default: the checkpoint's "
+                        "policy, else expert)")
     p.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="checkpoint folder of a learned policy (the --out of airplay train)")
     cli_flags.add_scenes(p)
@@ -44,8 +48,7 @@ def _policy_name(args) -> str:
         name = cls.name
     name = name or "expert"
     if not is_policy_name(name):
-        raise ValueError(f"--policy: unknown policy {name!r}; built-in: expert, field_expert, random, act, dp, "
-                         "cnn_bc, or module:factory")
+        raise ValueError(f"--policy: unknown policy {name!r}; built-in: {', '.join(FLOWN_HERE)}, or module:factory")
     entry = policy_entry(name)
     if entry is not None and entry.vln:
         raise ValueError(f"--policy: {name} flies VLN episodes; sweeps and disturbance tests take the other policies")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 import airplay
+from airplay.episode_status import EpisodeStatus
 from airplay.eval.aggregate import aggregate
 from airplay.eval.metrics import EpisodeResult, episode_result
 from airplay.eval.plots import plot_trajectories
@@ -196,9 +197,9 @@ def _fly(env: AirPlayEnv, policy, task, budget_ms: float, observer) -> Flown:
     if observer is not None:
         observer.episode_started(env, task, obs)
     error = guard.reset(policy, task)
-    if error is not None and info["status"] == "running":
+    if error is not None and info["status"] == EpisodeStatus.RUNNING:
         return Flown(np.asarray(env.trajectory), guard.POLICY_ERROR, info["steps"], error)
-    while info["status"] == "running":
+    while info["status"] == EpisodeStatus.RUNNING:
         step = guard.act(policy, obs, budget_ms)
         if step.status is not None:
             return Flown(np.asarray(env.trajectory), step.status, info["steps"], step.error)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from airplay.episode_status import EpisodeStatus
 from airplay.eval.results import _jsonable, _write_atomic, read_episodes
 from airplay.eval.runner import EvalConfig, evaluate_inprocess, occupancy_slice
 from airplay.policies import guard, make_policy
@@ -69,9 +70,9 @@ def fly_recorded(env, policy, task, budget_ms: float = 0.0) -> dict:
     commands: list[np.ndarray] = []
     status = info["status"]
     error = guard.reset(policy, task)
-    if error is not None and status == "running":
+    if error is not None and status == EpisodeStatus.RUNNING:
         status = guard.POLICY_ERROR
-    while status == "running":
+    while status == EpisodeStatus.RUNNING:
         step = guard.act(policy, obs, budget_ms)
         if step.status is not None:
             status = step.status

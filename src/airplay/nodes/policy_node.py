@@ -360,7 +360,7 @@ class PolicyNode(Node):
 
     def on_vehicle_odom(self, msg: Odometry) -> None:
         """On a vehicle: one command per odom (module docstring)."""
-        from airplay.vln.executor import HOVER
+        from airplay.vln.action_executor import HOVER
 
         stamp = ns_from_stamp(msg.header.stamp)
         if self.gate.start_ns is None or stamp < self.gate.start_ns:

@@ -36,8 +36,9 @@ The policy ends an episode itself with a reliable ``episode/policy`` message {"e
 "stop": true, "stamp_ns", "status"?, "error"?, "stop_reason"?, ...}: with "status"
 ``policy_error`` or ``over_budget`` (:mod:`airplay.policies.guard`: it raised, or a step used
 more CPU time than its budget) the episode ends with that status and the report's "error";
-without one (AirVLN-R1's STOP or spent step budget) with :data:`airplay.vln.evaluate.POLICY_STOP`,
-which the evaluator turns into the AirNav outcome. In lockstep the report must be for the
+without one (AirVLN-R1's STOP or spent step budget) with ``policy_stop``
+(:attr:`airplay.episode_status.EpisodeStatus.POLICY_STOP`), which the evaluator turns into the
+AirNav outcome (:func:`airplay.vln.evaluate.vln_status`). In lockstep the report must be for the
 observation the sim waits on; reports for another episode or stamp are ignored.
 
 Sim time: integer nanoseconds, one control period per step; an episode's first observation comes
@@ -63,6 +64,7 @@ from rclpy.node import Node
 from rosgraph_msgs.msg import Clock as ClockMsg
 from std_msgs.msg import String
 
+from airplay.episode_status import EpisodeStatus
 from airplay.node_schemas import SIM
 from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LOCKSTEP_STREAM, RELIABLE, SIM_STATE_TOPIC, WorldCache,
                                   command_from_twist, episode_parameters, first_scene, json_message,
@@ -189,7 +191,7 @@ class SimNode(Node):
                                                                 float(np.cos(task.goal_yaw / 2)))
             self.goal_pub.publish(goal)
         self.publish_observation(episode_start=True)
-        if info["status"] != "running":
+        if info["status"] != EpisodeStatus.RUNNING:
             self.finish(info["status"])
 
     def finish(self, status: str, error: str | None = None) -> None:
@@ -243,7 +245,7 @@ class SimNode(Node):
         _, _, _, _, info = self.env.step(cmd)
         self.stamp_ns += self._dt_ns()
         self.publish_observation()
-        if info["status"] != "running":
+        if info["status"] != EpisodeStatus.RUNNING:
             self.finish(info["status"])
 
     # -- lockstep --------------------------------------------------------------------------
@@ -269,13 +271,11 @@ class SimNode(Node):
 
     def on_policy_report(self, msg: String) -> None:
         """The policy ended its episode (module docstring): end it here at that observation."""
-        from airplay.vln.evaluate import POLICY_STOP
-
         try:
             report = json_payload(msg)
             episode, stop = report.get("episode"), bool(report.get("stop", False))
             stamp = int(report["stamp_ns"]) if stop else None
-            status = str(report.get("status") or POLICY_STOP)
+            status = str(report.get("status") or EpisodeStatus.POLICY_STOP.value)
         except (ValueError, KeyError, TypeError) as exc:
             self.get_logger().error(f"bad episode/policy {msg.data[:200]!r}: {exc}")
             return
@@ -283,12 +283,12 @@ class SimNode(Node):
             return
         if self.lockstep and stamp != self.stamp_ns:
             return  # not the observation the sim is waiting on
-        if status not in (POLICY_STOP, *POLICY_END_STATUSES):
-            self.get_logger().error(f"episode/policy status {status!r} is none of {POLICY_STOP}, "
+        if status not in (EpisodeStatus.POLICY_STOP, *POLICY_END_STATUSES):
+            self.get_logger().error(f"episode/policy status {status!r} is none of {EpisodeStatus.POLICY_STOP}, "
                                     f"{', '.join(POLICY_END_STATUSES)}; ending the episode as {guard.POLICY_ERROR}")
             status = guard.POLICY_ERROR
         error = report.get("error")
-        what = (f"the policy stopped ({report.get('stop_reason', '')})" if status == POLICY_STOP
+        what = (f"the policy stopped ({report.get('stop_reason', '')})" if status == EpisodeStatus.POLICY_STOP
                 else f"the policy failed ({status}: {error})")
         self.get_logger().info(f"episode {self.episode}: {what} at {self.stamp_ns * 1e-9:.2f} s sim time")
         self.finish(status, None if error is None else str(error))
@@ -302,7 +302,7 @@ class SimNode(Node):
         if self.policy_seen and publishers == 0:
             self.get_logger().error(f"episode {self.episode}: the policy left the graph (cmd_vel has no publisher) "
                                     f"at {self.stamp_ns * 1e-9:.2f} s sim time; no command will come")
-            self.finish("no_command")
+            self.finish(EpisodeStatus.NO_COMMAND.value)
             return
         now = time.monotonic()
         if self.lockstep and now - self.last_publish > self.republish_s:  # same stamp again: answered again

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from airplay.episode_status import EpisodeStatus
+
 SOURCE = "airplay dagger"
 LOG = "dagger.jsonl"
 
@@ -171,7 +173,7 @@ def fly_episode(world, env, policy, labeller, task, backend: str, beta: float, r
     labeller.reset(task)
     frames = {"rgb": [], "state": [], "goal": [], "label": [], "command": []}
     queued = deque([np.zeros(4, np.float32)] * int(delay_steps))  # commands decided, not yet executed
-    while info["status"] == "running":
+    while info["status"] == EpisodeStatus.RUNNING:
         rgb = world.camera_images(env.estimated_position, env.yaw, backend, depth=False)[0]
         obs = {**obs, "rgb": rgb}
         label = np.asarray(labeller.select_action(obs), np.float32)
@@ -312,7 +314,7 @@ def dagger(cfg: DaggerConfig, progress: bool = True) -> list[dict]:
         data = data + [ds]
         _retrain(cfg, previous, data, ckpt, progress)
         record = {"iteration": it, "checkpoint_flown": str(previous), "episodes": len(jobs), "beta": beta,
-                  "success_rate": statuses.count("success") / len(statuses),
+                  "success_rate": statuses.count(EpisodeStatus.SUCCESS) / len(statuses),
                   "statuses": {s: statuses.count(s) for s in sorted(set(statuses))}, "frames": frames,
                   "fly_s": round(t_fly, 1), "train_s": round(time.perf_counter() - t0 - t_fly, 1),
                   "checkpoint": str(ckpt)}

@@ -1,4 +1,11 @@
-"""The A* expert behind the policy contract. Privileged: it reads the task to plan."""
+"""The experts behind the policy contract, both privileged (they read the task):
+
+- :class:`ExpertNavigator` (``expert``) flies the A* expert pilot
+  (:class:`airplay.tasks.expert.ExpertPilot`), which plans at reset;
+- :class:`FieldExpertNavigator` (``field_expert``) flies the state-only field expert
+  (:class:`airplay.tasks.field_expert.FieldExpert`, a DAgger labeller), which builds the goal's
+  cost-to-go field at reset.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,8 @@ from typing import ClassVar
 import numpy as np
 
 from airplay.policies.base import Policy, PolicyConfig
-from airplay.tasks.expert import ExpertPolicy
+from airplay.tasks.expert import ExpertPilot
+from airplay.tasks.field_expert import FieldExpert
 
 
 @dataclasses.dataclass
@@ -34,7 +42,7 @@ class ExpertNavigator(Policy):
 
     def make_expert(self, world):
         """The pilot behind the contract: ``reset(task)``, ``act_on_state(state) -> (1, 4)``."""
-        return ExpertPolicy(world.grid, world.sdf, world.vehicle)
+        return ExpertPilot(world.grid, world.sdf, world.vehicle)
 
     def warm_up(self) -> None:
         """What the first flight would otherwise compute: the planner's wall-penalty grid."""
@@ -51,3 +59,17 @@ class ExpertNavigator(Policy):
         expert's command for the state's position and the yaw of its quaternion
         (:func:`airplay.frames.yaw_from_quat`), in one compiled call."""
         return self.expert.act_on_state(obs["state"])
+
+
+class FieldExpertNavigator(ExpertNavigator):
+    """Flies the goal's cost-to-go field; the command is a function of the state's position and
+    quaternion and the task's goal only (``.expert``: the :class:`FieldExpert`). One command
+    per observation, executed directly (hold, H = 1), as the A* expert's."""
+
+    name = "field_expert"
+
+    def make_expert(self, world):
+        return FieldExpert(world.grid, world.sdf, world.vehicle)
+
+    def warm_up(self) -> None:
+        """Nothing to precompute: a field is built per goal at ``reset``."""

@@ -78,7 +78,7 @@ def _expert(name, world, checkpoint, device, vln):
 
 
 def _field_expert(name, world, checkpoint, device, vln):
-    from airplay.policies.field_expert import FieldExpertNavigator
+    from airplay.policies.expert import FieldExpertNavigator
 
     if world is None:
         raise ValueError("the field expert needs the world to plan in")
@@ -136,6 +136,8 @@ limits), ``goal_direct`` (straight at the goal from the goal vector alone), the 
 (trained by PPO, examples/ppo_pointgoal.py) and ``airvln_r1`` (AirNav's navigator)."""
 
 POLICY_NAMES = tuple(REGISTRY)
+"""The built-in names; :mod:`airplay.policy_names` lists the same, in this order, for the node schemas
+and the CLI's help, which must not import the registry's layer (test_policies_contract.py checks)."""
 LEARNED_POLICIES = tuple(name for name, e in REGISTRY.items() if e.learned)
 DEMONSTRATION_POLICIES = tuple(name for name, e in REGISTRY.items() if e.learned and e.from_demonstrations)
 """The learned policies ``airplay train`` trains on demonstrations."""

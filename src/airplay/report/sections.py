@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airplay.episode_status import STATUS_COLOURS
 from airplay.report.kinds import Run
 
 # (metric, header, scale, decimals, higher is better) for the closed-loop metrics of airplay.eval.metrics.
@@ -34,10 +35,6 @@ OPEN_METRICS = ("sr", "spl", "cr", "ne")
 """The metrics of the main table; the others are in a second, folded table (a click opens it)."""
 MAX_OPEN_EPISODES = 200
 MAX_RAW_CHARS = 20_000
-STATUS_COLOURS = {  # matplotlib's tab colours, as in airplay.eval.plots.STATUS_COLOURS
-    "success": "#2ca02c", "collision": "#d62728", "out_of_bounds": "#ff7f0e", "timeout": "#1f77b4",
-    "no_command": "#9467bd", "stopped": "#8c564b", "policy_error": "#e377c2", "over_budget": "#7f7f7f",
-}
 
 
 @dataclass

@@ -3,7 +3,7 @@
 :class:`FieldCache` computes, once per goal cell, the cost of the cheapest 26-connected path
 from every free cell of a :class:`~airplay.tasks.navigable.NavigableGrid` to the goal cell
 (Dijkstra from the goal). Step costs are those of :mod:`airplay.tasks.astar` with the
-expert's wall penalty (:meth:`airplay.tasks.expert.ExpertPolicy.penalty`): entering cell b
+expert's wall penalty (:meth:`airplay.tasks.expert.ExpertPilot.penalty`): entering cell b
 from cell a costs ``step * (1 + (penalty[a] + penalty[b]) / 2)`` with ``step`` 1, sqrt(2) or
 sqrt(3) cells, so the field is the penalised path length the A* expert minimises. Field
 values are in metres (cells x ``resolution_m``), ``inf`` in blocked cells and in free cells
@@ -48,7 +48,7 @@ LOS_TOL_M = 0.02
 def wall_penalty(grid: NavigableGrid, wall_penalty_weight: float = WALL_PENALTY,
                  preferred_extra_clearance_m: float = PREFERRED_EXTRA_CLEARANCE_M) -> np.ndarray:
     """Per-cell step-cost penalty (nx, ny, nz) float32: ``weight * x^2``, x going from 1 at the
-    grid's clearance to 0 at the preferred clearance (:meth:`ExpertPolicy.penalty`'s formula)."""
+    grid's clearance to 0 at the preferred clearance (:meth:`ExpertPilot.penalty`'s formula)."""
     c0 = grid.clearance_m
     c1 = c0 + preferred_extra_clearance_m
     x = np.clip((c1 - grid.distance_m) / max(c1 - c0, 1e-6), 0.0, 1.0)

@@ -1,6 +1,6 @@
 """The expert pilot: A* on the planning grid, smoothed, time-parametrised and tracked at 50 Hz.
 
-Planning (:meth:`ExpertPolicy.reset`), all in map (ENU, metres):
+Planning (:meth:`ExpertPilot.reset`), all in map (ENU, metres):
 
 1. A* on the navigable grid with a wall penalty: cells closer to the mesh than the
    planning clearance + ``preferred_extra_clearance_m`` cost more, so the expert keeps off
@@ -15,7 +15,7 @@ Planning (:meth:`ExpertPolicy.reset`), all in map (ENU, metres):
    vertical speed limits of the vehicle, tangential acceleration limit, start and end at
    rest (forward/backward passes). This gives a reference p(t), v(t), a(t).
 
-Tracking (:meth:`ExpertPolicy.act`, once per 50 Hz control period): the map-frame
+Tracking (:meth:`ExpertPilot.act`, once per 50 Hz control period): the map-frame
 velocity command is ``v_ref + tau * a_ref + kp * (p_ref - p)`` (feed-forward that
 compensates the vehicle's first-order velocity lag ``tau``, plus P on position), clamped
 to the vehicle's limits and rotated into the heading frame; the yaw rate turns the vehicle
@@ -29,7 +29,8 @@ Commands: ``[vx forward, vy left]`` in the heading frame (map velocity rotated b
 The parts: :mod:`airplay.tasks.path_smoothing` (steps 2 and 3),
 :mod:`airplay.tasks.reference_trajectory` (step 4), :mod:`airplay.tasks.reference_tracker`
 (the compiled tracking kernel), :mod:`airplay.tasks.expert_settings` (the tuning); this module
-holds the policy that plans and tracks with them.
+holds the pilot that plans and tracks with them. It is not a policy of the contract in
+:mod:`airplay.policies.base`: :class:`airplay.policies.expert.ExpertNavigator` flies it as one.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ from airplay.tasks.reference_tracker import track_position, track_state
 from airplay.tasks.reference_trajectory import Reference, time_parametrise
 
 
-class ExpertPolicy:
-    """A*-based expert. ``reset(task)`` plans, ``act(...)`` returns the 50 Hz command.
+class ExpertPilot:
+    """The A* expert pilot. ``reset(task)`` plans, ``act(...)`` returns the 50 Hz command.
 
     grid: :class:`~airplay.tasks.navigable.NavigableGrid`; sdf: the scene's
     :class:`~airplay.sim.sdf.SignedDistanceField`; vehicle_params: the
@@ -157,7 +158,7 @@ class ExpertPolicy:
     def _command(self, px: float, py: float, pz: float, yaw: float) -> np.ndarray:
         """(1, 4) float32 command from the map position (m) and yaw (rad); see :meth:`act`."""
         if self.reference is None:
-            raise RuntimeError("ExpertPolicy.act called before reset(task)")
+            raise RuntimeError("ExpertPilot.act called before reset(task)")
         out = np.empty((1, 4), np.float32)
         if not track_position(self._packed(), self._prm, self._trk, px, py, pz, yaw, self._buf, out):
             self._limit(yaw, out)
@@ -183,7 +184,7 @@ class ExpertPolicy:
         if len(state) < 7:
             raise ValueError(f"state must hold position and quaternion (>= 7 values), got {len(state)}")
         if self.reference is None:
-            raise RuntimeError("ExpertPolicy.act called before reset(task)")
+            raise RuntimeError("ExpertPilot.act called before reset(task)")
         out = np.empty((1, 4), np.float32)
         buf = self._buf
         if not track_state(self._packed(), self._prm, self._trk, state, buf, out):

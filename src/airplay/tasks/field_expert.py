@@ -1,6 +1,6 @@
 """The field expert: a state-only pilot whose command is a pure function of (state, goal).
 
-:class:`~airplay.tasks.expert.ExpertPolicy` tracks a time-parametrised plan made at reset
+:class:`~airplay.tasks.expert.ExpertPilot` tracks a time-parametrised plan made at reset
 with a reference clock, so its command for a state depends on the flight before it. The
 field expert answers from the state alone, which makes it a labeller for DAgger: the same
 state and goal give the same command bit for bit, whatever was asked before.
@@ -27,11 +27,11 @@ penalised step costs, so it keeps off walls) is built once; each command then:
    ``clip((cos err - cos max_err) / (1 - cos max_err), 0, 1)``: it turns before it flies
    where its camera does not look (0 beyond ``max_heading_error_deg``);
 5. map velocity = speed x unit vector to the carrot, limited to 0.95 x the vehicle's
-   limits, rotated into the heading frame as :class:`ExpertPolicy` does (by -(yaw + dt/2 x
+   limits, rotated into the heading frame as :class:`ExpertPilot` does (by -(yaw + dt/2 x
    yaw rate), the heading in the middle of the control period).
 
 Command: (1, 4) float32 ``[vx forward, vy left, vz up, yaw_rate]`` (m/s, rad/s CCW), the
-convention of :class:`~airplay.tasks.expert.ExpertPolicy`. rclpy-free.
+convention of :class:`~airplay.tasks.expert.ExpertPilot`. rclpy-free.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class FieldExpert:
     """State-only expert: ``reset(task)`` gets the goal's field, ``act_on_state(state)`` the command.
 
     grid: :class:`~airplay.tasks.navigable.NavigableGrid`; sdf: the scene's SDF (kept for the
-    interface of :class:`~airplay.tasks.expert.ExpertPolicy`; the grid's distances are used);
+    interface of :class:`~airplay.tasks.expert.ExpertPilot`; the grid's distances are used);
     vehicle_params: :class:`~airplay.sim.dynamics.VehicleParams`.
     """
 

@@ -34,14 +34,14 @@ _yaw_from_quat = njit(cache=True, inline="always")(frames.yaw_from_quat)
 
 @njit(cache=True, inline="always")
 def _track(ref, prm, trk, px, py, pz, yaw, buf, out):
-    """One period of :meth:`~airplay.tasks.expert.ExpertPolicy.act`, compiled (the maths is in
+    """One period of :meth:`~airplay.tasks.expert.ExpertPilot.act`, compiled (the maths is in
     this module's docstring).
 
     Same floating-point operations in the same order as the numpy / Python version it
     replaces (np.clip, Python's min and max, numpy's float modulo and the 3-vector norm
     sqrt((x*x + y*y) + z*z) have their exact semantics here). ``ref``: the reference packed
-    as rows [t, p (3), v (3), a (3), heading] (``ExpertPolicy._packed``); ``prm``: the
-    settings (``ExpertPolicy._track_params``); ``trk``: [reference clock tau (s), governor
+    as rows [t, p (3), v (3), a (3), heading] (``ExpertPilot._packed``); ``prm``: the
+    settings (``ExpertPilot._track_params``); ``trk``: [reference clock tau (s), governor
     rate, yaw target (rad), rate set (0/1)], updated. The map command before the horizontal limit
     and the yaw rate go to ``buf``; when the command is clearly within the limit the heading-
     frame command goes to ``out`` (1, 4) and True is returned, else False: the caller applies

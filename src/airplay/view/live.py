@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from airplay.episode_status import EpisodeStatus
 from airplay.view import rrd
 
 TRAJECTORY_EVERY = 10
@@ -247,7 +248,7 @@ class LiveView:
             rrd.log_episode_path(self.rec, self.scene, self.task_id, path, status)
         report = {k: v for k, v in (report or {"episode": self.episode, "status": status}).items()
                   if k != "trajectory"}
-        rrd.log_status(self.rec, json.dumps(report, default=str), warn=status != "success")
+        rrd.log_status(self.rec, json.dumps(report, default=str), warn=status != EpisodeStatus.SUCCESS)
 
     def note(self, t_ns: int, report: dict, warn: bool = False) -> None:
         """A status line (JSON ``report``) at ``t_ns`` beside the episodes' own: a vehicle's phase, an

@@ -28,11 +28,16 @@ from pathlib import Path
 
 import numpy as np
 
+from airplay.episode_status import EpisodeStatus
 from airplay.scene.camera import CameraMount
 from airplay.view.sources import Flight, Source
 
 TIMELINE = "sim_time"
-STATUS_COLORS = {"success": (40, 180, 60), "collision": (220, 40, 40), "timeout": (230, 160, 20)}
+STATUS_COLORS = {EpisodeStatus.SUCCESS.value: (40, 180, 60), EpisodeStatus.COLLISION.value: (220, 40, 40),
+                 EpisodeStatus.TIMEOUT.value: (230, 160, 20)}
+"""The 3D view's own colours (RGB) of a flown path by its end: blue (:data:`DEFAULT_COLOR`) is a flight
+going on or another end, so timeout is amber here, not the plots' tab:blue
+(:data:`airplay.episode_status.STATUS_COLOURS`)."""
 DEFAULT_COLOR = (80, 120, 230)
 COMMAND_NAMES = ("vx", "vy", "vz", "yaw_rate")
 
@@ -217,7 +222,7 @@ def log_results(rec, flights: list[Flight]) -> None:
                              columns=rr.Points3D.columns(positions=f.position.astype(np.float32)))
         for t, text in f.statuses:
             set_time(rec, t)
-            log_status(rec, f"{f.scene} {f.name}: {f.status} {text}", warn=f.status != "success")
+            log_status(rec, f"{f.scene} {f.name}: {f.status} {text}", warn=f.status != EpisodeStatus.SUCCESS)
 
 
 def write_recording(source: Source, scenes: dict[str, Path], out: Path, *, points: int = 100_000):

@@ -3,7 +3,7 @@
 One job per module, none needs rclpy; torch and transformers are imported only where a model runs:
 
 * :mod:`~airplay.vln.actions` - action names, magnitudes, per-scene scaling (config/vln.yaml)
-* :mod:`~airplay.vln.executor` - one discrete action -> 50 Hz commands through the safety supervisor
+* :mod:`~airplay.vln.action_executor` - one discrete action -> 50 Hz commands through the safety supervisor
 * :mod:`~airplay.vln.episodes` - VLN episodes: made from tasks, written, imported
 * :mod:`~airplay.vln.instructions` - template instructions in ten personas' styles; optional LLM rewrite
 * :mod:`~airplay.vln.prompt` - the AirNav-style prompt; progressive interval sampling of history views

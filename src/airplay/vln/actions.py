@@ -40,7 +40,7 @@ ALIASES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class ExecutorSettings:
-    """How :mod:`airplay.vln.executor` flies one action (SI units; see config/vln.yaml)."""
+    """How :mod:`airplay.vln.action_executor` flies one action (SI units; see config/vln.yaml)."""
 
     cruise_speed_m_s: float = 1.0
     accel_fraction: float = 0.8

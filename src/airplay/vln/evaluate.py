@@ -15,8 +15,9 @@ the time limit ``max_steps x 5 s``), collision, out_of_bounds.
 
 The ROS graph (``airplay eval --runtime ros``) flies the same episodes: its nodes take them from
 :func:`vln_scene`, the evaluator builds the lines with :func:`vln_episode_result` and writes
-with :func:`write_vln_results`, and the sim's status :data:`POLICY_STOP` (the policy ended the
-episode) plays the part of "running" here.
+with :func:`write_vln_results`, and the sim's status ``policy_stop``
+(:attr:`~airplay.episode_status.EpisodeStatus.POLICY_STOP`: the policy ended the episode) plays
+the part of "running" here.
 
 Results are the standard files (docs/evaluation.md): ``episodes.jsonl`` lines carry, in
 addition, ``persona``, ``instruction``, ``vln_steps``, ``format_failures`` and ``stop_reason``;
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from airplay.episode_status import EpisodeStatus
 from airplay.eval.metrics import EpisodeResult, episode_result
 
 SECONDS_PER_ACTION_LIMIT = 5.0
@@ -50,26 +52,27 @@ class VLNEpisodeResult(EpisodeResult):
     stop_reason: str = ""
 
 
-POLICY_STOP = "policy_stop"
-"""The ROS sim's terminal status when the policy ended the episode (STOP or its step budget):
-the episode was still running, as ``env_status`` "running" is in-process."""
+KEPT_STATUSES = (EpisodeStatus.COLLISION, EpisodeStatus.OUT_OF_BOUNDS, EpisodeStatus.NO_COMMAND,
+                 EpisodeStatus.POLICY_ERROR, EpisodeStatus.OVER_BUDGET)
+"""The environment's ends that are the VLN episode's status as they are (:func:`vln_status`)."""
 
 
 def vln_status(env_status: str, stop_reason: str, final_distance_m: float, radius_m: float) -> str:
     """The episode's status from the environment's and the navigator's ends (module docstring).
 
     env_status: the environment's status when the episode ended ("running" when the navigator
-    ended it in-process, :data:`POLICY_STOP` from the ROS sim); ``no_command`` (the policy left
-    the ROS graph), ``policy_error`` and ``over_budget`` (:mod:`airplay.policies.guard`) are kept
-    as they are.
+    ended it in-process, "policy_stop" (:attr:`EpisodeStatus.POLICY_STOP`) from the ROS sim, where
+    the policy ended it, STOP or its step budget, while it was still running); ``no_command`` (the
+    policy left the ROS graph), ``policy_error`` and ``over_budget`` (:mod:`airplay.policies.guard`)
+    are kept as they are.
     """
-    if env_status in ("collision", "out_of_bounds", "no_command", "policy_error", "over_budget"):
+    if env_status in KEPT_STATUSES:
         return env_status
     if final_distance_m <= radius_m:
-        return "success"
-    if env_status in ("running", POLICY_STOP) and stop_reason == "stop":
-        return "stopped"
-    return "timeout"
+        return EpisodeStatus.SUCCESS.value
+    if env_status in (EpisodeStatus.RUNNING, EpisodeStatus.POLICY_STOP) and stop_reason == "stop":
+        return EpisodeStatus.STOPPED.value
+    return EpisodeStatus.TIMEOUT.value
 
 
 @dataclass
@@ -137,7 +140,7 @@ def run_vln_episode(env, policy, episode, time_limit_s: float, budget_ms: float 
     status, error = info["status"], guard.reset(policy, episode)
     if error is not None:
         status = guard.POLICY_ERROR
-    while status == "running":
+    while status == EpisodeStatus.RUNNING:
         step = guard.act(policy, obs, budget_ms)
         if step.status is not None:
             status, error = step.status, step.error

@@ -6,7 +6,7 @@ or later ``obs["instruction"]``, as the policy node gets it on the ``instruction
 and rad/s). Each *step* starts one discrete action: when no action is queued it asks the
 backend (one model call: the AirNav prompt with the pose, past actions, history views and the
 current view) for up to 8 actions and queues them; the executor
-(:mod:`airplay.vln.executor`) flies each through the safety supervisor. A malformed answer is
+(:mod:`airplay.vln.action_executor`) flies each through the safety supervisor. A malformed answer is
 a format failure: counted, the vehicle hovers for ``hold_s`` and the model is asked again.
 STOP, or the step budget (``max_steps``, 160; actions and format failures count), ends the
 episode: ``done`` becomes True (``stop_reason`` "stop" or "budget") and the policy hovers.
@@ -25,8 +25,8 @@ import numpy as np
 
 from airplay.frames import yaw_of_state
 from airplay.policies.base import Policy, PolicyConfig
+from airplay.vln.action_executor import HOVER, ActionExecutor
 from airplay.vln.actions import ActionSpace, VLNConfig, load_vln_config
-from airplay.vln.executor import HOVER, ActionExecutor
 from airplay.vln.parsing import parse_actions
 from airplay.vln.prompt import DEFAULT_HISTORY_OFFSETS, PromptBuilder
 

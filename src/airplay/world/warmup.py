@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from airplay.episode_status import EpisodeStatus
 from airplay.tasks.sampler import Task
 
 WARMUP_TASK_ID = "warm-up"
@@ -54,7 +55,7 @@ def warm_flight(env, task: Task, steps: int = 2) -> None:
     commands (hover) up to ``steps`` times: the dynamics, collision and observation kernels."""
     _, info = env.reset(options={"task": task})
     for _ in range(steps):
-        if info["status"] != "running":
+        if info["status"] != EpisodeStatus.RUNNING:
             break
         _, _, _, _, info = env.step(np.zeros(4, np.float32))
 

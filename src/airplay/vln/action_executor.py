@@ -1,5 +1,8 @@
 """Discrete action -> 50 Hz ``[vx, vy, vz, yaw_rate]`` commands, through the safety supervisor.
 
+(An executor of VLN actions, the ``executor`` section of config/vln.yaml; the ROS nodes' callback
+executor is another thing, :mod:`airplay.nodes.executor`.)
+
 An action (:mod:`airplay.vln.actions`) is a motion relative to the pose where it starts:
 MOVE_* a translation in that pose's heading frame (x forward, y left, z up; m), TURN_* a
 rotation about map z (rad), STOP nothing (the vehicle hovers). The executor flies it as a
