@@ -74,7 +74,35 @@ def hil_section(figures: dict, note: str = "", title: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-SECTIONS = {"hil": hil_section}
+def sitl_failures_section(figures: dict, note: str = "", title: str = "") -> str:
+    meta = figures["meta"]
+    machine = meta.get("machine") or {}
+    lines = [(f"## {figures['runs']} run(s) of each scenario beside {figures['busy_loops']} busy loop(s)"
+              f"{': ' + title if title else ''}"), "",
+             f"- date {meta['date']}, commit `{meta.get('commit')}`",
+             (f"- machine: {machine.get('cpu')}, {machine.get('cpus')} CPUs, {machine.get('os')}; load average at "
+              f"the end {meta.get('load_average')}"),
+             f"- command: `{meta.get('command')}`", "", *([note, ""] if note else []),
+             (f"SAFE in {figures['safe']} of {figures['total']} runs, {meta.get('wall_s', 0):.0f} s in all. A run is "
+              "SAFE when every check of its scenario holds on the simulator's truth (bench/sitl_failures.py "
+              "`SAFETY`). Past the fence: the true position's largest excess while the bridge had control; to "
+              "land mode: seconds from the fault to the autopilot's landing mode."), "",
+             "| scenario | SAFE | past the fence, max m | to land mode, max s | first unmet check |",
+             "|---|---:|---:|---:|---|"]
+    for name, row in figures["scenarios"].items():
+        def fmt(value, digits):
+            return "-" if value is None else f"{value:.{digits}f}"
+
+        lines.append(f"| {name} | {row['safe']} / {row['runs']} | {fmt(row['excess_true_bridge_max_m'], 3)} | "
+                     f"{fmt(row['land_mode_after_s_max'], 2)} | {row['first_unmet'] or '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+SECTIONS = {"hil": hil_section, "sitl_failures": sitl_failures_section}
+TITLES = {"hil": ("Hardware in the loop: learned policies on SITL autopilots (bench/hil.py)",
+                  "vehicle.md#hardware-in-the-loop-benchhilpy"),
+          "sitl_failures": ("The bridge's failure scenarios on SITL autopilots (bench/sitl_failures.py)",
+                            "vehicle.md#the-autopilots-estimate")}
 
 
 def main(argv=None) -> int:
@@ -93,9 +121,9 @@ def main(argv=None) -> int:
     if len(kinds) != 1:
         raise SystemExit(f"error: one benchmark per page, got {sorted(kinds)}")
     kind = kinds.pop()
-    title = {"hil": "Hardware in the loop: learned policies on SITL autopilots (bench/hil.py)"}[kind]
+    title, anchor = TITLES[kind]
     sys.stdout.write(f"# {title}\n\nMade by `python bench/results.py` from the benchmark's figures files; "
-                     f"how the benchmark works: [vehicle.md](../vehicle.md#hardware-in-the-loop-benchhilpy).\n\n")
+                     f"how the benchmark works: [{anchor.split('#')[0]}](../{anchor}).\n\n")
     notes = args.note + [""] * (len(docs) - len(args.note))
     titles = args.title + [""] * (len(docs) - len(args.title))
     for doc, note, title in zip(docs, notes, titles):

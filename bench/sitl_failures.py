@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "test"))
 
-import sitl_harness as harness  # noqa: E402  (the test folder's harness, on the path above)
+import sitl_harness as harness  # the test folder's harness, on the path above
 
 
 def _px4_gps_loss(c):
@@ -152,11 +152,14 @@ def main(argv=None) -> int:
         commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True, check=False).stdout.strip()
         args.json.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"benchmark": "sitl_failures", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "commit": commit, "machine": {"cpu": platform.processor() or platform.machine(),
+                                              "cpus": os.cpu_count(), "os": platform.platform()},
+                "command": "python bench/sitl_failures.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                "load_average": [round(x, 2) for x in os.getloadavg()], "wall_s": round(time.monotonic() - t0, 1)}
         args.json.write_text(json.dumps({
-            "bench": "sitl_failures", "date": time.strftime("%Y-%m-%d"), "commit": commit,
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores", "quick": args.quick, "runs": runs,
-            "busy_loops": busy, "scenarios": rows, "safe": total[0], "total": total[1], "detail": results},
-            indent=1))
+            "meta": meta, "quick": args.quick, "runs": runs, "busy_loops": busy, "scenarios": rows,
+            "safe": total[0], "total": total[1], "detail": results}, indent=1))
     return 0 if total[0] == total[1] else 1
 
 

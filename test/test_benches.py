@@ -59,7 +59,8 @@ HELPERS = {
 
 ELSEWHERE = {
     "hil.py": ("test_px4_hil.py", "flies PX4 SITL in a network namespace: the sitl test runs its --quick"),
-    "sitl_failures.py": ("test_px4_sitl.py", "flies PX4 SITL in a network namespace: the sitl test runs its --quick"),
+    "sitl_failures.py": ("test_px4_sitl.py", "flies PX4 SITL in a network namespace: test_px4_gps_loss runs its "
+                                             "--quick"),
 }
 """Benches whose ``--quick`` another test runs (file under test/, why not here)."""
 
