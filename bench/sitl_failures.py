@@ -35,12 +35,8 @@ sys.path.insert(0, str(REPO / "test"))
 import sitl_harness as harness  # the test folder's harness, on the path above
 
 
-def _px4_gps_loss(c):
+def _estimate_fault(c):
     c.estimate_fault()
-
-
-def _ardupilot_gps_glitch(c):
-    c.estimate_fault(distrust_required=False)
 
 
 def _low_battery(c):
@@ -60,9 +56,9 @@ def _took_off(c):
 
 
 SAFETY = {
-    "px4_gps_loss": _px4_gps_loss,
-    "ardupilot_gps_loss": _px4_gps_loss,
-    "ardupilot_gps_glitch": _ardupilot_gps_glitch,
+    "px4_gps_loss": _estimate_fault,
+    "ardupilot_gps_loss": _estimate_fault,
+    "ardupilot_gps_glitch": _estimate_fault,
     "px4_low_battery": _low_battery,
     "px4_sigkill_bridge": _second_bridge,
     "ardupilot_companion_loss": _second_bridge,
@@ -91,6 +87,20 @@ def judge(name: str, verdict: dict) -> dict:
             "duration_s": verdict.get("duration_s")}
 
 
+def _judge_again(folder: Path, names: list[str], results: dict) -> int:
+    """Judge the verdicts under ``folder`` (``run-NN-<autopilot>/<scenario>/verdict.json``) into
+    ``results``; returns the number of runs found."""
+    runs = sorted({p.name.split("-")[1] for p in folder.glob("run-*")})
+    for run in runs:
+        for name in names:
+            found = sorted(folder.glob(f"run-{run}-*/{name}/verdict.json"))
+            if not found:
+                results[name].append({"safe": False, "unmet": [f"no verdict in run {run}"]})
+                continue
+            results[name].append(judge(name, json.loads(found[0].read_text())))
+    return len(runs)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("scenarios", nargs="*", help=f"scenario names (default: {', '.join(SAFETY)})")
@@ -99,6 +109,9 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path("out/sitl-failures"), help="harness output folder")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--quick", action="store_true", help=f"{', '.join(QUICK)} once, no busy loops")
+    parser.add_argument("--judge", type=Path, metavar="DIR",
+                        help="fly nothing: judge again the verdicts of an earlier run's --out DIR (after a check "
+                             "changed); give the --busy it ran beside, for the table")
     args = parser.parse_args(argv)
     names = list(QUICK) if args.quick else (args.scenarios or list(SAFETY))
     runs, busy = (1, 0) if args.quick else (args.runs, args.busy)
@@ -108,13 +121,17 @@ def main(argv=None) -> int:
                      f"{', '.join(n for n in SAFETY if n in harness.SCENARIOS)}")
     if runs < 1 or busy < 0:
         parser.error("--runs must be >= 1 and --busy >= 0")
-    spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(busy)]
-    for p in spinners:
-        p.start()
     results: dict[str, list] = {n: [] for n in names}
     t0 = time.monotonic()
+    if args.judge is not None:
+        runs = _judge_again(args.judge, names, results)
+        spinners = []
+    else:
+        spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(busy)]
+    for p in spinners:
+        p.start()
     try:
-        for i in range(runs):
+        for i in range(runs if args.judge is None else 0):
             for flavour in ("ardupilot", "px4"):  # one harness call per autopilot: ArduPilot reuses its boot
                 group = [n for n in names if harness.SCENARIOS[n].autopilot == flavour]
                 if not group:
@@ -156,7 +173,8 @@ def main(argv=None) -> int:
                 "commit": commit, "machine": {"cpu": platform.processor() or platform.machine(),
                                               "cpus": os.cpu_count(), "os": platform.platform()},
                 "command": "python bench/sitl_failures.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                "load_average": [round(x, 2) for x in os.getloadavg()], "wall_s": round(time.monotonic() - t0, 1)}
+                "load_average": [round(x, 2) for x in os.getloadavg()], "wall_s": round(time.monotonic() - t0, 1),
+                "judged_again": None if args.judge is None else str(args.judge)}
         args.json.write_text(json.dumps({
             "meta": meta, "quick": args.quick, "runs": runs, "busy_loops": busy, "scenarios": rows,
             "safe": total[0], "total": total[1], "detail": results}, indent=1))

@@ -1736,9 +1736,9 @@ def gps_loss(r: Run) -> None:
 
 def gps_glitch(r: Run) -> None:
     """A 22 m GPS glitch north at the fence (ArduPilot SIM_GPS1_GLTCH_X, for 10 s; fence_box with the
-    goal 1 m outside): whether ArduPilot's EKF takes it in (its estimate jumps) or says "GPS Glitch",
-    the bridge computes no setpoint on the glitched estimate: it stops sending, reports
-    estimate_distrusted and has the autopilot land; the true position never more than 0.2 m past
+    goal 1 m outside): ArduPilot tells of it (a CRITICAL text, its EKF's flags or test ratios, a jump
+    of its estimate); the bridge computes no setpoint on the glitched estimate: it stops sending,
+    reports estimate_distrusted and has the autopilot land; the true position never more than 0.2 m past
     the fence while the bridge had control; no offboard control again; landed and disarmed."""
     _estimate_fault(r, lambda run: run.ap.glitch_gps(GLITCH_NORTH_M, 0.0),
                     lambda run: run.ap.glitch_gps(0.0, 0.0), fault_s=10.0)
@@ -2428,6 +2428,14 @@ def after_action(v: dict, key: str):
     return (v["after_action"] or {}).get(key)
 
 
+TAKEOFF_TRUE_MIN_M = 0.2
+"""The true height (m) above the ground a take-off must have reached when offboard control begins.
+The bridge ends the take-off on the autopilot's estimate (in the air, and half the take-off height,
+0.45 m for the tasks' 0.9 m, never below 0.3 m); PX4 SIH's vertical estimate was up to ~0.3 m off
+the truth beside busy loops (a take-off ended at 0.39 m true), so the truth is held to 0.2 m: off the
+ground, with room to spare."""
+
+
 class Checks:
     """Expectations on one verdict, all evaluated, reported together (with the numbers and the
     log tails) by :meth:`report`: ``assert not c.failed, c.report()``."""
@@ -2490,19 +2498,17 @@ class Checks:
         self.landed_disarmed()
         self.that(v["launch_exited_before_cleanup"], "the launch exits")
 
-    def estimate_fault(self, distrust_required: bool = True, limit_m: float = 0.2) -> None:
+    def estimate_fault(self, limit_m: float = 0.2) -> None:
         """An estimate fault in flight (GPS loss, glitch): the bridge flew; it reported
-        estimate_distrusted (where ``distrust_required``; else, where it did not, it flew on with the
-        autopilot's estimate intact); the true position never more than ``limit_m`` past the fence
-        while the bridge had control; no DISARM in the air; no offboard control after the autopilot
-        took over; the vehicle ends landed and disarmed; the launch exits non-zero where it distrusted."""
+        estimate_distrusted; the true position never more than ``limit_m`` past the fence while the
+        bridge had control; no DISARM in the air; no offboard control after the autopilot took
+        over; the vehicle ends landed and disarmed; the launch exits non-zero."""
         v = self.v
         self.ran()
         self.that(v["events"].get("flying") is not None and v["events"].get("action") is not None,
                   "the bridge flew and the fault came in flight")
-        distrusted = "estimate_distrusted" in v["intervention_kinds"]
-        if distrust_required:
-            self.that(distrusted, f"the bridge distrusted the estimate ({v['intervention_kinds']})")
+        self.that("estimate_distrusted" in v["intervention_kinds"],
+                  f"the bridge distrusted the estimate ({v['intervention_kinds']})")
         true = v["fence_excess_max_true_bridge"]
         self.that(true is not None and true <= limit_m,
                   f"the true position never more than {limit_m} m past the fence while the bridge had control "
@@ -2514,9 +2520,8 @@ class Checks:
                                                f"({v['mode_changes']})")
         self.landed_disarmed()
         self.that(v["launch_exited_before_cleanup"], "the launch exits")
-        if distrusted:
-            self.that(v["launch_exit_code"] not in (None, 0), f"the launch exits non-zero: the flight was cut "
-                                                              f"short (code {v['launch_exit_code']})")
+        self.that(v["launch_exit_code"] not in (None, 0), f"the launch exits non-zero: the flight was cut short "
+                                                          f"(code {v['launch_exit_code']})")
 
     def autopilot_takeover(self, reason_word: str = "battery") -> None:
         """The autopilot took the vehicle by itself (its failsafe): the bridge yielded
@@ -2534,12 +2539,12 @@ class Checks:
         self.that(not v["offboard_reentered"], f"no offboard control after the takeover ({v['mode_changes']})")
         self.landed_disarmed()
 
-    def took_off(self) -> None:
+    def took_off(self, min_true_height_m: float = TAKEOFF_TRUE_MIN_M) -> None:
         """The take-off really left the ground (issue 41, finding 4: PX4's take-off was once accepted
-        with the vehicle on the ground): the true height when offboard control began is at least
-        half the take-off height, and at least 0.3 m."""
+        with the vehicle on the ground, true height 0.00 m): the true height when offboard control
+        began is at least ``min_true_height_m``."""
         v = self.v
-        need = max(0.5 * v["takeoff_height_m"], 0.3)
+        need = min_true_height_m
         h = v["takeoff_end_height_true"]
         self.that(h is not None and h >= need, f"the take-off ended off the ground: true height {h} m "
                                                f"(>= {need:.2f} m) when offboard control began")
