@@ -83,18 +83,22 @@ def sitl_failures_section(figures: dict, note: str = "", title: str = "") -> str
              (f"- machine: {machine.get('cpu')}, {machine.get('cpus')} CPUs, {machine.get('os')}; load average at "
               f"the end {meta.get('load_average')}"),
              f"- command: `{meta.get('command')}`", "", *([note, ""] if note else []),
-             (f"SAFE in {figures['safe']} of {figures['total']} runs, {meta.get('wall_s', 0):.0f} s in all. A run is "
+             (f"SAFE in {figures['safe']} of {figures['total']} runs"
+              + (f", {meta.get('wall_s', 0):.0f} s in all" if not meta.get("judged_again") else
+                 " (the verdicts of an earlier run, judged again)") + ". A run is "
               "SAFE when every check of its scenario holds on the simulator's truth (bench/sitl_failures.py "
               "`SAFETY`). Past the fence: the true position's largest excess while the bridge had control; to "
-              "land mode: seconds from the fault to the autopilot's landing mode."), "",
-             "| scenario | SAFE | past the fence, max m | to land mode, max s | first unmet check |",
-             "|---|---:|---:|---:|---|"]
+              "land mode: seconds from the fault to the autopilot's landing mode; take-off: the lowest true height "
+              "when offboard control began."), "",
+             "| scenario | SAFE | past the fence, max m | to land mode, max s | take-off, min m | first unmet check |",
+             "|---|---:|---:|---:|---:|---|"]
     for name, row in figures["scenarios"].items():
         def fmt(value, digits):
             return "-" if value is None else f"{value:.{digits}f}"
 
         lines.append(f"| {name} | {row['safe']} / {row['runs']} | {fmt(row['excess_true_bridge_max_m'], 3)} | "
-                     f"{fmt(row['land_mode_after_s_max'], 2)} | {row['first_unmet'] or '-'} |")
+                     f"{fmt(row['land_mode_after_s_max'], 2)} | {fmt(row.get('takeoff_end_height_true_min_m'), 2)} | "
+                     f"{row['first_unmet'] or '-'} |")
     return "\n".join(lines) + "\n"
 
 

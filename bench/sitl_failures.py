@@ -158,8 +158,10 @@ def main(argv=None) -> int:
         excess = [r.get("excess_true_bridge_m") for r in rs if r.get("excess_true_bridge_m") is not None]
         land = [r.get("land_mode_after_s") for r in rs if r.get("land_mode_after_s") is not None]
         unmet = next((r["unmet"][0] for r in rs if not r["safe"] and r.get("unmet")), "")
+        heights = [r.get("takeoff_end_height_true_m") for r in rs if r.get("takeoff_end_height_true_m") is not None]
         rows[name] = {"runs": len(rs), "safe": safe, "excess_true_bridge_max_m": max(excess, default=None),
-                      "land_mode_after_s_max": max(land, default=None), "first_unmet": unmet}
+                      "land_mode_after_s_max": max(land, default=None),
+                      "takeoff_end_height_true_min_m": min(heights, default=None), "first_unmet": unmet}
         print(f"{name:<26} {safe:>3}/{len(rs):<3} {max(excess, default=float('nan')):>26.3f} "
               f"{max(land, default=float('nan')):>15.2f}  {unmet[:80]}")
     total = sum(r["safe"] for r in rows.values()), sum(r["runs"] for r in rows.values())

@@ -11,3 +11,6 @@ note() { cat "docs/results/data/$1.note.md"; }
   docs/results/data/hil-ardupilot-10.json --title "the PX4-profile checkpoint on ArduCopter" \
   --note "$(note hil-ardupilot-10)" \
   > docs/results/hil.md
+"$py" bench/results.py \
+  docs/results/data/sitl-failures-3x4.json --title "the failure scenarios" --note "$(note sitl-failures-3x4)" \
+  > docs/results/sitl_failures.md
