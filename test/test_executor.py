@@ -12,6 +12,7 @@ SingleThreadedExecutor.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -293,41 +294,60 @@ def test_own_services_are_waited_on_at_every_wake_up_rclpys_at_10_hz(context):
          "set_parameters_atomically", "get_type_description"))
 
 
-def test_the_background_nodes_spin_thread_logs_what_stops_it(caplog, monkeypatch):
-    """airplay.nodes.background: an error that ends the spin thread is logged with its traceback
-    (the node hears nothing after it); close()'s own shutdown under spin_once only at debug level."""
-    import logging
+class _Records(logging.Handler):
+    """Keeps the records of the logger it is added to (whatever the suite did to its propagation)."""
 
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_the_background_nodes_spin_thread_logs_what_stops_it(monkeypatch):
+    """airplay.nodes.background: an error that ends the spin thread is logged with its traceback
+    (the node hears nothing after it); close()'s own shutdown under spin_once only at debug level.
+    The records are taken on the module's logger itself: earlier tests of the suite may have set
+    the ``airplay`` loggers not to propagate to the root, where pytest's caplog listens."""
     from airplay.nodes.background import BackgroundNode
 
-    bg = BackgroundNode("spin_error")
+    logger = logging.getLogger("airplay.nodes.background")
+    records, level = _Records(), logger.level
+    logger.addHandler(records)
+    logger.setLevel(logging.DEBUG)
+    try:
+        bg = BackgroundNode("spin_error")
 
-    def fail(timeout_sec=None):
-        raise RuntimeError("a callback raised")
+        def fail(timeout_sec=None):
+            raise RuntimeError("a callback raised")
 
-    monkeypatch.setattr(bg.executor, "spin_once", fail)
-    with caplog.at_level(logging.DEBUG, logger="airplay.nodes.background"):
+        monkeypatch.setattr(bg.executor, "spin_once", fail)
         bg.start()
         bg.thread.join(timeout=5)
         assert not bg.thread.is_alive()
         bg.close()
-    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert len(errors) == 1 and "spin_error" in errors[0].getMessage() and "a callback raised" in errors[0].exc_text
+        errors = [r for r in records.records if r.levelno == logging.ERROR]
+        assert len(errors) == 1 and "spin_error" in errors[0].getMessage()
+        assert errors[0].exc_info is not None and "a callback raised" in str(errors[0].exc_info[1])
 
-    caplog.clear()
-    bg = BackgroundNode("spin_shutdown")
+        records.records.clear()
+        bg = BackgroundNode("spin_shutdown")
 
-    def shut_down(timeout_sec=None):
-        bg.context.try_shutdown()
-        raise RuntimeError("context is not valid")
+        def shut_down(timeout_sec=None):
+            bg.context.try_shutdown()
+            raise RuntimeError("context is not valid")
 
-    monkeypatch.setattr(bg.executor, "spin_once", shut_down)
-    with caplog.at_level(logging.DEBUG, logger="airplay.nodes.background"):
+        monkeypatch.setattr(bg.executor, "spin_once", shut_down)
         bg.start()
         bg.thread.join(timeout=5)
         bg.close()
-    assert [r.levelno for r in caplog.records] == [logging.DEBUG]
-    assert "spin_shutdown" in caplog.records[0].getMessage() and "context is not valid" in caplog.records[0].getMessage()
+        assert [r.levelno for r in records.records] == [logging.DEBUG]
+        message = records.records[0].getMessage()
+        assert "spin_shutdown" in message and "context is not valid" in message
+    finally:
+        logger.removeHandler(records)
+        logger.setLevel(level)
 
 
 def test_rclpy_private_names_rclpys_rcl_error():
