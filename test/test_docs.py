@@ -537,3 +537,14 @@ def test_the_name_checks_catch_what_they_should():
     assert _expand_braces("scenes/{a,b}_0") == ["scenes/a_0", "scenes/b_0"]
     assert _shell_commands("A=1 make x && cd y  # c\nairplay a \\\n  --b") == [
         (0, ["make", "x"]), (0, ["cd", "y"]), (1, ["airplay", "a", "--b"])]
+
+
+def test_the_readme_stays_a_readme():
+    """README.md is for a new user: under 250 lines, and no table cell over 250 characters (figures
+    belong in the pages the README links to)."""
+    text = (ROOT / "README.md").read_text()
+    lines = text.splitlines()
+    assert len(lines) < 250, f"README.md has {len(lines)} lines (< 250)"
+    long_cells = [(n, len(cell.strip())) for n, line in enumerate(lines, 1) if line.startswith("|")
+                  for cell in line.strip().strip("|").split(" | ") if len(cell.strip()) > 250]
+    assert not long_cells, f"README.md table cells over 250 characters (line, length): {long_cells}"
