@@ -66,6 +66,11 @@ WAITING_LOG_S = 10.0
 """While the graph comes up, whom the evaluator waits for is logged this often (wall s)."""
 MEMBERSHIP_CHECK_S = 0.5
 """How often (wall s) the evaluator looks whether a node has left the graph."""
+LEAVE_GRACE_S = 1.0
+"""How long (wall s) the evaluator waits, after a node it needs left the graph, before it stops the
+run with an error: a Ctrl-C reaches every process of the graph at once, and a node that exits
+first must not turn this process's own clean stop (its SIGINT handled a moment later, under load)
+into a failure."""
 PARTICIPANT_PREFIX = 12
 """Bytes of an endpoint's GID that name its DDS participant (the RTPS GUID prefix)."""
 
@@ -123,6 +128,7 @@ class EvaluatorNode(Node):
         self.member_names: dict[bytes, str] = {}  # their nodes' names, once DDS has told them
         self.left: set[bytes] = set()
         self.membership_checked = 0.0
+        self.leaving: tuple[float, str] | None = None  # (when, why): a needed node left; the run stops after the grace
         self.total_steps = 0
         self.outcomes: list[tuple] = []  # scene_dir, index, status, steps, trajectory, error, policy report (vln)
         self.command_pub = self.create_publisher(String, "episode/command", RELIABLE)
@@ -195,8 +201,10 @@ class EvaluatorNode(Node):
         if other is not None:
             self._abort(f"during episode {self.k}: {other}")
             return False
+        if self.leaving is not None:
+            return False
         if self.status_sub.get_publisher_count() == 0:
-            self._abort(f"the sim left the graph during episode {self.k} (episode/status has no publisher)")
+            self._left(f"the sim left the graph during episode {self.k} (episode/status has no publisher)")
             return False
         present = self._endpoints("episode/command", publishers=False)
         for gid, name in present.items():
@@ -211,9 +219,15 @@ class EvaluatorNode(Node):
                 self.get_logger().error(f"the policy ({name}) left the graph during episode {self.k}; the sim ends "
                                         "its episodes as no_command")
             else:
-                self._abort(f"the {role} ({name}) left the graph during episode {self.k}")
+                self._left(f"the {role} ({name}) left the graph during episode {self.k}")
                 return False
         return True
+
+    def _left(self, reason: str) -> None:
+        """A node the run needs has left: the run stops with ``reason`` after :data:`LEAVE_GRACE_S`
+        (unless this process's own stop signal comes first: a Ctrl-C of the whole graph)."""
+        self.leaving = (time.monotonic(), reason)
+        self.get_logger().warning(f"{reason}; stopping the run in {LEAVE_GRACE_S:.1f} s unless this is a shutdown")
 
     def _policy_present(self) -> bool:
         return not any(role == "policy" for member, role in self.members.items() if member in self.left)
@@ -245,6 +259,10 @@ class EvaluatorNode(Node):
             elif now - self.waiting_logged >= WAITING_LOG_S:
                 self.waiting_logged = now
                 self.get_logger().info(f"waiting {now - self.t0:.0f} s for the graph: " + "; ".join(missing))
+            return
+        if self.leaving is not None:
+            if now - self.leaving[0] >= LEAVE_GRACE_S and self.k < len(self.plan):
+                self._abort(self.leaving[1])
             return
         if self.k >= len(self.plan) or now - self.membership_checked < MEMBERSHIP_CHECK_S:
             return
