@@ -26,12 +26,14 @@ from small_policy import demonstrations, scene_with_camera, train_cnn_bc
 
 pytestmark = [pytest.mark.sitl, pytest.mark.slow, pytest.mark.timeout(1800)]
 
-IMAGE, CATEGORY, SCENE_SEED, TASK, COLLISION_TASK, EPISODES, NOISE = 64, "urban", 1, 8, 5, 10, 0.3
+IMAGE, CATEGORY, SCENE_SEED, TASK, COLLISION_TASK, EPISODES, NOISE = 64, "urban", 1, 8, 0, 10, 0.3
 """Image side (px); the learned policy's scene (a sparse synthetic urban scene, seed 1, 64x64 camera)
 and task (index in its 10 tasks of seed 0: 10 m, descending from 7.2 to 2.1 m, at least 1.75 m
 from any building); the task of the harness's own indoor scene whose straight line crosses a wall
-(goal_direct collides 3.9 m short of its goal, flying from 1.5 to 1.3 m up); the tasks sampled; the
-DART noise (m/s, rad/s).
+squarely (goal_direct collides 3.4 m after its start, flying from 1.3 to 2.0 m up: every line
+within 0.6 m sideways and 0.4 m up or down of it meets the wall 3.4-3.55 m in, on the scene's
+collision model, so PX4's estimate error cannot fly it past; task 5, used before, missed its wall
+0.3 m to one side, and once flew to its goal); the tasks sampled; the DART noise (m/s, rad/s).
 
 Why so open a task: PX4 SIH's estimate is 0.1-0.25 m off the truth at its best and up to 0.6 m
 vertically in some boots (docs/vehicle.md), and the indoor scenes' A* paths pass 6-10 cm from
@@ -146,18 +148,32 @@ def test_the_px4_flight_is_a_bag_the_checkpoint_replays_bit_for_bit(checkpoint, 
 
 
 def test_px4_truth_collision_lands_at_once(hil_collision):
-    """goal_direct flies into the wall its straight line crosses: the true position touches the
-    collision mesh (truth_judgement collision), the harness lands the vehicle at once (AUTO.LAND
-    within 1.5 s), PX4 disarms, the launch exits."""
+    """goal_direct flies into the wall its straight line crosses, and the collision ends the flight at
+    once: either the true position touches the collision mesh first (truth_judgement collision) and
+    the harness lands the vehicle, or the bridge's own mission judge, on PX4's estimate, sees the
+    collision first (the estimate 0.1-0.3 m ahead of the truth) and lands it, with the true position
+    then within 0.3 m of the mesh. Either way AUTO.LAND within 1.5 s of the collision, PX4
+    disarms, the launch exits."""
+    from airplay.world import World
+
     v = hil_collision.verdict("px4_truth_collision")
     c = Checks(v)
     c.ran()
-    truth = v["truth_judgement"] or {}
-    c.that(truth.get("status") == "collision", f"a collision judged on SIH's true position ({truth})")
-    hit = v["events"].get("truth_collision")
+    truth, result = v["truth_judgement"] or {}, v["mission_result"] or {}
+    if truth.get("status") == "collision":
+        hit = v["events"].get("truth_collision")
+    else:
+        hit = v["events"].get("mission_end")
+        c.that(result.get("status") == "collision",
+               f"a collision judged on SIH's true position ({truth}) or by the bridge on the estimate ({result})")
+        position = truth.get("position")
+        scene = World.load(hil_collision.out / "scene" / "indoor_1")
+        clearance = None if position is None else float(scene.checker.clearance([position])[0])
+        c.that(clearance is not None and clearance <= 0.3,
+               f"the true position within 0.3 m of the mesh when the bridge saw the collision ({clearance} m)")
     land = next((t for t, m, _ in v["mode_changes"] if m == "AUTO.LAND" and hit is not None and t >= hit), None)
     c.that(hit is not None and land is not None and land - hit <= 1.5,
-           f"AUTO.LAND within 1.5 s of the true collision (collision {hit} s, AUTO.LAND {land} s)")
+           f"AUTO.LAND within 1.5 s of the collision (collision {hit} s, AUTO.LAND {land} s)")
     c.landed_disarmed()
     c.that(v["launch_exited_before_cleanup"], "the launch exits")
     assert not c.failed, c.report()
