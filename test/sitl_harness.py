@@ -811,50 +811,46 @@ class ArduPilot(Autopilot):
                 if self.series.truth:
                     return
 
-    def lose_gps(self) -> str:
-        """The simulated GPS switched off (SIM_GPS1_ENABLE 0; SIM_GPS_DISABLE 1 in older releases). ArduPilot
-        takes every parameter as a float (no byte-wise integers, unlike PX4)."""
-        gcs = self.listeners[0]
-        if gcs.param("SIM_GPS1_ENABLE", 0) == 0:
-            return "SIM_GPS1_ENABLE 0"
-        if gcs.param("SIM_GPS_DISABLE", 1) == 1:
-            return "SIM_GPS_DISABLE 1"
-        raise ScenarioError("ArduPilot SITL took neither SIM_GPS1_ENABLE=0 nor SIM_GPS_DISABLE=1")
-
-    def restore_gps(self) -> str:
-        """The simulated GPS back on (after :meth:`lose_gps`)."""
-        gcs = self.listeners[0]
-        if gcs.param("SIM_GPS1_ENABLE", 1) == 1:
-            return "SIM_GPS1_ENABLE 1"
-        if gcs.param("SIM_GPS_DISABLE", 0) == 0:
-            return "SIM_GPS_DISABLE 0"
-        raise ScenarioError("ArduPilot SITL took neither SIM_GPS1_ENABLE=1 nor SIM_GPS_DISABLE=0")
-
-    def wind(self, speed_m_s: float, from_deg: float, turbulence: float) -> dict:
-        """ArduPilot SITL's wind: SIM_WIND_SPD (m/s), SIM_WIND_DIR (degrees the wind comes from),
-        SIM_WIND_TURB (m/s of turbulence). Returns the values as set."""
+    def _set_params(self, values: dict) -> dict:
+        """Set ArduPilot parameters from the GCS link (floats: ArduPilot has no byte-wise integers,
+        unlike PX4); the values it then holds. ScenarioError naming one it did not take."""
         gcs = self.listeners[0]
         out = {}
-        for name, value in (("SIM_WIND_SPD", speed_m_s), ("SIM_WIND_DIR", from_deg), ("SIM_WIND_TURB", turbulence)):
-            got = gcs.param(name, value)
-            if got is None:
-                raise ScenarioError(f"ArduPilot SITL did not take {name}={value}")
-            out[name] = round(got, 2)
-        return out
-
-    def glitch_gps(self, north_m: float, east_m: float) -> dict:
-        """A GPS glitch: the simulated GPS's position offset by ``north_m``/``east_m`` (SIM_GPS1_GLTCH_X/Y,
-        degrees of latitude/longitude). 0, 0 ends it. Returns the parameters as set."""
-        gcs = self.listeners[0]
-        lat_deg = north_m / 111319.49
-        lon_deg = east_m / (111319.49 * math.cos(math.radians(-35.36)))  # ArduPilot SITL's home: CMAC, -35.36 deg
-        out = {}
-        for name, value in (("SIM_GPS1_GLTCH_X", lat_deg), ("SIM_GPS1_GLTCH_Y", lon_deg)):
+        for name, value in values.items():
             got = gcs.param(name, value)
             if got is None:
                 raise ScenarioError(f"ArduPilot SITL did not take {name}={value}")
             out[name] = got
         return out
+
+    def _switch_gps(self, on: bool) -> str:
+        """The simulated GPS on or off: SIM_GPS1_ENABLE (SIM_GPS_DISABLE in older releases)."""
+        gcs = self.listeners[0]
+        for name, value in (("SIM_GPS1_ENABLE", float(on)), ("SIM_GPS_DISABLE", float(not on))):
+            if gcs.param(name, value) == value:
+                return f"{name} {value:g}"
+        raise ScenarioError(f"ArduPilot SITL took neither SIM_GPS1_ENABLE={on:d} nor SIM_GPS_DISABLE={not on:d}")
+
+    def lose_gps(self) -> str:
+        """The simulated GPS switched off."""
+        return self._switch_gps(False)
+
+    def restore_gps(self) -> str:
+        """The simulated GPS back on (after :meth:`lose_gps`)."""
+        return self._switch_gps(True)
+
+    def wind(self, speed_m_s: float, from_deg: float, turbulence: float) -> dict:
+        """ArduPilot SITL's wind: SIM_WIND_SPD (m/s), SIM_WIND_DIR (degrees the wind comes from),
+        SIM_WIND_TURB (m/s of turbulence). Returns the values as set."""
+        got = self._set_params({"SIM_WIND_SPD": speed_m_s, "SIM_WIND_DIR": from_deg, "SIM_WIND_TURB": turbulence})
+        return {name: round(value, 2) for name, value in got.items()}
+
+    def glitch_gps(self, north_m: float, east_m: float) -> dict:
+        """A GPS glitch: the simulated GPS's position offset by ``north_m``/``east_m`` (SIM_GPS1_GLTCH_X/Y,
+        degrees of latitude/longitude). 0, 0 ends it. Returns the parameters as set."""
+        lat_deg = north_m / 111319.49
+        lon_deg = east_m / (111319.49 * math.cos(math.radians(-35.36)))  # ArduPilot SITL's home: CMAC, -35.36 deg
+        return self._set_params({"SIM_GPS1_GLTCH_X": lat_deg, "SIM_GPS1_GLTCH_Y": lon_deg})
 
     def ready(self) -> bool:
         """The EKF uses GPS (its STATUSTEXT): what arming in GUIDED needs. SYS_STATUS's pre-arm bit
@@ -2402,10 +2398,8 @@ def log_tail(path, lines: int = 40, skip=("CLAMPED_ACCEL", "GEOFENCE_BRAKE", "[p
     return "\n".join(kept[-lines:])
 
 
-def module_group(request, tmp_path_factory, flavour: str, order: tuple[str, ...], label: str) -> "Group":
-    """The body of a test module's group fixture: the scenarios (of ``order``) whose tests are
-    selected in ``request``'s module, run in one harness call; skips where the autopilot's tool
-    or a private network namespace is missing."""
+def skip_without_sitl(flavour: str, label: str) -> None:
+    """pytest.skip where ``../shared/tools/<flavour>-sitl`` or a private network namespace is missing."""
     import pytest
 
     tool = SHARED_TOOLS / f"{flavour}-sitl"
@@ -2413,6 +2407,13 @@ def module_group(request, tmp_path_factory, flavour: str, order: tuple[str, ...]
         pytest.skip(f"{label} SITL not present at {tool}")
     if not unshare_permitted():
         pytest.skip("unshare -n (a private network namespace) is not permitted here")
+
+
+def module_group(request, tmp_path_factory, flavour: str, order: tuple[str, ...], label: str) -> "Group":
+    """The body of a test module's group fixture: the scenarios (of ``order``) whose tests are
+    selected in ``request``'s module, run in one harness call; skips where the autopilot's tool
+    or a private network namespace is missing."""
+    skip_without_sitl(flavour, label)
     selected = {item.originalname for item in request.session.items if item.module is request.module}
     # a scenario serves the tests named after it: test_<name> and test_<name>_<what>
     names = [name for name in order if any(t == f"test_{name}" or t.startswith(f"test_{name}_") for t in selected)]

@@ -17,8 +17,8 @@ PX4_DEAD_RECKONING_LOST = 0x365  # 5.5 s after its GPS stopped: no horizontal ve
 
 def flying_watch() -> EstimatorWatch:
     w = EstimatorWatch()
-    w.on_gps(0.0, 3, 10, 900)
-    w.on_estimator_status(0.0, PX4_FLYING, 0.3)
+    w.on_gps(3)
+    w.on_estimator_status(PX4_FLYING, 0.3)
     for i in range(50):  # 1 s of positions at 50 Hz, 1 m/s north
         w.on_position(i * 0.02, i * 20, (0.02 * i, 0.0, -1.0), (1.0, 0.0, 0.0))
     return w
@@ -32,18 +32,18 @@ def test_a_healthy_estimate_has_no_problems():
 
 def test_gps_loss_is_seen_in_the_fix_and_the_flags():
     w = flying_watch()
-    w.on_gps(1.1, 0, 255, 0)   # PX4 SIH ~1 s after its GPS stopped
+    w.on_gps(0)   # PX4 SIH ~1 s after its GPS stopped
     problems = w.problems(1.1)
     assert len(problems) == 1 and problems[0].startswith("GPS lost"), problems
-    w.on_estimator_status(6.5, PX4_DEAD_RECKONING_LOST, 2.3)
+    w.on_estimator_status(PX4_DEAD_RECKONING_LOST, 2.3)
     text = " | ".join(w.problems(6.5))
     assert "no horizontal position" in text and "horizontal uncertainty 2.30 m" in text
 
 
 def test_a_vehicle_that_never_had_a_fix_is_judged_on_its_flags():
     w = EstimatorWatch()
-    w.on_gps(0.0, 0, 0, 0)                     # indoors: no GPS at all, a vision estimate
-    w.on_estimator_status(0.0, PX4_FLYING & ~16, 0.1)  # relative position only
+    w.on_gps(0)                     # indoors: no GPS at all, a vision estimate
+    w.on_estimator_status(PX4_FLYING & ~16, 0.1)  # relative position only
     assert w.problems(0.0) == []
 
 
@@ -57,17 +57,17 @@ def test_a_vehicle_that_never_had_a_fix_is_judged_on_its_flags():
 def test_the_estimators_own_alarms(source, flags, expected):
     w = EstimatorWatch()
     if source == "px4":
-        w.on_estimator_status(0.0, flags, 0.3)
+        w.on_estimator_status(flags, 0.3)
     else:
-        w.on_ekf_status(0.0, flags, 0.1, 0.1)
+        w.on_ekf_status(flags, 0.1, 0.1)
     assert any(expected in p for p in w.problems(0.0)), w.problems(0.0)
 
 
 def test_ardupilot_test_ratios_past_the_limit():
     w = EstimatorWatch(EstimateLimits(ekf_variance_max=0.8))
-    w.on_ekf_status(0.0, 0x37F, 0.2, 0.79)
+    w.on_ekf_status(0x37F, 0.2, 0.79)
     assert w.problems(0.0) == []
-    w.on_ekf_status(0.2, 0x37F, 0.2, 0.95)
+    w.on_ekf_status(0x37F, 0.2, 0.95)
     assert w.problems(0.2) == ["the EKF's horizontal position test ratio is 0.95 (> 0.80)"]
 
 

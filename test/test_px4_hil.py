@@ -51,10 +51,7 @@ def checkpoint(tmp_path_factory):
     (:data:`CATEGORY`, 4 Gaussians/m^2) with a 64x64 camera, and a CNN-BC trained on 9 demonstrations
     of the task flown in airplay's simulator with PX4 SIH's identified profile (:data:`PROFILE`)."""
     pytest.importorskip("pymavlink")
-    if not (harness.SHARED_TOOLS / "px4-sitl").is_dir():
-        pytest.skip(f"PX4 SITL not present at {harness.SHARED_TOOLS / 'px4-sitl'}")
-    if not harness.unshare_permitted():
-        pytest.skip("unshare -n (a private network namespace) is not permitted here")
+    harness.skip_without_sitl("px4", "PX4")
     from airplay.policies import make_policy
     from airplay.policies.dagger import fly_episode
     from airplay.sim.dynamics import load_vehicle_params
@@ -94,10 +91,7 @@ def hil(checkpoint, tmp_path_factory) -> harness.Group:
 @pytest.fixture(scope="module")
 def hil_collision(tmp_path_factory) -> harness.Group:
     """The harness's own sparse indoor scene (its default), goal_direct on :data:`COLLISION_TASK`."""
-    if not (harness.SHARED_TOOLS / "px4-sitl").is_dir():
-        pytest.skip(f"PX4 SITL not present at {harness.SHARED_TOOLS / 'px4-sitl'}")
-    if not harness.unshare_permitted():
-        pytest.skip("unshare -n (a private network namespace) is not permitted here")
+    harness.skip_without_sitl("px4", "PX4")
     return harness.run_group(["px4_truth_collision"], tmp_path_factory.mktemp("px4-hil-collision"),
                              extra=("--index", str(COLLISION_TASK)))
 

@@ -292,10 +292,7 @@ def test_px4_gps_loss(tmp_path):
     import subprocess
     import sys
 
-    if not (harness.SHARED_TOOLS / "px4-sitl").is_dir():
-        pytest.skip(f"PX4 SITL not present at {harness.SHARED_TOOLS / 'px4-sitl'}")
-    if not harness.unshare_permitted():
-        pytest.skip("unshare -n (a private network namespace) is not permitted here")
+    harness.skip_without_sitl("px4", "PX4")
     figures, out = tmp_path / "figures.json", tmp_path / "out"
     done = subprocess.run([sys.executable, str(harness.REPO / "bench" / "sitl_failures.py"), "--quick", "--out",
                            str(out), "--json", str(figures)], capture_output=True, text=True, timeout=900, check=False)

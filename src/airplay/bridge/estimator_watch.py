@@ -6,7 +6,7 @@ a glitch, dead reckoning) can be metres off the truth while it still looks smoot
 watches what the autopilot says about it:
 
 ``GPS_RAW_INT``
-    ``fix_type`` (a 3D fix or better) and ``h_acc`` (mm). A fix that had been 3D and drops below
+    ``fix_type`` (a 3D fix or better). A fix that had been 3D and drops below
     is a GPS loss (PX4 SIH: reported about 1 s after the receiver stopped; its EKF dead-reckons
     on for ~5 s with a growing ``eph`` before it gives the position up). A vehicle that never had
     a fix (indoors, a vision estimate) is judged on its estimator's flags alone.
@@ -43,6 +43,7 @@ from dataclasses import dataclass, fields
 VELOCITY_HORIZ = 2
 POS_HORIZ_REL = 8
 POS_HORIZ_ABS = 16
+PRED_POS_HORIZ_ABS = 512
 PX4_GPS_GLITCH = 1024       # ESTIMATOR_GPS_GLITCH
 PX4_ACCEL_ERROR = 2048      # ESTIMATOR_ACCEL_ERROR
 AP_UNINITIALIZED = 1024     # EKF_UNINITIALIZED (the same bit as PX4's GPS glitch: read per source)
@@ -92,15 +93,10 @@ class EstimatorWatch:
     def __init__(self, limits: EstimateLimits | None = None) -> None:
         self.limits = limits if limits is not None else EstimateLimits()
         self.gps_fix: int | None = None
-        self.gps_fix_s: float | None = None
         self.gps_had_fix = False          # a 3D fix was seen: its loss counts
-        self.gps_h_acc_m: float | None = None
-        self.satellites: int | None = None
         self.eph_m: float | None = None   # PX4 ESTIMATOR_STATUS pos_horiz_accuracy, m
-        self.eph_s: float | None = None
         self.flags: int | None = None     # the estimator's flags, of ``flags_source``
         self.flags_source: str | None = None  # "px4" (ESTIMATOR_STATUS) or "ardupilot" (EKF_STATUS_REPORT)
-        self.flags_s: float | None = None
         self.ekf_ratios: dict[str, float] = {}
         self.severe_texts: list[_Report] = []
         self.jumps: list[_Report] = []
@@ -108,26 +104,21 @@ class EstimatorWatch:
         self._last = None                 # (time_boot_ms, position_ned, velocity_ned)
 
     # -- inputs (the receive thread) -------------------------------------------------------------
-    def on_gps(self, time_s: float, fix_type: int, satellites: int | None = None,
-               h_acc_mm: int | None = None) -> None:
-        """A GPS_RAW_INT: fix type (GPS_FIX_TYPE), satellites visible (255: unknown), h_acc (mm; 0
-        or absent: unknown)."""
-        self.gps_fix, self.gps_fix_s = int(fix_type), time_s
+    def on_gps(self, fix_type: int) -> None:
+        """A GPS_RAW_INT's fix type (GPS_FIX_TYPE)."""
+        self.gps_fix = int(fix_type)
         if fix_type >= GPS_FIX_3D:
             self.gps_had_fix = True
-        self.satellites = None if satellites in (None, 255) else int(satellites)
-        self.gps_h_acc_m = h_acc_mm / 1000.0 if h_acc_mm not in (None, 0) and fix_type >= GPS_FIX_3D else None
 
-    def on_estimator_status(self, time_s: float, flags: int, pos_horiz_accuracy_m: float) -> None:
+    def on_estimator_status(self, flags: int, pos_horiz_accuracy_m: float) -> None:
         """A PX4 ESTIMATOR_STATUS: ESTIMATOR_STATUS_FLAGS and the horizontal accuracy (m)."""
-        self.flags, self.flags_source, self.flags_s = int(flags), "px4", time_s
+        self.flags, self.flags_source = int(flags), "px4"
         if math.isfinite(pos_horiz_accuracy_m) and pos_horiz_accuracy_m >= 0:
-            self.eph_m, self.eph_s = float(pos_horiz_accuracy_m), time_s
+            self.eph_m = float(pos_horiz_accuracy_m)
 
-    def on_ekf_status(self, time_s: float, flags: int, velocity_variance: float,
-                      pos_horiz_variance: float) -> None:
+    def on_ekf_status(self, flags: int, velocity_variance: float, pos_horiz_variance: float) -> None:
         """An ArduPilot EKF_STATUS_REPORT: EKF_STATUS_FLAGS and its test ratios."""
-        self.flags, self.flags_source, self.flags_s = int(flags), "ardupilot", time_s
+        self.flags, self.flags_source = int(flags), "ardupilot"
         self.ekf_ratios = {"velocity": float(velocity_variance), "horizontal position": float(pos_horiz_variance)}
 
     def on_statustext(self, time_s: float, severity: int, text: str) -> None:

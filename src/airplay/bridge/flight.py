@@ -407,20 +407,20 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
         self._set_phase(Phase.FLYING)
 
     # -- the estimate ---------------------------------------------------------------------------
-    def _estimate_problems(self) -> list[str]:
-        """What makes the autopilot's estimate unfit to fly on now (empty: none); from the take-off on."""
+    def _estimate_problems(self, since_s: float | None = None) -> list[str]:
+        """What makes the autopilot's estimate unfit to fly on now (empty: none), counting its texts
+        and jumps from ``since_s`` (the Autopilot's clock; None: from the take-off on, and nothing
+        before it)."""
         ap = self.autopilot
-        if self._watch_since is None:
+        since_s = self._watch_since if since_s is None else since_s
+        if since_s is None:
             return []
-        return ap.estimate.problems(ap.clock(), since_s=self._watch_since, last_message_s=ap.status.last_message_s)
+        return ap.estimate.problems(ap.clock(), since_s=since_s, last_message_s=ap.status.last_message_s)
 
     def _ground_estimate_problems(self) -> list[str]:
         """Before the take-off: the estimate's problems now (texts and jumps of the last
         :data:`GROUND_RECENT_S`), each prefixed for the pre-arm report."""
-        ap = self.autopilot
-        now = ap.clock()
-        return [f"the estimate: {p}" for p in ap.estimate.problems(now, since_s=now - GROUND_RECENT_S,
-                                                                   last_message_s=ap.status.last_message_s)]
+        return [f"the estimate: {p}" for p in self._estimate_problems(self.autopilot.clock() - GROUND_RECENT_S)]
 
     def _watch_estimate(self, now: float) -> None:
         """While the bridge streams (warming up, positioning, flying): an estimate not to be flown

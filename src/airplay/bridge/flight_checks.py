@@ -15,8 +15,8 @@ from pymavlink.dialects.v20 import common as mavlink
 from airplay.bridge.autopilot_fence import AutopilotFenceError, FenceTransfer, InstalledFence
 from airplay.bridge.autopilot_fence import install as install_autopilot_fence
 from airplay.bridge.autopilot_fence import request_from_supervisor
-from airplay.bridge.flight_config import (EKF_POS_HORIZ_ABS, PREARM_FRESH_S, AutopilotTookOver, FlightConfig,
-                                          FlightFailure)
+from airplay.bridge.estimator_watch import POS_HORIZ_ABS
+from airplay.bridge.flight_config import PREARM_FRESH_S, AutopilotTookOver, FlightConfig, FlightFailure
 
 log = logging.getLogger("airplay.bridge")
 
@@ -183,7 +183,7 @@ def prearm_missing(autopilot) -> list[str]:
         missing.append("no position estimate yet (no LOCAL_POSITION_NED with attitude)")
     if st.prearm_ok is False and fresh(st.prearm_s):
         missing.append("the autopilot's pre-arm checks fail (SYS_STATUS)")
-    if st.ekf_flags is not None and fresh(st.ekf_s) and not st.ekf_flags & EKF_POS_HORIZ_ABS:
+    if st.ekf_flags is not None and fresh(st.ekf_s) and not st.ekf_flags & POS_HORIZ_ABS:
         missing.append("the EKF has no absolute horizontal position yet (EKF_STATUS_REPORT)")
     return missing
 

@@ -48,8 +48,6 @@ PREARM_FRESH_S = 3.0
 """A SYS_STATUS pre-arm bit (or EKF_STATUS_REPORT) older than this (s) is not waited on: ArduPilot SITL under load was
 seen to stop streaming SYS_STATUS on the companion's link with the bit last unhealthy; the
 arming retries then get the autopilot's own answer."""
-EKF_POS_HORIZ_ABS = 16
-"""EKF_STATUS_REPORT flag (ArduPilot): the EKF has an absolute horizontal position (GPS in use)."""
 ARM_BACKOFF_S = (0.5, 4.0)
 """First and largest wait between arming attempts, s (doubling)."""
 

@@ -249,11 +249,11 @@ class Autopilot:
                                              (msg.rollspeed, msg.pitchspeed, msg.yawspeed))
         elif kind == "EKF_STATUS_REPORT":
             st.ekf_flags, st.ekf_s = int(msg.flags), self.clock()
-            self.estimate.on_ekf_status(st.ekf_s, msg.flags, msg.velocity_variance, msg.pos_horiz_variance)
+            self.estimate.on_ekf_status(msg.flags, msg.velocity_variance, msg.pos_horiz_variance)
         elif kind == "ESTIMATOR_STATUS":
-            self.estimate.on_estimator_status(self.clock(), msg.flags, msg.pos_horiz_accuracy)
+            self.estimate.on_estimator_status(msg.flags, msg.pos_horiz_accuracy)
         elif kind == "GPS_RAW_INT":
-            self.estimate.on_gps(self.clock(), msg.fix_type, msg.satellites_visible, getattr(msg, "h_acc", None))
+            self.estimate.on_gps(msg.fix_type)
         elif kind == "EXTENDED_SYS_STATE":
             st.landed_state = LANDED_STATES.get(int(msg.landed_state))
         elif kind == "STATUSTEXT":
@@ -377,8 +377,7 @@ class Autopilot:
         if st.battery_remaining is not None and st.battery_remaining < 0.3:
             parts.append(f"battery {100 * st.battery_remaining:.0f} %")
         if with_status and st.system_status in (mavlink.MAV_STATE_CRITICAL, mavlink.MAV_STATE_EMERGENCY):
-            parts.append("system status " + ("CRITICAL" if st.system_status == mavlink.MAV_STATE_CRITICAL
-                                             else "EMERGENCY"))
+            parts.append("system status " + mavlink.enums["MAV_STATE"][st.system_status].name.removeprefix("MAV_STATE_"))
         return f" (autopilot: {'; '.join(parts)})" if parts else ""
 
     def arm(self, timeout_s: float = 1.0) -> None:

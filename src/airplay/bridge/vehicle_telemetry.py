@@ -17,6 +17,7 @@ import numpy as np
 from pymavlink.dialects.v20 import common as mavlink
 
 from airplay import frames
+from airplay.bridge.estimator_watch import POS_HORIZ_ABS, POS_HORIZ_REL, PRED_POS_HORIZ_ABS, VELOCITY_HORIZ
 from airplay.bridge.modes import custom_mode_of
 from airplay.bridge.vehicle_flavours import EARTH_RADIUS_M, HOME_AMSL_M, HOME_LAT_DEG, HOME_LON_DEG
 
@@ -34,13 +35,10 @@ _SENSORS = (mavlink.MAV_SYS_STATUS_SENSOR_3D_GYRO | mavlink.MAV_SYS_STATUS_SENSO
             | mavlink.MAV_SYS_STATUS_SENSOR_3D_MAG | mavlink.MAV_SYS_STATUS_SENSOR_ABSOLUTE_PRESSURE
             | mavlink.MAV_SYS_STATUS_SENSOR_BATTERY)
 _NEEDS_READY = mavlink.MAV_SYS_STATUS_SENSOR_GPS | mavlink.MAV_SYS_STATUS_AHRS | mavlink.MAV_SYS_STATUS_PREARM_CHECK
-# ardupilotmega EKF_STATUS_FLAGS (not in the common dialect)
-_EKF_READY_FLAGS = 1 | 2 | 4 | 8 | 16 | 32 | 64 | 256 | 512   # attitude, velocity, positions (rel, abs, agl, pred)
-_EKF_BOOT_FLAGS = 1 | 128                                      # attitude, constant position mode
-_EKF_POS_HORIZ_REL, _EKF_POS_HORIZ_ABS, _EKF_PRED_POS_HORIZ_ABS = 8, 16, 512
-# PX4's ESTIMATOR_STATUS_FLAGS (common dialect): the same bits; PX4 SIH flying with GPS sends 0x37f
-_PX4_READY_FLAGS = 1 | 2 | 4 | 8 | 16 | 32 | 64 | 256 | 512
-_PX4_BOOT_FLAGS = 1 | 128
+# ArduPilot's EKF_STATUS_FLAGS (ardupilotmega) and PX4's ESTIMATOR_STATUS_FLAGS (common) share these bits;
+# PX4 SIH flying with GPS sends 0x37f
+_READY_FLAGS = 1 | 2 | 4 | 8 | 16 | 32 | 64 | 256 | 512   # attitude, velocity, positions (rel, abs, agl, pred)
+_BOOT_FLAGS = 1 | 128                                      # attitude, constant position mode
 
 
 class TelemetrySending:
@@ -114,17 +112,17 @@ class TelemetrySending:
             from pymavlink.dialects.v20 import ardupilotmega
 
             var = 0.02 if ready else 1.0
-            flags = _EKF_READY_FLAGS if ready else _EKF_BOOT_FLAGS
+            flags = _READY_FLAGS if ready else _BOOT_FLAGS
             pos_var = var
             if lost_s is not None:
-                flags &= ~(_EKF_POS_HORIZ_ABS | _EKF_PRED_POS_HORIZ_ABS)
+                flags &= ~(POS_HORIZ_ABS | PRED_POS_HORIZ_ABS)
                 pos_var = min(5.0, 0.02 + 0.5 * lost_s)
             mav.send(ardupilotmega.MAVLink_ekf_status_report_message(flags, var, pos_var, var, var, 0.0, 0.0))
         if "ESTIMATOR_STATUS" in self.rates_hz and self._due("ESTIMATOR_STATUS"):
-            flags = _PX4_READY_FLAGS if ready else _PX4_BOOT_FLAGS
+            flags = _READY_FLAGS if ready else _BOOT_FLAGS
             eph = EPH_M if ready else 999.0
             if lost_s is not None:
                 eph = EPH_M + 0.4 * lost_s
                 if lost_s >= 5.0:
-                    flags &= ~(_EKF_POS_HORIZ_ABS | _EKF_POS_HORIZ_REL | _EKF_PRED_POS_HORIZ_ABS | 2)
+                    flags &= ~(POS_HORIZ_ABS | POS_HORIZ_REL | PRED_POS_HORIZ_ABS | VELOCITY_HORIZ)
             mav.estimator_status_send(int(self.clock_s * 1e6), flags, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, eph, 0.3)
