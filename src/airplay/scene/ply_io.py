@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from airplay.scene.errors import SceneError
-from airplay.scene.gaussians import Gaussians, SH_COEFFS_FOR_DEGREE
+from airplay.scene.gaussians import Gaussians, SH_COEFFS_FOR_DEGREE, rgb_to_sh_dc
 
 _PLY_TYPES = {
     "char": "i1", "int8": "i1", "uchar": "u1", "uint8": "u1",
@@ -127,6 +127,41 @@ def read_ply_vertices(path: str | Path) -> dict[str, np.ndarray]:
     return {name: np.ascontiguousarray(table[name]).astype(table[name].dtype.newbyteorder("=")) for name in table.dtype.names}
 
 
+def read_ply_elements(path: str | Path) -> dict[str, dict[str, np.ndarray]]:
+    """Every element of a binary PLY file as {element: {property: (count,) array}}, in file order.
+
+    For layouts with more than one element (PlayCanvas's compressed PLY: ``chunk``, ``vertex``,
+    ``sh``). Only scalar properties; an ASCII file is read through :func:`read_ply_vertices`
+    (its vertex element only). :class:`SceneError` names the file, the element and the
+    shortfall for a truncated body.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SceneError(path, "file not found")
+    raw = path.read_bytes()
+    fmt, elements, header_len = _parse_header(path, raw[:_MAX_HEADER_BYTES])
+    if fmt == "ascii":
+        return {"vertex": read_ply_vertices(path)}
+    out: dict[str, dict[str, np.ndarray]] = {}
+    offset = header_len
+    for name, count, props in elements:
+        if any(t == "list" for _, t in props):
+            raise SceneError(path, f"PLY element {name!r} has a list property; a splat has only scalars")
+        dtype = np.dtype([(p, _FORMATS[fmt] + t) for p, t in props])
+        need = count * dtype.itemsize
+        if len(raw) - offset < need:
+            have = max(0, len(raw) - offset)
+            raise SceneError(
+                path,
+                f"PLY truncated in element {name!r}: header promises {count} records x {dtype.itemsize} bytes "
+                f"= {need} bytes, file has {have} (record {have // max(dtype.itemsize, 1)} is the first missing)",
+            )
+        table = np.frombuffer(raw, dtype=dtype, count=count, offset=offset)
+        offset += need
+        out[name] = {p: np.ascontiguousarray(table[p]).astype(table[p].dtype.newbyteorder("=")) for p in dtype.names}
+    return out
+
+
 def _require(path: Path, props: dict[str, np.ndarray], names: list[str]) -> None:
     missing = [n for n in names if n not in props]
     if missing:
@@ -147,6 +182,12 @@ def read_gaussians_ply(path: str | Path) -> Gaussians:
     """
     path = Path(path)
     props = read_ply_vertices(path)
+    if "f_dc_0" not in props and all(c in props for c in ("red", "green", "blue")):
+        # nerfstudio's exporter with ply_color_mode=rgb: 8-bit (or float) colour, no SH.
+        for c, name in enumerate(("red", "green", "blue")):
+            raw = props.pop(name)
+            rgb = raw.astype(np.float32) / (255.0 if np.issubdtype(raw.dtype, np.integer) else 1.0)
+            props[f"f_dc_{c}"] = rgb_to_sh_dc(rgb)
     base = ["x", "y", "z", "f_dc_0", "f_dc_1", "f_dc_2", "opacity",
             "scale_0", "scale_1", "scale_2", "rot_0", "rot_1", "rot_2", "rot_3"]
     _require(path, props, base)
