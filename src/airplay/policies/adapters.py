@@ -2,7 +2,9 @@
 
 DESIGN.md section 6. Every adapter has ``reset()`` and ``step(obs, predict) -> (4,) float32``
 where ``predict(obs) -> (K, 4)`` is the policy's ``predict_action_chunk``; the adapter calls it
-only when it needs a new chunk. The same code runs in-process and in the ``policy`` node.
+only when it needs a new chunk, which ``needs_chunk()`` says before the step (so that a batch of
+episodes can predict the chunks of all that need one in one forward pass,
+:mod:`airplay.policies.batched`). The same code runs in-process and in the ``policy`` node.
 
 * ``prefix`` (ACT H = 50, DP H = 16): execute the first H controls of each chunk, then predict.
 * ``hold`` (CNN-BC, H = 1): execute the chunk's first control for H periods (H = 1: direct).
@@ -43,6 +45,9 @@ class PrefixAdapter:
     def reset(self) -> None:
         self.queue.clear()
 
+    def needs_chunk(self) -> bool:
+        return not self.queue
+
     def step(self, obs: dict, predict) -> np.ndarray:
         if not self.queue:
             self.queue.extend(_chunk(predict, obs, self.horizon)[: self.horizon])
@@ -59,6 +64,9 @@ class HoldAdapter:
 
     def reset(self) -> None:
         self.held, self.left = None, 0
+
+    def needs_chunk(self) -> bool:
+        return self.left == 0
 
     def step(self, obs: dict, predict) -> np.ndarray:
         if self.left == 0:
@@ -80,6 +88,9 @@ class EnsembleAdapter:
 
     def reset(self) -> None:
         self.chunks.clear()
+
+    def needs_chunk(self) -> bool:
+        return True
 
     def step(self, obs: dict, predict) -> np.ndarray:
         self.chunks.append(_chunk(predict, obs, 1))
@@ -110,6 +121,9 @@ class TrackerAdapter:
 
     def reset(self) -> None:
         self.waypoints, self.origin, self.index = None, None, 0
+
+    def needs_chunk(self) -> bool:
+        return self.waypoints is None or self.index >= self.horizon
 
     def step(self, obs: dict, predict) -> np.ndarray:
         if self.waypoints is None or self.index >= self.horizon:

@@ -5,8 +5,9 @@ conditioned on the diffusion step and on the encoding of the last 2 observations
 features, state, goal). Training: DDPM noise prediction at a random step of a
 ``num_train_timesteps`` squared-cosine schedule (loss: MSE, padding masked). Inference:
 deterministic DDIM (eta = 0) in ``num_inference_steps`` steps from noise drawn with the
-policy's generator (seeded at ``reset``). Actions are min-max normalized to [-1, 1] and the
-denoised chunk clipped to it. Executed with the prefix adapter, H = 16.
+policy's generator (seeded at ``reset``; in a batch of episodes, each episode's own:
+:meth:`~airplay.policies.learned.LearnedPolicy.noise`). Actions are min-max normalized to
+[-1, 1] and the denoised chunk clipped to it. Executed with the prefix adapter, H = 16.
 """
 
 from __future__ import annotations
@@ -206,7 +207,7 @@ class DiffusionPolicy(LearnedPolicy):
     def generate(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         cond = self._condition(batch)
         b = cond.shape[0]
-        x = torch.randn(b, self.config.chunk_size, ACTION_DIM, generator=self.generator).to(cond)
+        x = self.noise(b, self.config.chunk_size, ACTION_DIM).to(cond)
         steps = self.sampler.timesteps(self.config.num_inference_steps)
         for i, t in enumerate(steps):
             t_prev = steps[i + 1] if i + 1 < len(steps) else -1

@@ -4,16 +4,28 @@ A :class:`LearnedPolicy` is a torch module and a :class:`~airplay.policies.base.
 ``predict_action_chunk(obs)`` builds the batch of the last ``n_obs_steps`` observations
 (:mod:`airplay.policies.observation`), normalizes it, runs :meth:`LearnedPolicy.generate`
 (normalized actions (B, K, 4)) and unnormalizes the actions.
+
+Batches at inference: :meth:`LearnedPolicy.predict_batch` on B observations gives each row
+the bits a batch of one gives for it (:mod:`airplay.policies.batched` flies N episodes on
+that). torch's CPU matrix products and oneDNN convolutions pick their kernel by the batch
+size (a product: one row, two or three, four and more), and a row's result changes in the last
+bits with the kernel (~1e-6 relative); so does DP's Mish on a (B, F) input, whose elements past
+the last full SIMD vector take a scalar path. Normalizations, ReLU and attention do not. So
+at inference those layers run one sample at a time (:func:`rows_apart`; the rest of the
+model, the preprocessing and the adapters batched), and noise (DP) is drawn per row from each
+episode's own generator.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from contextlib import contextmanager
 from typing import ClassVar
 
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from airplay.policies.base import Policy, PolicyConfig, check
 from airplay.policies.normalize import MODES, Normalizer, compute_stats
@@ -131,6 +143,7 @@ class LearnedPolicy(nn.Module, Policy):
         self.normalizer = Normalizer(features)
         self.history = ObservationHistory(config.n_obs_steps, config.image_size, config.goal)
         self.generator = torch.Generator().manual_seed(config.seed)
+        self._row_generators: list[torch.Generator] | None = None  # predict_batch's, while it runs
 
     @property
     def device(self) -> torch.device:
@@ -181,9 +194,28 @@ class LearnedPolicy(nn.Module, Policy):
         return self.normalizer.normalize(out)
 
     @torch.no_grad()
-    def predict_batch(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Unnormalized (B, K, 4) commands for a batch of raw observations."""
-        return self.normalizer.unnormalize(ACTION, self.generate(self.model_inputs(batch)))
+    def predict_batch(self, batch: dict[str, torch.Tensor],
+                      generators: list[torch.Generator] | None = None, exact: bool = True) -> torch.Tensor:
+        """Unnormalized (B, K, 4) commands for a batch of raw observations. ``exact``: row b is bit
+        for bit what a batch of that one observation gives (module docstring; False: torch's
+        batched kernels, equal to ~1e-6 relative). ``generators``: one per row, the inference
+        noise of row b drawn from ``generators[b]`` (default: all rows from the policy's own
+        generator, in row order)."""
+        if generators is not None and len(generators) != next(iter(batch.values())).shape[0]:
+            raise ValueError(f"generators: {len(generators)} for a batch of {next(iter(batch.values())).shape[0]}")
+        self._row_generators = generators
+        try:
+            with rows_apart(self, exact):
+                return self.normalizer.unnormalize(ACTION, self.generate(self.model_inputs(batch)))
+        finally:
+            self._row_generators = None
+
+    def noise(self, b: int, *shape: int) -> torch.Tensor:
+        """(b, *shape) standard normal inference noise: row i from the i-th generator given to
+        :meth:`predict_batch`, else all from the policy's generator."""
+        if self._row_generators is None:
+            return torch.randn(b, *shape, generator=self.generator)
+        return torch.cat([torch.randn(1, *shape, generator=g) for g in self._row_generators])
 
     def forward(self, batch: dict[str, torch.Tensor]):
         """(loss, info) on a raw training batch (normalized here)."""
@@ -194,6 +226,36 @@ class LearnedPolicy(nn.Module, Policy):
 
     def compute_loss(self, batch: dict[str, torch.Tensor]):
         raise NotImplementedError
+
+
+APART = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.ConvTranspose1d, nn.Mish)
+"""The layers :func:`rows_apart` applies one sample at a time: those whose CPU kernel (oneDNN
+convolutions, BLAS products) is chosen by the batch size and sums in another order with it, and
+Mish, whose vectorized tanh/softplus and scalar tail differ in the last bit (a batch moves an
+element between them)."""
+
+
+def _apart(forward):
+    def apart(x: torch.Tensor) -> torch.Tensor:
+        if x.dim() < 2 or x.shape[0] == 1:
+            return forward(x)
+        return torch.cat([forward(x[i:i + 1]) for i in range(x.shape[0])])
+    return apart
+
+
+@contextmanager
+def rows_apart(model: nn.Module, enabled: bool = True):
+    """Within: every layer of :data:`APART` in ``model`` runs on one index of its input's first
+    dimension at a time (an image, a sample, a row of a (B, F) input), so that its result for one
+    does not depend on how many came with it (module docstring); ``enabled`` False: as is."""
+    layers = [m for m in model.modules() if type(m) in APART] if enabled else []
+    for m in layers:
+        m.forward = _apart(m.forward)
+    try:
+        yield
+    finally:
+        for m in layers:
+            del m.forward
 
 
 def augment_images(images: torch.Tensor, shift_px: int, jitter: float) -> torch.Tensor:
