@@ -30,6 +30,11 @@ Autoreset: ``AutoresetMode.NEXT_STEP`` (Gymnasium's default): the step after a s
 terminates or truncates resets it, ignoring its action, and returns the new episode's first
 observation with reward 0, not terminated, not truncated.
 
+Episodes of given tasks: :meth:`start` begins episodes of given tasks in given sub-environments
+now (an evaluation's task list, flown N at a time: :mod:`airplay.eval.batched`), and :meth:`park`
+stops sub-environments that have nothing left to fly: a parked one neither moves, nor renders
+(its images are zeros), nor resets, until :meth:`start`, :meth:`restart` or :meth:`reset`.
+
 Timings: ``timings`` accumulates seconds per part (``dynamics``, ``collision``, ``render``,
 ``other``) and ``steps``; :meth:`reset_timings` zeroes them.
 """
@@ -378,6 +383,7 @@ class AirPlayVectorEnv(VectorEnv):
         self._task_ids = np.full(n, None, dtype=object)
         self._instructions = [""] * n
         self._autoreset = np.zeros(n, dtype=bool)
+        self._parked = np.zeros(n, dtype=bool)
         self._goal_images = np.zeros((n, *self._hw, 3), np.uint8) if setting == "imagegoal" else None
         self._last_rgb: np.ndarray | None = None
         self._started = False
@@ -404,6 +410,7 @@ class AirPlayVectorEnv(VectorEnv):
         if seed is not None:
             self._np_random, self._np_random_seed = seeding.np_random(seeds[0])
         self._started = True
+        self._parked[:] = False
         self._reset_rows(np.arange(n))
         self._autoreset[:] = False
         obs = self._observe()
@@ -418,8 +425,10 @@ class AirPlayVectorEnv(VectorEnv):
         if a.shape != (n, 4):
             raise ValueError(f"actions must have shape ({n}, 4), got {a.shape}")
         cmd = np.array(a, dtype=np.float64)
-        resets = np.flatnonzero(self._autoreset)
+        parked = self._parked
+        resets = np.flatnonzero(self._autoreset & ~parked)
         cmd[resets] = 0.0  # ignored: these sub-environments start a new episode instead
+        cmd[parked] = 0.0  # ignored: parked
         finite = np.isfinite(cmd).all(axis=1)
         if not finite.all():
             i = int(np.flatnonzero(~finite)[0])
@@ -427,8 +436,8 @@ class AirPlayVectorEnv(VectorEnv):
         t1 = time.perf_counter()
         reward = np.zeros(n)
         status = self._status.copy()
-        live = ~self._autoreset  # flying this step (the rows to reset move under a zero command, then restart)
-        ended = np.zeros(n, dtype=bool)  # ended in an earlier period of this step: held where they ended
+        live = ~self._autoreset & ~parked  # flying this step (the rows to reset move under a zero command, then restart)
+        ended = parked.copy()  # parked, or ended in an earlier period of this step: held where they are
         pos = self._gather("position")
         t_dyn = t_col = 0.0
         for _ in range(self.action_repeat):
@@ -479,10 +488,12 @@ class AirPlayVectorEnv(VectorEnv):
             if not live.any():
                 break
         if self._geodesic:
-            self._add_geodesic_progress(reward, np.flatnonzero(~self._autoreset), pos)
+            self._add_geodesic_progress(reward, np.flatnonzero(~self._autoreset & ~parked), pos)
         t3 = time.perf_counter()
         terminated = (status == _SUCCESS) | (status == _COLLISION) | (status == _OUT_OF_BOUNDS)
         truncated = status == _TIMEOUT
+        terminated[parked] = False
+        truncated[parked] = False
         self._status = status
         if len(resets):
             self._reset_rows(resets)
@@ -513,7 +524,47 @@ class AirPlayVectorEnv(VectorEnv):
             raise ValueError(f"rows must be sub-environment indices in 0..{self.num_envs - 1}, got {rows.tolist()}")
         self._reset_rows(rows)
         self._autoreset[rows] = False
+        self._parked[rows] = False
         return self._observe(), self._infos()
+
+    def start(self, rows, tasks: Sequence[Task]) -> tuple[dict, dict]:
+        """Start an episode of ``tasks[k]`` now in sub-environment ``rows[k]`` (a task of that
+        row's scene and of this setting; not for "vln"), unparking it; the next step does not reset
+        these rows. Returns the observations and infos of ``rows`` only (arrays of len(rows), in
+        that order); only they are rendered. Resets the environment first if it has not been.
+        Row i then flies as :class:`AirPlayEnv` flies ``reset(options={"task": task})``."""
+        if self.setting == "vln":
+            raise ValueError("start: vln tasks carry instructions; use reset/restart")
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        tasks = list(tasks)
+        if len(rows) != len(tasks) or len(np.unique(rows)) != len(rows):
+            raise ValueError(f"start: {len(rows)} rows (each once) for {len(tasks)} tasks")
+        if len(rows) and (rows.min() < 0 or rows.max() >= self.num_envs):
+            raise ValueError(f"rows must be sub-environment indices in 0..{self.num_envs - 1}, got {rows.tolist()}")
+        for i, task in zip(rows.tolist(), tasks):
+            world = self.scenes[int(self.scene_of[i])].world
+            if not isinstance(task, Task) or task.setting != self.setting or task.scene != world.name:
+                raise ValueError(f"start: row {i} flies {self.setting} tasks of scene {world.name!r}, got {task!r}")
+        if not self._started:
+            self._started = True
+            self._parked[:] = True  # the rows not started wait
+        self._reset_rows(rows, tasks)
+        self._autoreset[rows] = False
+        self._parked[rows] = False
+        info = self._infos()
+        return self._observe(rows), {k: v[rows] for k, v in info.items()}
+
+    def park(self, rows) -> None:
+        """Stop sub-environments ``rows`` until :meth:`start`, :meth:`restart` or :meth:`reset`: they
+        are not moved, rendered (zero images) or reset, and report neither termination nor truncation."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        self._parked[rows] = True
+        self._autoreset[rows] = False
+
+    @property
+    def parked(self) -> np.ndarray:
+        """(N,) bool: the parked sub-environments (a copy)."""
+        return self._parked.copy()
 
     def vehicle_poses(self) -> tuple[np.ndarray, np.ndarray]:
         """The N vehicles' map positions (N, 3) m (ENU) and orientations (N, 4), base_link in map
@@ -596,16 +647,21 @@ class AirPlayVectorEnv(VectorEnv):
             v.rotation[mine] = rotation
             v.angular_velocity_body[mine] = omega
 
-    def _reset_rows(self, rows: np.ndarray) -> None:
+    def _reset_rows(self, rows: np.ndarray, given: Sequence[Task] | None = None) -> None:
         """New episodes for sub-environments ``rows``: each draws a task of its scene with its
-        generator, as :meth:`AirPlayEnv.reset` does with ``task_order="random"``."""
+        generator, as :meth:`AirPlayEnv.reset` does with ``task_order="random"``, or flies
+        ``given[k]`` in row ``rows[k]``."""
         rows = np.asarray(rows, dtype=np.int64)
         for s in self.scenes:
-            mine = rows[self.scene_of[rows] == s.index]
+            in_scene = self.scene_of[rows] == s.index
+            mine = rows[in_scene]
             if len(mine) == 0:
                 continue
-            draws = [int(self._rngs[i].integers(len(s.tasks))) for i in mine]
-            tasks = [s.tasks[k] for k in draws]
+            if given is None:
+                draws = [int(self._rngs[i].integers(len(s.tasks))) for i in mine]
+                tasks = [s.tasks[k] for k in draws]
+            else:
+                draws, tasks = None, [t for t, here in zip(given, in_scene) if here]
             starts = np.array([t.start_position for t in tasks], dtype=np.float64).reshape(-1, 3)
             s.flight.reset_rows(s.local[mine], starts, np.array([t.start_yaw for t in tasks], dtype=np.float64))
             pos = s.flight.vehicles.position
@@ -619,7 +675,7 @@ class AirPlayVectorEnv(VectorEnv):
                     self._goal_fields[i] = goal_field(fields, self._goals[i])
                     self._cost_to_go[i] = cost_to_go(fields, self._goal_fields[i], pos[s.local[i]])[0]
             self._task_ids[mine] = [t.task_id for t in tasks]
-            if s.texts is not None:
+            if s.texts is not None and draws is not None:
                 for i, k in zip(mine, draws):
                     self._instructions[i] = s.texts[k]
             if self._goal_images is not None and "goal_image" in self.observation_keys:
@@ -647,22 +703,37 @@ class AirPlayVectorEnv(VectorEnv):
             reward[mine] += progress
             self._cost_to_go[mine] = after
 
-    def _observe(self) -> dict:
+    def _observe(self, rows: np.ndarray | None = None) -> dict:
+        """The observations of all rows, or of ``rows`` only (rendering only those); parked rows'
+        images are zeros."""
         n, (h, w), keys = self.num_envs, self._hw, self.observation_keys
         t = time.perf_counter()
-        rgb = np.empty((n, h, w, 3), np.uint8) if self._want_rgb else None
-        depth = np.empty((n, h, w, 1), np.float32) if self._want_depth else None
+        every = rows is None and not self._parked.any()
+        shown = None if every else (np.arange(n) if rows is None else rows)
+        if shown is not None:
+            shown = shown[~self._parked[shown]]
+        blank = np.zeros if not every else np.empty
+        rgb = blank((n, h, w, 3), np.uint8) if self._want_rgb else None
+        depth = blank((n, h, w, 1), np.float32) if self._want_depth else None
         if rgb is not None or depth is not None:
             if len(self.scenes) == 1:
                 v = self.scenes[0].flight.vehicles
-                self.scenes[0].camera.render(v.position, v.yaw, rgb, depth)
+                self.scenes[0].camera.render(v.position, v.yaw, rgb, depth, which=shown)
             else:  # each scene's cameras as one batch, into the rows of its sub-environments
                 pos, yaw = self._gather("position"), self._gather("yaw")
                 for s in self.scenes:
-                    s.camera.render(pos, yaw, rgb, depth, which=s.rows)
+                    which = s.rows if shown is None else shown[self.scene_of[shown] == s.index]
+                    s.camera.render(pos, yaw, rgb, depth, which=which)
         self._last_render_s = time.perf_counter() - t
         self.timings["render"] += self._last_render_s
-        self._last_rgb = rgb
+        if rows is None:
+            self._last_rgb = rgb
+        obs = self._observation_dict(rgb, depth)
+        return obs if rows is None else {k: (tuple(v[i] for i in rows) if isinstance(v, tuple) else v[rows])
+                                         for k, v in obs.items()}
+
+    def _observation_dict(self, rgb, depth) -> dict:
+        n, keys = self.num_envs, self.observation_keys
         obs = {}
         if "rgb" in keys:
             obs["rgb"] = rgb
