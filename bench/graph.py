@@ -71,6 +71,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from benchlib import finish_meta, run_meta
 
 TARGET_RATIO = 0.8
 TARGET_P50_MS = 2.0
@@ -781,6 +782,7 @@ def main(argv=None) -> int:
     if args.quick and args.camera_px is None:
         args.camera_px = 64
 
+    meta = run_meta("graph")
     env = ros_environment()
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     t_all = time.perf_counter()
@@ -800,6 +802,7 @@ def main(argv=None) -> int:
         "quick": args.quick,
         "bench_s": round(time.perf_counter() - t_all, 1),
     }
+    result["meta"] = finish_meta(meta)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from benchlib import threading_layer
+from benchlib import finish_meta, run_meta, threading_layer
 
 TARGET_FPS = 50.0
 TARGET_RATIO = 10.0
@@ -258,6 +258,7 @@ def main(argv=None) -> int:
     parser.add_argument("--kernels", choices=("auto", "llvm", "plain"), default=None,
                         help="the CPU kernels' numba pieces (sets AIRPLAY_CPU_KERNELS; default: the environment's)")
     args = parser.parse_args(argv)
+    meta = run_meta("render")
     quick = args.quick
     args.frames = args.frames or (5 if quick else 100)
     args.size = args.size or (32 if quick else 224)
@@ -324,6 +325,7 @@ def main(argv=None) -> int:
         "density": args.density,
         "quick": quick,
     }
+    result["meta"] = finish_meta(meta)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -102,11 +102,150 @@ def sitl_failures_section(figures: dict, note: str = "", title: str = "") -> str
     return "\n".join(lines) + "\n"
 
 
-SECTIONS = {"hil": hil_section, "sitl_failures": sitl_failures_section}
+def _header(meta: dict) -> list[str]:
+    """The run's provenance lines (benchlib.run_meta): date, commit, machine and load, command."""
+    machine = meta.get("machine") or {}
+    load = (f"load average {meta['load_average_at_start']} at the start, {meta.get('load_average_at_end')} at the "
+            f"end" if "load_average_at_start" in meta else f"load average at the end {meta.get('load_average')}")
+    return [f"- date {meta['date']}, commit `{meta.get('commit')}`" + (f", {meta['wall_s']:.0f} s" if meta.get(
+                "wall_s") else ""),
+            f"- machine: {machine.get('cpu')}, {machine.get('cpus')} CPUs, {machine.get('os')}; {load}",
+            f"- command: `{meta.get('command')}`"]
+
+
+def _num(value, digits: int = 1, thousands: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}" if thousands else f"{value:.{digits}f}"
+
+
+def render_section(figures: dict, note: str = "", title: str = "") -> str:
+    """bench/render.py: frame rates and CPU time per frame, the reference, LOD rows, the profile."""
+    meta = figures["meta"]
+    rows, lod = figures["scenes"], figures.get("lod") or []
+    size = rows[0]["resolution"] if rows else (lod[0]["resolution"] if lod else "?")
+    lines = [f"## {size}, {', '.join(r['scene'] for r in rows)}{': ' + title if title else ''}", "",
+             *_header(meta),
+             (f"- CPU backend, {figures['threads']} numba threads ({figures['threading_layer']}), kernels "
+              f"{figures['kernels']}"), "", *([note, ""] if note else []),
+             ("FPS is wall time, so it falls with whatever else runs on the machine; CPU ms is the process's CPU "
+              "time per frame (all threads), which moves much less with load. Targets: at least "
+              f"{figures['target_fps']:g} FPS and {figures['target_ratio']:g} times the plain per-pixel reference."),
+             "", "| scene | Gaussians | FPS mean / median | CPU ms per frame | reference FPS | ratio | "
+                 "max RGB diff vs reference |",
+             "|---|---:|---|---:|---:|---:|---:|"]
+    for r in rows:
+        ref = r.get("reference_fps")
+        lines.append(f"| {r['scene']} | {r['gaussians']:,} | {r['cpu_fps']:.1f} / {r['cpu_fps_median']:.1f} | "
+                     f"{r['process_cpu_ms_per_frame']:.2f} | {'-' if ref is None else f'{ref:.3f}'} | "
+                     f"{'-' if 'ratio' not in r else format(r['ratio'], ',.0f') + 'x'} | "
+                     f"{'-' if 'max_rgb_diff_vs_reference_255' not in r else format(r['max_rgb_diff_vs_reference_255'], '.2f') + '/255'} |")
+    staged = [r for r in rows if "stages_ms" in r]
+    if staged:
+        keys = list(staged[0]["stages_ms"])
+        lines += ["", "Where an exact frame's time goes (`--profile`, ms per frame):", "",
+                  "| scene | " + " | ".join(keys) + " | visible Gaussians |",
+                  "|---|" + "---:|" * (len(keys) + 1)]
+        for r in staged:
+            lines.append(f"| {r['scene']} | " + " | ".join(f"{r['stages_ms'][k]:.2f}" for k in keys)
+                         + f" | {r['visible_gaussians']:,} |")
+    if lod:
+        lines += ["", ("Level of detail: the same frames from each view's LOD cut; speed-up over the exact row of "
+                       "the same run, PSNR of each view against its exact render (mean / min)."), "",
+                  "| scene | Gaussians | lod px | FPS | ms per frame | x exact | PSNR dB mean / min |",
+                  "|---|---:|---:|---:|---:|---:|---|"]
+        for e in rows:
+            lines.append(f"| {e['scene']} | {e['gaussians']:,} | exact | {e['cpu_fps']:.1f} | {e['cpu_ms_mean']:.2f} "
+                         f"| 1.0 | - |")
+            for r in sorted((r for r in lod if r["scene"] == e["scene"]), key=lambda r: r["lod_px"]):
+                lines.append(f"| {r['scene']} | {r['gaussians']:,} | {r['lod_px']:g} | {r['cpu_fps']:.1f} | "
+                             f"{r['cpu_ms_mean']:.2f} | {r['speedup_vs_exact']:.1f} | {r['psnr_db_mean']:.1f} / "
+                             f"{r['psnr_db_min']:.1f} |")
+    for skipped in figures.get("skipped") or []:
+        lines += ["", f"{skipped['scene']} skipped: {skipped['reason']}"]
+    return "\n".join(lines) + "\n"
+
+
+def sim_section(figures: dict, note: str = "", title: str = "") -> str:
+    """bench/sim.py: vehicle-steps per second, airplay against pybullet on the same workload."""
+    meta, sc = figures["meta"], figures["scene"]
+    lines = [f"## {sc['scene']}, {figures['vehicle']['control_rate_hz']:g} Hz control{': ' + title if title else ''}",
+             "", *_header(meta), f"- {figures['threads']} numba threads ({figures['threading_layer']})", "",
+             *([note, ""] if note else []),
+             (f"Dynamics, collision and bounds per control step; rates are the median over the timed runs (best in "
+              f"brackets). Targets: one vehicle at least {figures['target_ratio']:g} times pybullet, batched at least "
+              f"{figures['target_batch_rate']:,.0f} vehicle-steps/s."), "",
+             "| engine | vehicles | vehicle-steps/s (best) | µs per vehicle-step |", "|---|---:|---:|---:|"]
+    for r in figures["rows"]:
+        engine = "airplay" if r["engine"] == "ours" else r["engine"]
+        lines.append(f"| {engine} | {r['vehicles']:,} | {r['rate']:,.0f} ({r['rate_best']:,.0f}) | "
+                     f"{r['us_per_vehicle_step']:.2f} |")
+    a = figures.get("agreement")
+    lines += ["", (f"One vehicle: {_num(figures['ratio_single'])} times pybullet; batched: "
+                   f"{_num(figures['best_batch_rate'], 0, True)} vehicle-steps/s at N = {figures['best_batch_vehicles']:,}."
+                   + (f" Both engines fly the same commands to within {a['max_velocity_diff_m_s']} m/s "
+                      f"({a['steps']} steps)." if a and a.get("steps") else "")
+                   + (f" pybullet: {figures['pybullet_error']}" if figures.get("pybullet_error") else ""))]
+    return "\n".join(lines) + "\n"
+
+
+def vector_env_section(figures: dict, note: str = "", title: str = "") -> str:
+    """bench/vector_env.py: AirPlayVectorEnv against N sequential AirPlayEnvs."""
+    meta = figures["meta"]
+    lines = [f"## AirPlayVectorEnv, {figures['cores']} cores{': ' + title if title else ''}", "", *_header(meta),
+             f"- free cores (two threads of compiled code against one) {figures['free_cores_at_start']:.2f} at the "
+             f"start, {figures['free_cores_at_end']:.2f} at the end", "", *([note, ""] if note else []),
+             ("Random actions, PointGoal, the CPU renderer. ms are per batch step of the vector environment; CPU is "
+              "the process's CPU time per batch step; ref is the single frame's render time x N / cores, ref CPU the "
+              "single frame's CPU time x N."), "",
+             "| observation | N | sequential env-steps/s | vector env-steps/s | x sequential | render ms | total ms | "
+             "CPU ms | cores used | ref ms | ref CPU ms |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in figures["rows"]:
+        v = r["vector"]
+        lines.append(f"| {r['config']} | {r['n']} | {r['sequential']:,.0f} | {v['rate']:,.0f} | {r['ratio']:.1f} | "
+                     f"{v['ms']['render']:.2f} | {v['ms_total']:.2f} | {v['cpu_ms']:.2f} | {v['cores_used']:.2f} | "
+                     f"{r['reference_ms']:.2f} | {r['reference_cpu_ms']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def graph_section(figures: dict, note: str = "", title: str = "") -> str:
+    """bench/graph.py: the ROS graph's control steps per second against in-process, image latency."""
+    meta, t = figures["meta"], figures.get("throughput")
+    lines = [f"## The ROS graph{': ' + title if title else ''}", "", *_header(meta), f"- {figures['rmw']}, loopback",
+             "", *([note, ""] if note else [])]
+    if t:
+        ip, g = t["inprocess"], t["graph"]
+        lines += [(f"{t['episodes']} PointGoal episodes of the expert on {t['scene']} ({t['gaussians_per_m2']} "
+                   f"Gaussians/m², camera {t.get('camera_px', 'default')} px, "
+                   f"{'RGB + depth rendered every step' if t['render_images'] else 'no images rendered'}), in lockstep; "
+                   f"the same per-episode outcomes in both runtimes: {t['same_outcomes']}."), "",
+                  "| runtime | control steps | time s | steps/s |", "|---|---:|---:|---:|",
+                  f"| in process | {ip['control_steps']} | {ip['time_s']:.2f} | {ip['steps_per_s']:.0f} |",
+                  f"| ROS graph ({g['executor']} executor) | {g['control_steps']} | {g['time_s']:.2f} | "
+                  f"{g['steps_per_s']:.0f} |", "",
+                  f"Graph / in process: {t['ratio']:.2f} (target at least {t['target_ratio']:g})."]
+    lines += ["", "Image latency, 224x224 rgb8 between two processes at 50 Hz (receive − send wall time):", "",
+              "| QoS | sent | received | dropped | p50 ms | p95 ms | p99 ms | max ms |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in figures["latency"]:
+        lines.append(f"| {r['qos']} | {r['sent']} | {r['received']} | {r['dropped']} | {_num(r['p50_ms'], 3)} | "
+                     f"{_num(r['p95_ms'], 3)} | {_num(r['p99_ms'], 3)} | {_num(r['max_ms'], 3)} |")
+    return "\n".join(lines) + "\n"
+
+
+SECTIONS = {"hil": hil_section, "sitl_failures": sitl_failures_section, "render": render_section,
+            "sim": sim_section, "vector_env": vector_env_section, "graph": graph_section}
 TITLES = {"hil": ("Hardware in the loop: learned policies on SITL autopilots (bench/hil.py)",
                   "vehicle.md#hardware-in-the-loop-benchhilpy"),
           "sitl_failures": ("The bridge's failure scenarios on SITL autopilots (bench/sitl_failures.py)",
-                            "vehicle.md#the-autopilots-estimate")}
+                            "vehicle.md#the-autopilots-estimate"),
+          "render": ("The CPU splat renderer (bench/render.py)", "benchmarks.md#rendering-benchrenderpy"),
+          "sim": ("Flight simulation against pybullet (bench/sim.py)", "benchmarks.md#flight-simulation-benchsimpy"),
+          "vector_env": ("The vector environment (bench/vector_env.py)",
+                         "benchmarks.md#vector-environment-benchvector_envpy"),
+          "graph": ("The ROS graph against in-process evaluation (bench/graph.py)",
+                    "benchmarks.md#the-ros-graph-benchgraphpy")}
 
 
 def main(argv=None) -> int:

@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from benchlib import threading_layer
+from benchlib import finish_meta, run_meta, threading_layer
 
 TARGET_RATIO = 10.0
 TARGET_BATCH_RATE = 1e6
@@ -364,6 +364,7 @@ def main(argv=None) -> int:
     parser.add_argument("--resolution", type=float, default=None, help="SDF voxel size, m (default 0.10, quick 0.20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the starts and the command walk")
     args = parser.parse_args(argv)
+    meta = run_meta("sim")
     steps = args.steps or (3000 if args.quick else 20000)
     vehicle_steps = int(args.vehicle_steps or (2e5 if args.quick else 2e6))
     repeats = args.repeats or (1 if args.quick else 3)
@@ -471,6 +472,7 @@ def main(argv=None) -> int:
         "pybullet_error": pyb_error,
         "quick": args.quick,
     }
+    result["meta"] = finish_meta(meta)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from benchlib import threading_layer
+from benchlib import finish_meta, run_meta, threading_layer
 
 TARGET_RATE = 1500.0
 TARGET_RATIO = 2.0
@@ -311,6 +311,7 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", action="store_true",
                         help="only where a batch's render time goes: 64x64 RGB, N = 16 (or the first of --sizes)")
     args = parser.parse_args(argv)
+    meta = run_meta("vector_env")
     sizes = [int(s) for s in (args.sizes or ("1,16" if args.quick else "1,4,16,64")).split(",") if s.strip()]
     seconds = args.seconds or (0.25 if args.quick else 3.0)
 
@@ -360,6 +361,7 @@ def main(argv=None) -> int:
         result["target"] = {"rate": target["vector"]["rate"], "ratio": target["ratio"],
                             "rate_met": target["vector"]["rate"] >= TARGET_RATE,
                             "ratio_met": target["ratio"] >= TARGET_RATIO}
+    result["meta"] = finish_meta(meta)
     if args.json:
         print(json.dumps(result, indent=1))
         return 0

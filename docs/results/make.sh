@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
 # The results pages of docs/results/, from the benchmarks' figures kept in docs/results/data/
-# (each run's figures.json, and a note on what the figures cannot say themselves).
+# (each run's --json output, and a note on what the figures cannot say themselves).
+#   docs/results/make.sh          # rewrite the pages in docs/results/
+#   docs/results/make.sh DIR      # write them to DIR instead (test/test_results_pages.py compares)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 py=${PY:-.venv/bin/python}
-note() { cat "docs/results/data/$1.note.md"; }
+out=${1:-docs/results}
+mkdir -p "$out"
+data=docs/results/data
+note() { cat "$data/$1.note.md"; }
 "$py" bench/results.py \
-  docs/results/data/hil-px4-20.json --title "trained with the PX4 profile" --note "$(note hil-px4-20)" \
-  docs/results/data/hil-px4-20-noprofile.json --title "trained without a profile" --note "$(note hil-px4-20-noprofile)" \
-  docs/results/data/hil-ardupilot-10.json --title "the PX4-profile checkpoint on ArduCopter" \
+  $data/hil-px4-20.json --title "trained with the PX4 profile" --note "$(note hil-px4-20)" \
+  $data/hil-px4-20-noprofile.json --title "trained without a profile" --note "$(note hil-px4-20-noprofile)" \
+  $data/hil-ardupilot-10.json --title "the PX4-profile checkpoint on ArduCopter" \
   --note "$(note hil-ardupilot-10)" \
-  > docs/results/hil.md
+  > "$out/hil.md"
 "$py" bench/results.py \
-  docs/results/data/sitl-failures-3x4.json --title "the failure scenarios" --note "$(note sitl-failures-3x4)" \
-  > docs/results/sitl_failures.md
+  $data/sitl-failures-3x4.json --title "the failure scenarios" --note "$(note sitl-failures-3x4)" \
+  > "$out/sitl_failures.md"
+"$py" bench/results.py \
+  $data/render-224.json --title "the real capture and the urban scene" --note "$(note render-224)" \
+  $data/render-lod64.json --title "level of detail at 64x64, one numba thread" --note "$(note render-lod64)" \
+  > "$out/render.md"
+"$py" bench/results.py $data/sim.json --note "$(note sim)" > "$out/sim.md"
+"$py" bench/results.py $data/vector_env.json --note "$(note vector_env)" > "$out/vector_env.md"
+"$py" bench/results.py $data/graph.json --note "$(note graph)" > "$out/graph.md"
