@@ -37,8 +37,8 @@ LAYERS: tuple[frozenset[str], ...] = (
                "policy_names", "threads", "yaml_config"}),
     # files, geometry, camera models
     frozenset({"scene"}),
-    # rendering, flight physics, tasks and planning
-    frozenset({"render", "sim", "tasks"}),
+    # rendering, flight physics, tasks and planning; capture import (scene files + the renderer)
+    frozenset({"render", "sim", "tasks", "capture_import"}),
     # the composition root: World, the environment, lockstep rules, warm-up
     frozenset({"world", "gym"}),
     # what runs in a world: policies and their training (sb3: Stable-Baselines3 on the vector environment),

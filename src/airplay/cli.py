@@ -49,6 +49,21 @@ def _cmd_scene_make(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_scene_import(args: argparse.Namespace) -> int:
+    from airplay.capture_import import ImportOptions, import_capture
+
+    opts = ImportOptions(name=args.name, category=args.category, split=args.split, scale=args.scale,
+                         known_distance=tuple(args.known_distance) if args.known_distance else None,
+                         align_yaw=not args.no_yaw, voxel_m=args.voxel, max_faces=args.max_faces,
+                         drop_from_splat=args.drop_from_splat, backend=args.backend, seed=args.seed)
+    result = import_capture(args.capture, args.out, opts)
+    f = result.figures
+    print(f"imported {f['capture']} ({f['format']}, {f['gaussians']:,} Gaussians) into {result.out_dir} "
+          f"in {f['total_s']:.1f} s: scale {f['scale']:.4g} ({f['scale_source']}), mesh {f['mesh_faces']:,} faces, "
+          f"navigable {f['navigable_area_m2']:.1f} m^2; report: {result.out_dir / 'import' / 'report.html'}")
+    return 0
+
+
 def _cmd_scene_check(args: argparse.Namespace) -> int:
     from airplay.scene.check import check_scene, summary_json
 
@@ -252,7 +267,7 @@ def _run_eval(args: argparse.Namespace, cfg, observer=None, viewer: dict | None 
         return launch_graph(sim_eval_nodes(graph), env={**os.environ, "AIRPLAY_COMMAND": cfg.command})
     try:
         evaluate_inprocess(cfg, Path(args.out), progress=not args.no_progress, workers=args.workers, ray=args.ray,
-                           resume=args.resume, observer=observer)
+                           resume=args.resume, observer=observer, batch=args.batch)
     except ValueError as err:  # bad arguments, a folder --resume cannot continue (ResumeError)
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -319,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="airplay", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    scene = sub.add_parser("scene", help="make and check scene folders", description="Make and check scene folders.")
+    scene = sub.add_parser("scene", help="make, import and check scene folders", description="Make, import and check scene folders.")
     scene_sub = scene.add_subparsers(dest="scene_command", required=True, metavar="SUBCOMMAND")
     make = scene_sub.add_parser("make", help="generate a synthetic scene",
                                 description="Generate a synthetic scene (splat, collision mesh, scene.yaml) "
@@ -332,6 +347,28 @@ def build_parser() -> argparse.ArgumentParser:
     make.add_argument("--split", default="seen", choices=("seen", "unseen"))
     make.add_argument("--no-check", action="store_true", help="skip the summary after making")
     make.set_defaults(func=_cmd_scene_make)
+
+    imp = scene_sub.add_parser("import", help="make a scene folder from a bare 3DGS capture",
+                               description="Import a capture (.ply, compressed .ply, .splat, .spz): find up axis, "
+                                           "floor and scale, derive collision mesh and navigable region "
+                                           "(docs/scenes.md, 'Bring a real scene').")
+    imp.add_argument("capture", help="the splat file")
+    imp.add_argument("--out", required=True, help="output scene folder (must not exist or be empty)")
+    imp.add_argument("--name", default=None, help="scene name (default: the file's stem)")
+    imp.add_argument("--category", default="urban", choices=DEFAULT_CATEGORIES)
+    imp.add_argument("--split", default="seen", choices=("seen", "unseen"))
+    imp.add_argument("--scale", type=float, default=None, help="metres per capture unit")
+    imp.add_argument("--known-distance", type=float, nargs=7, default=None,
+                     metavar=("X1", "Y1", "Z1", "X2", "Y2", "Z2", "METRES"),
+                     help="two points in the capture's coordinates and their distance in metres")
+    imp.add_argument("--no-yaw", action="store_true", help="keep the captured yaw (no wall alignment)")
+    imp.add_argument("--voxel", type=float, default=0.1, help="fusion voxel size, m (grown for large captures)")
+    imp.add_argument("--max-faces", type=int, default=200_000, help="collision mesh face budget")
+    imp.add_argument("--drop-from-splat", action="store_true",
+                     help="also remove the cleaned-out Gaussians from the written splat")
+    imp.add_argument("--backend", default="auto", choices=("auto", "cpu", "gsplat"), help="depth renderer")
+    cli_flags.add_seed(imp, help="seed of plane fitting and camera placement")
+    imp.set_defaults(func=_cmd_scene_import)
 
     check = scene_sub.add_parser("check", help="validate scene folders and print a summary",
                                  description="Validate scene folders; exit 1 if any is malformed.")
@@ -402,6 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--ray", metavar="ADDRESS", default=None,
                     help="fly the episodes as Ray tasks on the cluster at ADDRESS ('auto', 'ray://host:port'), or "
                          "'local' for a private instance bound to 127.0.0.1 (needs the ray package)")
+    cli_flags.add_batch(ev)
     ev.add_argument("--resume", action="store_true",
                     help="continue an interrupted run in --out: keep the finished episodes of OUT/episodes.jsonl "
                          "(refused if OUT/eval_config.json differs from this run's settings) and fly the rest")

@@ -1,0 +1,71 @@
+"""Which Gaussians of a capture stay out of the collision geometry, and why.
+
+Four tests, applied in the capture's own frame with thresholds relative to its robust size
+(the median distance of the Gaussians from their median point, "size"):
+
+* low opacity: opacity < ``min_opacity`` (they barely occlude anything);
+* huge: largest standard deviation > max(``huge_factor`` x the median largest one, 0.1 size);
+* far background: farther than ``far_factor`` x size from the centre (sky domes, distant
+  buildings, the trees behind a courtyard);
+* isolated: in a connected group of occupied cells (cells of size / 25, 26-connected) that
+  holds fewer than max(``min_cluster``, 0.05 % of all) Gaussians (floaters in free space).
+
+Each Gaussian is counted under the first test it fails, in that order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from airplay.scene.gaussians import Gaussians
+
+
+@dataclass(frozen=True)
+class CleanResult:
+    """keep: (N,) bool; counts: dropped per reason (a Gaussian counts once)."""
+
+    keep: np.ndarray
+    counts: dict[str, int]
+
+    @property
+    def dropped(self) -> int:
+        return int((~self.keep).sum())
+
+
+def clean_capture(g: Gaussians, *, min_opacity: float = 0.05, huge_factor: float = 20.0, far_factor: float = 3.0,
+                  min_cluster: int = 20, cells_per_size: float = 25.0) -> CleanResult:
+    """Decide which Gaussians go into the collision geometry (see the module docstring)."""
+    from scipy import ndimage
+
+    n = len(g)
+    means = g.means.astype(np.float64)
+    centre = np.median(means, axis=0)
+    size = float(np.median(np.linalg.norm(means - centre, axis=1))) or 1.0
+    counts: dict[str, int] = {}
+    keep = np.ones(n, bool)
+
+    def drop(name: str, mask: np.ndarray) -> None:
+        new = mask & keep
+        counts[name] = int(new.sum())
+        keep[new] = False
+
+    drop("low_opacity", g.opacities < min_opacity)
+    smax = g.scales.max(axis=1)
+    drop("huge", smax > max(huge_factor * float(np.median(smax)), 0.1 * size))
+    drop("far_background", np.linalg.norm(means - centre, axis=1) > far_factor * size)
+    cell = size / cells_per_size
+    idx = np.floor((means[keep] - means[keep].min(axis=0)) / cell).astype(np.int64)
+    shape = tuple(idx.max(axis=0) + 1)
+    isolated = np.zeros(n, bool)
+    if np.prod(shape, dtype=np.float64) <= 64e6:
+        occ = np.zeros(shape, bool)
+        occ[tuple(idx.T)] = True
+        labels, count = ndimage.label(occ, structure=np.ones((3, 3, 3), bool))
+        lab = labels[tuple(idx.T)]
+        sizes = np.bincount(lab, minlength=count + 1)
+        small = sizes[lab] < max(min_cluster, int(0.0005 * n))
+        isolated[np.flatnonzero(keep)[small]] = True
+    drop("isolated", isolated)
+    return CleanResult(keep, counts)

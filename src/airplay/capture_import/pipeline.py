@@ -1,0 +1,273 @@
+"""``airplay scene import``: a bare 3DGS capture in, an ordinary scene folder out.
+
+Stages (each timed; the long ones show progress):
+
+1. read   - any supported format (:mod:`airplay.scene.capture_formats`), values checked;
+2. clean  - floaters and far background marked (:mod:`.clean`); they stay out of the
+            collision geometry, and out of the written splat with ``drop_from_splat``;
+3. frame  - up axis, floor at z = 0, yaw, metric scale (:mod:`.frame`);
+4. views  - camera points in free space, six views each (:mod:`.views`);
+5. depth  - depth and alpha rendered with airplay's CPU renderer (or gsplat where present);
+6. fuse   - TSDF fusion (:mod:`.tsdf`); never-observed space counts as occupied;
+7. mesh   - marching cubes, cut for the SDF's parity rule, simplified to a budget (:mod:`.mesh`);
+8. region - navigable polygon and height band from the fused field (:mod:`.region`);
+9. write  - splat.ply (source frame; the transform is in scene.yaml), collision.ply (map),
+            scene.yaml, import/report.html + PNGs + import.json; the folder is validated like
+            any scene (``Scene.load``) and only then renamed into place.
+
+Nothing half-written: everything goes to a temporary folder beside the output and is renamed
+at the end; an error removes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from airplay.scene.errors import SceneError
+
+MIN_SCENE_WIDTH_M = 1.0
+MAX_SCENE_WIDTH_M = 1000.0
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What ``airplay scene import`` takes; units in the names, map frame unless said."""
+
+    name: str | None = None
+    category: str = "urban"
+    split: str = "seen"
+    scale: float | None = None
+    known_distance: tuple[float, float, float, float, float, float, float] | None = None
+    align_yaw: bool = True
+    voxel_m: float = 0.1
+    max_voxels: int = 12_000_000
+    camera_points: int = 32
+    view_px: int = 128
+    max_faces: int = 200_000
+    clearance_m: float = 0.5
+    max_height_m: float = 4.0
+    drop_from_splat: bool = False
+    backend: str = "auto"
+    seed: int = 0
+    progress: bool = True
+
+
+@dataclass
+class ImportResult:
+    """Figures of one import (what import.json holds)."""
+
+    out_dir: Path
+    figures: dict = field(default_factory=dict)
+
+
+class _Stages:
+    def __init__(self, progress: bool):
+        self.times: dict[str, float] = {}
+        self.progress = progress
+        self._t = time.perf_counter()
+
+    def done(self, name: str) -> None:
+        now = time.perf_counter()
+        self.times[name] = round(now - self._t, 3)
+        self._t = now
+        if self.progress:
+            print(f"  {name:<7} {self.times[name]:7.1f} s", file=sys.stderr, flush=True)
+
+
+def _normals(g) -> np.ndarray:
+    """(N, 3) the shortest principal axis of each Gaussian, in the splat's frame."""
+    from airplay.scene.gaussians import quat_wxyz_to_matrix
+
+    rot = quat_wxyz_to_matrix(g.quats_wxyz)
+    axis = np.argmin(g.scales, axis=1)
+    return rot[np.arange(len(g)), :, axis]
+
+
+def _check_width(path: Path, width_m: float, source: str) -> None:
+    if not MIN_SCENE_WIDTH_M <= width_m <= MAX_SCENE_WIDTH_M:
+        raise SceneError(path, f"with scale from {source} the capture is {width_m:.4g} m across, outside "
+                               f"{MIN_SCENE_WIDTH_M:g}..{MAX_SCENE_WIDTH_M:g} m; check --scale / --known-distance",
+                         "scale")
+
+
+def _check_out(out_dir: Path) -> None:
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise SceneError(out_dir, "output exists and is not an empty folder; choose a new --out")
+
+
+def import_capture(capture_path: str | Path, out_dir: str | Path, options: ImportOptions = ImportOptions()) -> ImportResult:
+    """Import ``capture_path`` into the scene folder ``out_dir`` (see the module docstring).
+
+    Raises :class:`SceneError` naming the file (and field) for bad input: unreadable or
+    truncated files, NaN/inf, bad scales, no ground, an absurd scale, no free space.
+    """
+    capture_path, out_dir = Path(capture_path), Path(out_dir)
+    _check_out(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.import-", dir=out_dir.parent))
+    try:
+        result = _run(capture_path, tmp, out_dir, options)
+        os.chmod(tmp, 0o755)
+        _check_out(out_dir)
+        if out_dir.exists():
+            out_dir.rmdir()
+        os.replace(tmp, out_dir)
+        result.out_dir = out_dir
+        return result
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(capture_path: Path, tmp: Path, out_dir: Path, opt: ImportOptions) -> ImportResult:
+    from tqdm import tqdm
+
+    from airplay.capture_import.clean import clean_capture
+    from airplay.capture_import.frame import NoGroundError, fit_frame
+    from airplay.capture_import.mesh import collision_mesh
+    from airplay.capture_import.region import NoFreeSpaceError, derive_region
+    from airplay.capture_import.tsdf import TsdfVolume
+    from airplay.capture_import.views import camera_points, cube_viewmats
+    from airplay.render.api import render
+    from airplay.scene.camera import CameraMount, PinholeCamera
+    from airplay.scene.capture_formats import read_capture
+    from airplay.scene.ply_io import write_gaussians_ply
+    from airplay.scene.spec import CATEGORIES, Alignment, CameraSpec, SceneSpec, write_scene_yaml
+
+    if opt.category not in CATEGORIES:
+        raise SceneError(capture_path, f"--category must be one of {', '.join(CATEGORIES)}, got {opt.category!r}")
+    stages = _Stages(opt.progress)
+    if opt.progress:
+        print(f"importing {capture_path}", file=sys.stderr, flush=True)
+    capture = read_capture(capture_path)
+    g_src = capture.gaussians
+    stages.done("read")
+
+    cleaned = clean_capture(g_src)
+    kept = g_src.subset(cleaned.keep)
+    if len(kept) < 100:
+        raise SceneError(capture_path, f"only {len(kept)} Gaussians remain after cleaning "
+                                       f"({cleaned.counts}); nothing to build collision geometry from")
+    stages.done("clean")
+
+    known = None
+    if opt.known_distance is not None:
+        kd = np.asarray(opt.known_distance, float)
+        if kd[6] <= 0:
+            raise SceneError(capture_path, f"--known-distance: METRES must be positive, got {kd[6]}", "known_distance")
+        known = (kd[:3], kd[3:6], float(kd[6]))
+    if opt.scale is not None and not opt.scale > 0:
+        raise SceneError(capture_path, f"--scale must be positive, got {opt.scale}", "scale")
+    try:
+        frame = fit_frame(kept.means.astype(np.float64), kept.opacities, _normals(kept), seed=opt.seed,
+                          scale=opt.scale, known_distance=known, align_yaw=opt.align_yaw)
+    except NoGroundError as err:
+        raise SceneError(capture_path, str(err), "ground") from None
+    except ValueError as err:
+        raise SceneError(capture_path, str(err), "scale") from None
+    g_map = kept.transformed(frame.scale, frame.rotation, frame.translation)
+    lo_xy = np.percentile(g_map.means[:, :2], 1, axis=0)
+    hi_xy = np.percentile(g_map.means[:, :2], 99, axis=0)
+    width = float(np.max(hi_xy - lo_xy))
+    _check_width(capture_path, width, frame.scale_source)
+    stages.done("frame")
+
+    top = float(min(np.percentile(g_map.means[:, 2], 99.5) + 0.5, 30.0))
+    top = max(top, opt.max_height_m * 0.5)
+    lower = np.array([lo_xy[0] - 0.5, lo_xy[1] - 0.5, -0.5])
+    upper = np.array([hi_xy[0] + 0.5, hi_xy[1] + 0.5, top])
+    voxel = max(opt.voxel_m, float((np.prod(upper - lower) / opt.max_voxels) ** (1 / 3)))
+    cams = camera_points(g_map.means, g_map.opacities, lower, upper, (0.3, min(top - 0.3, opt.max_height_m + 1.0)),
+                         opt.camera_points, clearance_m=max(0.3, 2 * voxel), seed=opt.seed)
+    if len(cams) == 0:
+        raise SceneError(capture_path, "no free space above the ground to place cameras in", "ground")
+    viewmats = cube_viewmats(cams)
+    stages.done("views")
+
+    cam = PinholeCamera.from_fov(opt.view_px, opt.view_px, 90.0)
+    vol = TsdfVolume.empty(lower, upper, voxel)
+    max_range = float(np.linalg.norm(upper - lower))
+    for i in tqdm(range(0, len(viewmats), 6), desc="depth+fuse", unit="point", disable=not opt.progress,
+                  file=sys.stderr):
+        out = render(g_map, viewmats[i:i + 6], cam.K, cam.width, cam.height, backend=opt.backend)
+        for j in range(len(out.depth)):
+            vol.integrate(viewmats[i + j], cam.K, out.depth[j], out.alpha[j], max_range_m=max_range)
+    stages.done("fuse")
+
+    fieldv = vol.field()
+    try:
+        region = derive_region(fieldv, vol.origin_m, vol.voxel_m, clearance_m=opt.clearance_m,
+                               max_height_m=opt.max_height_m)
+    except NoFreeSpaceError as err:
+        raise SceneError(capture_path, str(err), "navigable") from None
+    stages.done("region")
+    cut_z = 0.5 * (region.z_min + region.z_max)
+    mesh = collision_mesh(fieldv, vol.origin_m, vol.voxel_m, cut_z, opt.max_faces)
+    stages.done("mesh")
+
+    name = opt.name or "".join(c if c.isalnum() or c in "_-." else "_" for c in capture_path.stem)
+    keep_in_splat = cleaned.keep if opt.drop_from_splat else np.ones(len(g_src), bool)
+    splat_note = "dropped Gaussians removed from the splat too" if opt.drop_from_splat else "splat kept whole"
+    lo_m, hi_m = mesh.bounds
+    means_map = frame.apply(g_src.means)
+    grow = 1.0 + 0.1 * (hi_m - lo_m)
+    inside = np.all((means_map >= lo_m - grow) & (means_map <= hi_m + grow), axis=1)
+    if not opt.drop_from_splat and inside.mean() < 0.6:
+        keep_in_splat = inside
+        splat_note = (f"{int((~inside).sum())} Gaussians far outside the collision mesh removed from the splat "
+                      "(they would fail the splat/mesh overlap check)")
+    write_gaussians_ply(tmp / "splat.ply", g_src.subset(keep_in_splat))
+    from trimesh.exchange.ply import export_ply
+
+    (tmp / "collision.ply").write_bytes(export_ply(mesh, encoding="binary"))
+    spec = SceneSpec(
+        root=tmp, name=name, category=opt.category, split=opt.split,
+        splat_file=tmp / "splat.ply",
+        splat_alignment=Alignment("z_up", frame.scale, frame.rotation, frame.translation),
+        collision_file=tmp / "collision.ply", collision_alignment=Alignment(),
+        navigable=region,
+        camera=CameraSpec(PinholeCamera.from_fov(224, 224, 90.0), CameraMount((0.1, 0.0, 0.0), 0.0)),
+        background_rgb=(0.5, 0.5, 0.5),
+    )
+    write_scene_yaml(tmp / "scene.yaml", spec)
+    stages.done("write")
+
+    figures = {
+        "capture": str(capture_path), "format": capture.format, "gaussians": len(g_src),
+        "kept_for_collision": int(cleaned.keep.sum()), "dropped": cleaned.counts, "splat": splat_note,
+        "splat_gaussians_written": int(keep_in_splat.sum()),
+        "up_axis_source": [round(float(v), 6) for v in frame.up_src], "ground_share": round(frame.ground_share, 4),
+        "yaw_deg": round(frame.yaw_deg, 3), "scale": round(frame.scale, 6), "scale_source": frame.scale_source,
+        "rotation": np.round(frame.rotation, 6).tolist(), "translation_m": np.round(frame.translation, 6).tolist(),
+        "width_m": round(width, 3), "volume_lower_m": lower.round(3).tolist(), "volume_upper_m": upper.round(3).tolist(),
+        "voxel_m": round(voxel, 4), "camera_points": int(len(cams)), "views": int(len(viewmats)),
+        "observed_fraction": round(vol.observed_fraction(), 4),
+        "mesh_vertices": int(len(mesh.vertices)), "mesh_faces": int(len(mesh.faces)),
+        "mesh_watertight": bool(mesh.is_watertight),
+        "navigable_area_m2": round(region.area_m2, 2), "z_band_m": [region.z_min, region.z_max],
+        "notes": frame.notes,
+    }
+    from airplay.capture_import.report import write_report
+    from airplay.scene.scene import Scene
+
+    try:
+        Scene.load(tmp)  # the folder must load like any scene before it is published
+    except SceneError as err:
+        raise SceneError(capture_path, f"the derived scene does not validate: {err}") from None
+    stages.done("check")
+    figures["stage_s"] = dict(stages.times)
+    write_report(tmp / "import", figures, g_map, fieldv, vol.origin_m, vol.voxel_m, region, mesh, cams)
+    stages.done("report")
+    figures["stage_s"] = dict(stages.times)
+    figures["total_s"] = round(sum(stages.times.values()), 2)
+    (tmp / "import" / "import.json").write_text(json.dumps(figures, indent=1) + "\n")
+    return ImportResult(out_dir, figures)
