@@ -191,6 +191,10 @@ def test_the_light_policy_names_are_the_registrys():
 
     assert policy_names.POLICY_NAMES == POLICY_NAMES == tuple(REGISTRY)
     assert policy_names.LEARNED_POLICY_NAMES == LEARNED_POLICIES
+    from airplay.policies.checkpoint import LEARNED_POLICY_CLASSES
+
+    assert tuple(LEARNED_POLICY_CLASSES) == LEARNED_POLICIES  # a checkpoint's types are the learned entries
+    assert all(REGISTRY[name].policy_class == LEARNED_POLICY_CLASSES[name] for name in LEARNED_POLICIES)
     assert policy_names.VLN_POLICY_NAMES == tuple(name for name, e in REGISTRY.items() if e.vln)
     assert all(name in POLICY.doc for name in POLICY_NAMES)
     assert all(name in CHECKPOINT.doc for name in LEARNED_POLICIES)

@@ -15,7 +15,15 @@ import json
 import os
 from pathlib import Path
 
-from airplay.policies.registry import LEARNED_POLICIES, REGISTRY
+
+LEARNED_POLICY_CLASSES: dict[str, str] = {
+    "act": "airplay.policies.act:ACTPolicy",
+    "dp": "airplay.policies.diffusion:DiffusionPolicy",
+    "cnn_bc": "airplay.policies.cnn_bc:CNNBCPolicy",
+    "ppo_depth": "airplay.policies.ppo_depth:PPODepthPolicy",
+}
+"""A checkpoint's config.json ``type`` -> its policy class as ``module:class`` (the registry's
+learned entries name these, :data:`airplay.policy_names.LEARNED_POLICY_NAMES` in this order)."""
 
 MODEL_FILE, CONFIG_FILE = "model.safetensors", "config.json"
 STATE_FILE, STATE_JSON = "training_state.safetensors", "training_state.json"
@@ -39,12 +47,11 @@ def checkpoint_label(folder: str | Path) -> str:
 
 
 def policy_class(kind: str):
-    """The policy class of a learned policy type (config.json "type"; the registry entry's
-    ``policy_class``)."""
-    entry = REGISTRY.get(kind)
-    if entry is None or not entry.learned:
-        raise CheckpointError(f"unknown policy type {kind!r}; learned policies: {', '.join(LEARNED_POLICIES)}")
-    module, name = entry.policy_class.split(":")
+    """The policy class of a learned policy type (config.json "type"; :data:`LEARNED_POLICY_CLASSES`)."""
+    path = LEARNED_POLICY_CLASSES.get(kind)
+    if path is None:
+        raise CheckpointError(f"unknown policy type {kind!r}; learned policies: {', '.join(LEARNED_POLICY_CLASSES)}")
+    module, name = path.split(":")
     return getattr(importlib.import_module(module), name)
 
 

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from airplay.policies.checkpoint import LEARNED_POLICY_CLASSES, load_policy, read_config
+
 PLUGIN_NAME = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 """A policy of the user's own, ``module:factory``: ``factory(world)`` returns a policy (the
 contract of :mod:`airplay.policies.base`: ``reset(task)``, ``select_action(obs)``)."""
@@ -98,8 +100,6 @@ def _goal_direct(name, world, checkpoint, device, vln):
 
 
 def _learned(name, world, checkpoint, device, vln):
-    from airplay.policies.checkpoint import load_policy, read_config
-
     if not checkpoint:
         how = f"airplay train --policy {name} --out DIR" if REGISTRY[name].from_demonstrations else \
             "examples/ppo_pointgoal.py --out DIR"
@@ -123,10 +123,10 @@ REGISTRY: dict[str, PolicyEntry] = {e.name: e for e in (
     PolicyEntry("field_expert", _field_expert),
     PolicyEntry("random", _random),
     PolicyEntry("goal_direct", _goal_direct),
-    PolicyEntry("act", _learned, learned=True, policy_class="airplay.policies.act:ACTPolicy"),
-    PolicyEntry("dp", _learned, learned=True, policy_class="airplay.policies.diffusion:DiffusionPolicy"),
-    PolicyEntry("cnn_bc", _learned, learned=True, policy_class="airplay.policies.cnn_bc:CNNBCPolicy"),
-    PolicyEntry("ppo_depth", _learned, learned=True, policy_class="airplay.policies.ppo_depth:PPODepthPolicy",
+    PolicyEntry("act", _learned, learned=True, policy_class=LEARNED_POLICY_CLASSES["act"]),
+    PolicyEntry("dp", _learned, learned=True, policy_class=LEARNED_POLICY_CLASSES["dp"]),
+    PolicyEntry("cnn_bc", _learned, learned=True, policy_class=LEARNED_POLICY_CLASSES["cnn_bc"]),
+    PolicyEntry("ppo_depth", _learned, learned=True, policy_class=LEARNED_POLICY_CLASSES["ppo_depth"],
                 from_demonstrations=False),
     PolicyEntry("airvln_r1", _airvln, vln=True, chunked=False),
 )}

@@ -27,18 +27,13 @@ from typing import Literal
 import numpy as np
 from numba import njit
 
+from airplay.render.constants import (  # noqa: F401 - the API's constants, re-exported
+    ALPHA_MAX, ALPHA_MIN, EPS2D, FAR_PLANE_M, NEAR_PLANE_M, TRANSMITTANCE_MIN)
+from airplay.render.gsplat_backend import render_gsplat  # torch and gsplat load on its first call
 from airplay.scene.gaussians import Gaussians
 
 Backend = Literal["auto", "cpu", "gsplat"]
 
-NEAR_PLANE_M = 0.05
-"""Gaussians closer than this to the camera (optical z, metres) are culled."""
-FAR_PLANE_M = 1.0e4
-EPS2D = 0.3
-"""Low-pass dilation added to the projected 2D covariance, pixels^2 (gsplat's eps2d)."""
-ALPHA_MIN = 1.0 / 255.0
-ALPHA_MAX = 0.99
-TRANSMITTANCE_MIN = 1.0e-4
 
 
 @dataclass(frozen=True)
@@ -191,12 +186,10 @@ def render(
     chosen = resolve_backend(backend)
     bg = np.asarray(background, dtype=np.float32).reshape(3)
     if lod_px > 0.0:
-        from airplay.render import lod as lod_module
+        from airplay.render import lod as lod_module  # lazy: loads its numba kernels
 
         hierarchy = lod if lod is not None else lod_module.hierarchy_for(gaussians)
         if chosen == "gsplat":
-            from airplay.render.gsplat_backend import render_gsplat
-
             outs = []
             for i in range(len(viewmats)):
                 ids = lod_module.select(hierarchy, viewmats[i], Ks[i], width, height, lod_px, near_m, far_m)
@@ -212,11 +205,9 @@ def render(
             rgb, depth, alpha = lod_module.render_lod_cpu(gaussians, hierarchy, viewmats, Ks, width, height, bg,
                                                           near_m, far_m, lod_px)
     elif chosen == "gsplat":
-        from airplay.render.gsplat_backend import render_gsplat
-
         rgb, depth, alpha = render_gsplat(gaussians, viewmats, Ks, width, height, bg, near_m, far_m)
     else:
-        from airplay.render.cpu_backend import render_cpu
+        from airplay.render.cpu_backend import render_cpu  # lazy: loads its numba kernels (~0.25 s)
 
         rgb, depth, alpha = render_cpu(gaussians, viewmats, Ks, width, height, bg, near_m, far_m)
     # SH colours are clamped below at 0 only (INRIA/gsplat); clip the composite to [0, 1].

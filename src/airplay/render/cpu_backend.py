@@ -61,7 +61,7 @@ import time
 import numpy as np
 from numba import get_num_threads, set_parallel_chunksize
 
-from airplay.render.api import ALPHA_MAX, ALPHA_MIN, EPS2D, TRANSMITTANCE_MIN
+from airplay.render.constants import ALPHA_MAX, ALPHA_MIN, EPS2D, TRANSMITTANCE_MIN
 from airplay.render.cpu_geometry import _count_tiles, _cull, _fill_tiles, _sort_visible, make_project, tile_size
 from airplay.render.cpu_kernels import use_plain
 from airplay.render.cpu_layout import _NR, _PB, _STEP_CONSTANTS_ARRAY, _aligned_empty

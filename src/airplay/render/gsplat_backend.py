@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from airplay.render.api import EPS2D
+from airplay.render.constants import EPS2D
 from airplay.scene.gaussians import SH_C0, Gaussians
 
 _DEVICE_CACHE: dict[int, tuple[Gaussians, dict]] = {}

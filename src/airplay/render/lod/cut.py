@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from airplay.render import numba_plain as _pf
-from airplay.render.api import ALPHA_MIN, EPS2D
+from airplay.render.constants import ALPHA_MIN, EPS2D
 from airplay.render.cpu_backend import PROFILE_KEYS, _render_one
 from airplay.render.cpu_geometry import _cull, _tan_limits
 from airplay.render.cpu_kernels import fast, use_plain
