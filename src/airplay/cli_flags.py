@@ -45,6 +45,17 @@ def add_no_progress(parser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def add_batch(parser, what: str = "episodes") -> None:
+    """``--batch N``: a learned policy flies N episodes of a scene at a time, one forward pass per
+    control step for all (:mod:`airplay.eval.batched`); the same results as one at a time."""
+    parser.add_argument("--batch", type=int, default=None, metavar="N",
+                        help=f"a learned policy (act, dp, cnn_bc) flies N {what} of a scene at a time on the "
+                             "vector environment, one forward pass per control step for all, with the same results "
+                             "as one at a time (default 16; 1: one at a time; each --workers process batches its "
+                             "share; wind, a position-estimate error, --policy-budget-ms and --no-images fly one at "
+                             "a time)")
+
+
 def wind(text: str) -> str:
     """A ``--wind`` text (:mod:`airplay.sim.disturbance`), checked; an argparse error naming the item."""
     from airplay.sim.disturbance import Disturbance, DisturbanceError

@@ -210,7 +210,7 @@ def _fly(env: AirPlayEnv, policy, task, budget_ms: float, observer) -> Flown:
 
 
 def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True, workers: int = 1,
-                       ray: str | None = None, resume: bool = False, observer=None) -> dict:
+                       ray: str | None = None, resume: bool = False, observer=None, batch: int | None = None) -> dict:
     """Run the evaluation, write results into ``out_dir``, print the table; return the summary.
 
     ``workers`` > 1: the episodes are flown by a spawn process pool of that many processes
@@ -218,7 +218,11 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True, wo
     private instance); the files are the same as from one process (``summary.json`` apart
     from :data:`RUN_FIELDS`). ``resume``: keep the finished episodes of an earlier run in
     ``out_dir`` and fly the rest (:mod:`airplay.eval.journal`). ``observer``: watches every
-    episode (:func:`run_episode`; one process only). ValueError names a bad argument.
+    episode (:func:`run_episode`; one process only). ``batch`` N > 1: a learned policy flies N
+    episodes of a scene at a time, one forward pass per control step for all
+    (:mod:`airplay.eval.batched`; each process of ``workers`` / ``ray`` flies its share so),
+    with the same results as one at a time; None: :data:`airplay.eval.batched.DEFAULT_BATCH`
+    (1 with ``observer``). ValueError names a bad argument.
     """
     import importlib.util
     import sys
@@ -241,6 +245,14 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True, wo
                          "or run without --ray (--workers N uses a local process pool)")
     if cfg.episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {cfg.episodes}")
+    from airplay.eval.batched import DEFAULT_BATCH, fly_batch_job, fly_batched
+
+    if batch is None:
+        batch = 1 if observer is not None else DEFAULT_BATCH
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"--batch must be an integer >= 1, got {batch!r}")
+    if observer is not None and batch > 1:
+        raise ValueError("--view watches one episode at a time: not with --batch N > 1")
     out_dir = Path(out_dir)
     names: list[str] = []
     for scene_dir in cfg.scenes:
@@ -250,7 +262,9 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True, wo
         names.append(name)
     task_ids = {name: [make_task_id(name, cfg.setting, cfg.seed, k) for k in range(cfg.episodes)] for name in names}
     identity = jr.run_identity(cfg, protocol_meta(load_protocol()))
-    engine = (f"ray ({ray})" if ray else f"process pool ({workers} workers)" if workers > 1 else "in-process")
+    batch = batch if batchable(cfg) else 1
+    engine = (f"ray ({ray})" if ray else f"process pool ({workers} workers)" if workers > 1 else "in-process") \
+        + (f", batches of {batch}" if batch > 1 else "")
     in_process = workers <= 1 and not ray
     t_start = time.perf_counter()
     with jr.Lock(out_dir):
@@ -271,7 +285,14 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True, wo
                    desc=f"eval ({engine})" if not in_process else "eval")
         appender = jr.Appender(out_dir)
         fly = fly_job if observer is None else partial(fly_job, observer=observer)
-        results = run_jobs(fly, jobs, workers, ray)
+        if batch > 1 and in_process:  # episodes recorded as they end
+            results = (rec for scene_dir in cfg.scenes for rec in
+                       fly_batched(cfg, str(scene_dir), [j.index for j in jobs if j.scene_dir == str(scene_dir)],
+                                   batch))
+        elif batch > 1:  # each job a share of a scene's episodes, flown batch at a time
+            results = (rec for recs in run_jobs(fly_batch_job, batch_jobs(jobs, batch), workers, ray) for rec in recs)
+        else:
+            results = run_jobs(fly, jobs, workers, ray)
         run_steps, flying_s, flown = 0, 0.0, 0  # this run's episodes; flying: time inside episodes, all workers
         try:
             for rec in results:
@@ -312,7 +333,7 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True, wo
         meta = results_meta(cfg, world, "inprocess", total_steps, elapsed, flying_s,
                             steps_per_s=run_steps / max(flying_s, 1e-9))
         meta["execution"] = {"engine": engine, "workers": 1 if in_process else workers,
-                             "resumed_episodes": total - flown}
+                             **({"batch": batch} if batch > 1 else {}), "resumed_episodes": total - flown}
         write_results(out_dir, ordered, summary, meta)
     print(format_table(summary))
     images = "with" if cfg.render_images else "without"
@@ -322,6 +343,28 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True, wo
           f"every step (real time = {world.vehicle.control_rate_hz:.0f}; {engine}, flying time summed over "
           f"workers){resumed}; {elapsed:.1f} s in all with scene set-up. Results in {out_dir}/")
     return summary
+
+
+def batchable(cfg: EvalConfig) -> bool:
+    """Whether ``cfg``'s episodes may fly in batches (:mod:`airplay.eval.batched` decides per scene
+    from the loaded policy and world; this rules out what the configuration alone rules out)."""
+    from airplay.policies.registry import LEARNED_POLICIES
+
+    return cfg.policy in LEARNED_POLICIES and cfg.setting in ("pointgoal", "imagegoal", "goalfree") \
+        and not cfg.wind and not cfg.policy_budget_ms and cfg.render_images
+
+
+def batch_jobs(jobs: list, batch: int) -> list:
+    """The episode jobs as :class:`~airplay.eval.batched.BatchJob` s of one scene each, of up to
+    ``2 batch`` tasks (a pool worker refills its batch from its share)."""
+    from airplay.eval.batched import BatchJob
+
+    out = []
+    for scene_dir in dict.fromkeys(j.scene_dir for j in jobs):
+        indices = [j.index for j in jobs if j.scene_dir == scene_dir]
+        for start in range(0, len(indices), 2 * batch):
+            out.append(BatchJob(jobs[0].cfg, scene_dir, tuple(indices[start:start + 2 * batch]), batch))
+    return out
 
 
 def plot_scene(path: Path, world: World, tasks, trajectories, statuses, cfg: EvalConfig) -> None:

@@ -228,11 +228,11 @@ class LearnedPolicy(nn.Module, Policy):
         raise NotImplementedError
 
 
-APART = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.ConvTranspose1d, nn.Mish)
+APART = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.ConvTranspose1d, nn.Mish, nn.MultiheadAttention)
 """The layers :func:`rows_apart` applies one sample at a time: those whose CPU kernel (oneDNN
-convolutions, BLAS products) is chosen by the batch size and sums in another order with it, and
-Mish, whose vectorized tanh/softplus and scalar tail differ in the last bit (a batch moves an
-element between them)."""
+convolutions, BLAS products, attention's projections) is chosen by the batch size and sums in
+another order with it, and Mish, whose vectorized tanh/softplus and scalar tail differ in the
+last bit (a batch moves an element between them)."""
 
 
 def _apart(forward):
@@ -243,6 +243,24 @@ def _apart(forward):
     return apart
 
 
+def _attention_apart(forward, batch_dim: int):
+    def apart(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None, **kwargs):
+        if query.shape[batch_dim] == 1 or (attn_mask is not None and attn_mask.dim() == 3):
+            return forward(query, key, value, key_padding_mask=key_padding_mask, need_weights=need_weights,
+                           attn_mask=attn_mask, **kwargs)
+        outs, weights = [], []
+        for i in range(query.shape[batch_dim]):
+            q = query.narrow(batch_dim, i, 1)  # self-attention stays "query is key is value" (its own path)
+            k = q if key is query else key.narrow(batch_dim, i, 1)
+            one = (q, k, k if value is key else q if value is query else value.narrow(batch_dim, i, 1))
+            mask = None if key_padding_mask is None else key_padding_mask[i:i + 1]
+            out, w = forward(*one, key_padding_mask=mask, need_weights=need_weights, attn_mask=attn_mask, **kwargs)
+            outs.append(out)
+            weights.append(w)
+        return torch.cat(outs, batch_dim), (None if weights[0] is None else torch.cat(weights))
+    return apart
+
+
 @contextmanager
 def rows_apart(model: nn.Module, enabled: bool = True):
     """Within: every layer of :data:`APART` in ``model`` runs on one index of its input's first
@@ -250,7 +268,8 @@ def rows_apart(model: nn.Module, enabled: bool = True):
     does not depend on how many came with it (module docstring); ``enabled`` False: as is."""
     layers = [m for m in model.modules() if type(m) in APART] if enabled else []
     for m in layers:
-        m.forward = _apart(m.forward)
+        m.forward = (_attention_apart(m.forward, 0 if m.batch_first else 1) if isinstance(m, nn.MultiheadAttention)
+                     else _apart(m.forward))
     try:
         yield
     finally:
