@@ -14,7 +14,7 @@ through the same episode loop as ``airplay eval``, deciding every ``--action-rep
 periods as in training; its success rate (SR) is logged. With ``--curriculum STAGES`` training
 starts on the shortest tasks and widens the pool stage by stage (:func:`curriculum_pools`). The
 checkpoint records the action repeat and holds each command that long wherever it is flown.
-By default PPO starts from a warm start (:mod:`airplay.sb3_warmstart`;
+By default PPO starts from a warm start (:mod:`airplay.rl.warmstart`;
 ``--expert-decisions M``, 0 leaves it out): the field expert flies M decisions on all training
 tasks in the same vector environment (with ``--expert-noise``), its actions and returns are
 cloned into the actor and the critic (``--bc-epochs``), ``--dagger-rounds`` DAgger rounds
@@ -22,7 +22,7 @@ follow (the clone flies, the expert labels, the clone is re-fitted on everything
 is evaluated, and PPO fine-tunes it; all inside ``--minutes``. The fine-tuning first trains
 the critic alone for ``--critic-warmup`` decisions, then keeps the actor near the expert's
 decisions with an anchor of weight ``--bc-coef`` that halves every ``--bc-half-life`` decisions
-(:class:`airplay.sb3_anchor.AnchoredPPO`; 100,000, 1 and 500,000 by default; ``--critic-warmup 0
+(:class:`airplay.rl.anchor.AnchoredPPO`; 100,000, 1 and 500,000 by default; ``--critic-warmup 0
 --bc-coef 0`` is plain PPO from the clone).
 
 A budget of ``--minutes`` gives fewer decisions on a slower or busier machine. ``--minutes 0
@@ -122,7 +122,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         f"default {CRITIC_WARMUP:,} with a warm start, 0 without)")
     p.add_argument("--bc-coef", type=float, default=None,
                    help="after the warm start, weight of the anchor to the expert's decisions added to PPO's loss "
-                        f"(their negative log-likelihood under the actor; airplay.sb3_anchor; default {BC_COEF:g} "
+                        f"(their negative log-likelihood under the actor; airplay.rl.anchor; default {BC_COEF:g} "
                         "with a warm start, 0: none)")
     p.add_argument("--bc-half-life", type=float, default=500_000.0, metavar="DECISIONS",
                    help="decisions (after the critic warm-up) over which the anchor's weight halves")
@@ -218,10 +218,10 @@ def held_out_sr(policy, world, tasks) -> tuple[int, int]:
 
 def warm_start(args, sb3_env, model, train_tasks: list, first_pool: list, t_start: float):
     """Clone the field expert, flown ``--expert-decisions`` decisions on all training tasks, into
-    ``model`` (:mod:`airplay.sb3_warmstart`), then ``--dagger-rounds`` DAgger rounds on the same
+    ``model`` (:mod:`airplay.rl.warmstart`), then ``--dagger-rounds`` DAgger rounds on the same
     tasks; then the curriculum's first pool is back in place. Returns every decision cloned
-    (:class:`~airplay.sb3_warmstart.Demonstrations`)."""
-    from airplay.sb3_warmstart import Demonstrations, clone_into, expert_rollouts
+    (:class:`~airplay.rl.warmstart.Demonstrations`)."""
+    from airplay.rl.warmstart import Demonstrations, clone_into, expert_rollouts
     from airplay.world.vector_expert import VectorFieldExpert
 
     venv = sb3_env.venv
@@ -297,8 +297,8 @@ def main(argv=None) -> int:
 
     from airplay.policies.checkpoint import save_json, save_policy
     from airplay.policies.ppo_depth import PPODepthConfig
-    from airplay.sb3 import AirPlaySB3VecEnv, export_ppo_depth, ppo_policy_kwargs
-    from airplay.sb3_anchor import AnchoredPPO
+    from airplay.rl.sb3 import AirPlaySB3VecEnv, export_ppo_depth, ppo_policy_kwargs
+    from airplay.rl.anchor import AnchoredPPO
     from airplay.tasks.sampler import sample_tasks
     from airplay.world.vector_env import AirPlayVectorEnv, load_world, task_pool
 

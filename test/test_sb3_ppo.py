@@ -1,4 +1,4 @@
-"""Stable-Baselines3 on the vector environment (airplay.sb3), the ppo_depth policy, and the PPO
+"""Stable-Baselines3 on the vector environment (airplay.rl.sb3), the ppo_depth policy, and the PPO
 example end to end: SB3's env checker on a registered id, the VecEnv adapter step for step
 against AirPlayVectorEnv, the exported actor against SB3's own, and a short PPO run whose
 checkpoint `airplay eval` flies."""
@@ -32,7 +32,7 @@ from airplay.policies import make_policy  # noqa: E402
 from airplay.policies.checkpoint import load_policy, save_policy  # noqa: E402
 from airplay.policies.base import ConfigError  # noqa: E402
 from airplay.policies.ppo_depth import PPODepthConfig, PPODepthPolicy  # noqa: E402
-from airplay.sb3 import AirPlaySB3VecEnv, export_ppo_depth, ppo_policy_kwargs  # noqa: E402
+from airplay.rl.sb3 import AirPlaySB3VecEnv, export_ppo_depth, ppo_policy_kwargs  # noqa: E402
 from airplay.scene.synthetic import make_scene  # noqa: E402
 from airplay.tasks.protocol import load_protocol  # noqa: E402
 from airplay.tasks.sampler import sample_tasks  # noqa: E402

@@ -1,9 +1,9 @@
 """The field expert on the vector environment (airplay.world.vector_expert) and the PPO warm start
-(airplay.sb3_warmstart): the batched expert gives each row the single field expert's command for
+(airplay.rl.warmstart): the batched expert gives each row the single field expert's command for
 that vehicle's state and task, rollouts record its clean labels and are reproducible, returns are
 discounted per episode, and a PPO model cloned from a few expert flights flies those tasks to the
 goal (its exported ppo_depth actor, through airplay's episode loop); PPO's fine-tuning of the clone
-(airplay.sb3_anchor) freezes the actor during the critic warm-up and keeps it near the
+(airplay.rl.anchor) freezes the actor during the critic warm-up and keeps it near the
 demonstrations with the anchor."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from stable_baselines3 import PPO  # noqa: E402
 
 from airplay.eval.runner import run_episode  # noqa: E402
 from airplay.policies.ppo_depth import PPODepthConfig  # noqa: E402
-from airplay.sb3 import AirPlaySB3VecEnv, export_ppo_depth, ppo_policy_kwargs  # noqa: E402
-from airplay.sb3_anchor import AnchoredPPO  # noqa: E402
-from airplay.sb3_warmstart import (Demonstrations, clone_into, discounted_returns,  # noqa: E402
+from airplay.rl.sb3 import AirPlaySB3VecEnv, export_ppo_depth, ppo_policy_kwargs  # noqa: E402
+from airplay.rl.anchor import AnchoredPPO  # noqa: E402
+from airplay.rl.warmstart import (Demonstrations, clone_into, discounted_returns,  # noqa: E402
                                    expert_rollouts)
 from airplay.scene.synthetic import make_scene  # noqa: E402
 from airplay.tasks.field_expert import FieldExpert  # noqa: E402

@@ -1,6 +1,6 @@
 """PPO fine-tuning that keeps a cloned actor near its demonstrations (needs the ``rl`` extra).
 
-A warm-started PPO actor (:mod:`airplay.sb3_warmstart`) can be undone by PPO's first updates
+A warm-started PPO actor (:mod:`airplay.rl.warmstart`) can be undone by PPO's first updates
 (docs/gym.md: with seed 1 the held-out SR fell from the clone's 55 % to 0 % in 22 minutes). Two
 measures against it, both in :class:`AnchoredPPO`, a subclass of SB3's PPO that changes nothing
 else of its update:
@@ -25,14 +25,14 @@ import numpy as np
 import torch
 from stable_baselines3 import PPO
 
-from airplay.sb3_warmstart import Demonstrations
+from airplay.rl.warmstart import Demonstrations
 
 
 class AnchoredPPO(PPO):
     """SB3 PPO with a critic warm-up and an annealed behaviour-cloning anchor (module docstring).
 
     demos: the demonstrations to anchor to (actions normalized to [-1, 1], as
-    :func:`~airplay.sb3_warmstart.expert_rollouts` gives), or None and :meth:`set_demonstrations`
+    :func:`~airplay.rl.warmstart.expert_rollouts` gives), or None and :meth:`set_demonstrations`
     before the first update after the warm-up (needed where ``bc_coef`` > 0). bc_coef: the anchor's
     weight at the end of the warm-up (>= 0; 0: no anchor). bc_half_life: decisions over which the
     weight halves (> 0). critic_warmup: decisions during which only the critic learns (>= 0).

@@ -1,7 +1,7 @@
 """Stable-Baselines3 over :class:`~airplay.world.vector_env.AirPlayVectorEnv` (needs the ``rl``
 extra: ``pip install -e .[rl]``; nothing else in airplay imports Stable-Baselines3).
 
-    from airplay.sb3 import AirPlaySB3VecEnv
+    from airplay.rl.sb3 import AirPlaySB3VecEnv
     venv = AirPlaySB3VecEnv(AirPlayVectorEnv(16, "scenes/indoor_0", image_size=64, observations=("depth", "goal")))
     model = stable_baselines3.PPO("MultiInputPolicy", venv)
 

@@ -1,11 +1,11 @@
 """A behaviour-cloning warm start for Stable-Baselines3 PPO on the vector environment (needs the
-``rl`` extra, as :mod:`airplay.sb3`).
+``rl`` extra, as :mod:`airplay.rl.sb3`).
 
 PPO from a random actor on PointGoal rarely reaches a goal around obstacles (docs/gym.md): its
 exploration finds the reward too seldom. A warm start gives it an actor that already flies:
 
 1. :func:`expert_rollouts` flies the field expert (:class:`~airplay.world.vector_expert.VectorFieldExpert`,
-   a function of the state alone) in the same :class:`~airplay.sb3.AirPlaySB3VecEnv` PPO trains
+   a function of the state alone) in the same :class:`~airplay.rl.sb3.AirPlaySB3VecEnv` PPO trains
    in, optionally with DART noise on the executed actions (Laskey et al. 2017: the labels stay the
    expert's clean command, the visited states spread around its path), and keeps each decision's
    observation, the expert's action in PPO's normalized [-1, 1] units and the discounted return;
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from airplay.episode_status import EpisodeStatus
-from airplay.sb3 import AirPlaySB3VecEnv
+from airplay.rl.sb3 import AirPlaySB3VecEnv
 from airplay.world.vector_expert import VectorFieldExpert
 
 

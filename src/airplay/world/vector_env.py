@@ -516,7 +516,7 @@ class AirPlayVectorEnv(VectorEnv):
         """Start new episodes now in sub-environments ``rows`` (each draws its task with its own
         generator, as an autoreset does) and return the batch's observations and infos; the next
         step does not reset them again. For wrappers that reset in the step where an episode
-        ends (Stable-Baselines3's ``VecEnv``: :mod:`airplay.sb3`)."""
+        ends (Stable-Baselines3's ``VecEnv``: :mod:`airplay.rl.sb3`)."""
         if not self._started:
             raise RuntimeError("call reset() before restart()")
         rows = np.unique(np.asarray(rows, dtype=np.int64).reshape(-1))

@@ -7,7 +7,7 @@ vehicles' positions and quaternions (:meth:`AirPlayVectorEnv.vehicle_poses`; the
 quaternion's yaw, as the single expert reads it) and goals (:attr:`AirPlayVectorEnv.goals`), and
 gives each row the command the single-vehicle field expert gives for that state. For
 demonstrations and warm starts on the vector environment (``examples/ppo_pointgoal.py
---expert-decisions``, :mod:`airplay.sb3_warmstart`). rclpy-free.
+--expert-decisions``, :mod:`airplay.rl.warmstart`). rclpy-free.
 
 Commands: (N, 4) float32 ``[vx forward, vy left, vz up, yaw_rate]`` in each vehicle's heading
 frame (m/s, rad/s CCW), the environment's action convention.
