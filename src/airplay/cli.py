@@ -20,14 +20,14 @@ from airplay.policy_names import POLICY_NAMES
 DEFAULT_CATEGORIES = ("indoor", "urban", "vegetation")
 VLN_BACKENDS = ("transformers", "openai")
 
-COMMAND_MODULES: tuple[str, ...] = ("airplay.bridge.commands", "airplay.policies.train_command",
+COMMAND_MODULES: tuple[str, ...] = ("airplay.commands.bridge", "airplay.policies.train_command",
                                     "airplay.policies.dagger_command", "airplay.policies.replay_command",
-                                    "airplay.data.dataset_command", "airplay.data.collect_command",
+                                    "airplay.commands.dataset", "airplay.commands.collect",
                                     "airplay.eval.offline_command", "airplay.eval.offline_closed_command",
                                     "airplay.eval.protocol_command",
-                                    "airplay.vln.commands",
+                                    "airplay.commands.vln",
                                     "airplay.nodes.bridge_control", "airplay.report.command",
-                                    "airplay.view.command", "airplay.aeroground.commands")
+                                    "airplay.view.command", "airplay.commands.aeroground")
 """Modules that add sub-commands: each has ``register(sub)`` taking the sub-parsers object
 and setting ``func`` on its parsers. Their heavy imports stay inside the handlers."""
 
@@ -198,7 +198,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         threads = None
     with compute_threads(threads, torch_too=learned or (vln and threads is not None)):
         if vln:
-            from airplay.vln.commands import eval_vln
+            from airplay.commands.vln import eval_vln
 
             return eval_vln(args, cfg, vln_backend)
         if viewing:
@@ -422,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--backend", default="auto", choices=("auto", "cpu", "gsplat", *VLN_BACKENDS),
                     help="render backend (auto, cpu, gsplat); transformers or openai instead select AirVLN-R1's "
                          "model backend (same as --vln-backend) and render with auto")
-    from airplay.vln.commands import add_eval_arguments
+    from airplay.commands.vln import add_eval_arguments
 
     add_eval_arguments(ev)
     ev.add_argument("--no-images", action="store_true",

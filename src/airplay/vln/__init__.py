@@ -15,5 +15,5 @@ One job per module, none needs rclpy; torch and transformers are imported only w
 * :mod:`~airplay.vln.sft_export` - SFT data (ShareGPT / LLaMA-Factory) from expert episodes
 * :mod:`~airplay.vln.server` - a small OpenAI-compatible server for a local model
 * :mod:`~airplay.vln.tiny` - a tiny random Qwen2.5-VL for tests and benchmarks
-* :mod:`~airplay.vln.commands` - ``airplay vln episodes | sft-export | serve``
+* :mod:`~airplay.commands.vln` - ``airplay vln episodes | sft-export | serve``
 """
