@@ -13,7 +13,7 @@ import pytest
 from airplay.cli import main
 from airplay.eval.offline_command import UNITS
 from airplay.eval.results import read_summary
-from airplay.report.sections import OFFLINE_UNITS
+from airplay.report.analysis_sections import OFFLINE_UNITS
 from airplay.scene.synthetic import make_scene
 from headless_chromium import find_chromium, inspect_page
 

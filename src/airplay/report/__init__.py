@@ -5,7 +5,10 @@
   :class:`~airplay.report.kinds.Kind` in :data:`~airplay.report.kinds.KINDS`, recognised by its files;
   a new kind is one more entry there (:func:`~airplay.report.kinds.register_kind`).
 - :mod:`airplay.report.sections`: the page's sections, each a function of all loaded runs in
-  :data:`~airplay.report.sections.SECTIONS`; a section with nothing to show is left out.
+  :data:`~airplay.report.sections.SECTIONS`; a section with nothing to show is left out. The
+  analysis commands' sections (offline, offline vs closed loop, sweeps, disturbance tests) are in
+  :mod:`airplay.report.analysis_sections`, and what every section is made of (the
+  :class:`~airplay.report.html.Report` it sees, escaping, cells, tables) in :mod:`airplay.report.html`.
 - :mod:`airplay.report.page`: the page (inline CSS, images as ``data:`` URIs, no script, nothing
   fetched at view time), written atomically.
 

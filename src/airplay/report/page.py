@@ -16,7 +16,7 @@ from pathlib import Path
 
 from airplay.report import sections as _sections
 from airplay.report.kinds import Run, load_inputs
-from airplay.report.sections import Report, esc
+from airplay.report.html import Report, esc
 
 CSS = """
 :root { --fg: #1d2329; --muted: #5d6873; --line: #d5dbe1; --bg-alt: #f4f6f8; --accent: #24598f; }

@@ -7,17 +7,14 @@ its section with :func:`register_section`. All text from the inputs is HTML-esca
 
 from __future__ import annotations
 
-import base64
-import html
 import json
-import math
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from airplay.episode_status import STATUS_COLOURS
+from airplay.report.analysis_sections import render_disturb, render_offline, render_relate, render_sweep
+from airplay.report.html import (Report, Section, _finite, _metric_cell, _num, _run_head, _table, esc,
+                                 plot_anchor, slug)
 from airplay.report.kinds import Run
 
 # (metric, header, scale, decimals, higher is better) for the closed-loop metrics of airplay.eval.metrics.
@@ -35,71 +32,6 @@ OPEN_METRICS = ("sr", "spl", "cr", "ne")
 """The metrics of the main table; the others are in a second, folded table (a click opens it)."""
 MAX_OPEN_EPISODES = 200
 MAX_RAW_CHARS = 20_000
-
-
-@dataclass
-class Report:
-    """What the sections see: the runs, and the embedded-image cache."""
-
-    runs: list[Run]
-    topdown: bool = True
-    """Render each scene from above where its folder is on this machine (:mod:`airplay.report.topdown`)."""
-    problems: list[str] = field(default_factory=list)
-    _images: dict[Path, str] = field(default_factory=dict)
-
-    def of_kind(self, kind: str) -> list[tuple[int, Run]]:
-        return [(i, r) for i, r in enumerate(self.runs) if r.kind == kind]
-
-    def image(self, path: Path, alt: str, **attrs: str) -> str:
-        """An ``<img>`` with the PNG embedded as a data: URI."""
-        if path not in self._images:
-            self._images[path] = base64.b64encode(path.read_bytes()).decode("ascii")
-        return self.image_bytes(self._images[path], alt, **attrs)
-
-    @staticmethod
-    def image_bytes(data: bytes | str, alt: str, **attrs: str) -> str:
-        """An ``<img>`` of PNG ``data`` (bytes, or already base64 text)."""
-        b64 = data if isinstance(data, str) else base64.b64encode(data).decode("ascii")
-        extra = "".join(f' {k}="{esc(v)}"' for k, v in attrs.items())
-        return f'<img src="data:image/png;base64,{b64}" alt="{esc(alt)}"{extra}>'
-
-
-@dataclass(frozen=True)
-class Section:
-    id: str
-    title: str
-    render: Callable[[Report], str | None]
-
-
-def esc(x: Any) -> str:
-    return html.escape(str(x), quote=True)
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]+", "-", str(text)).strip("-") or "x"
-
-
-def plot_anchor(run_index: int, scene: str) -> str:
-    return f"plot-{run_index}-{slug(scene)}"
-
-
-def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _num(v: Any, scale: float = 1.0, decimals: int = 2) -> str:
-    return f"{float(v) * scale:.{decimals}f}" if _finite(v) else "–"
-
-
-def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
-    """An HTML table; cells are already HTML."""
-    th = "".join(f"<th>{h}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def _run_head(i: int, run: Run) -> str:
-    return f'<span title="{esc(run.path)}">{esc(run.label)}</span>'
 
 
 # ---------------------------------------------------------------- problems and inputs
@@ -153,16 +85,6 @@ def _group_summary(run: Run, scenes: set[str]) -> dict | None:
             except (ValueError, TypeError):
                 pass
     return cache[key]
-
-
-def _metric_cell(entry: Any, scale: float, decimals: int, best: bool) -> str:
-    if not isinstance(entry, dict) or not _finite(entry.get("mean")):
-        return '<span class="na">–</span>'
-    s = _num(entry["mean"], scale, decimals)
-    ci = entry.get("ci95")
-    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_finite(c) for c in ci):
-        s += f' <span class="ci">[{_num(ci[0], scale, decimals)}, {_num(ci[1], scale, decimals)}]</span>'
-    return f"<b>{s}</b>" if best else s
 
 
 def _scene_meta(runs: list[Run], scene: str) -> dict:
@@ -313,132 +235,8 @@ def render_episodes(report: Report) -> str | None:
 
 # ---------------------------------------------------------------- offline results
 
-OFFLINE_UNITS = {"ade_cm": "ADE cm", "fde_cm": "FDE cm", "p95_cm": "P95 cm", "yaw_err_deg": "yaw err deg",
-                 "motion_dir_err_deg": "motion dir deg", "dtw_cm": "DTW cm", "lateral_dir_err_pct": "lat dir err %",
-                 "yaw_dir_err_pct": "yaw dir err %", "corner_fde_cm": "corner FDE cm", "lag_ade_cm": "lag ADE cm"}
-"""The figures of an ``airplay eval-offline`` result (:mod:`airplay.eval.offline`), as its table names them."""
-
-
-def render_offline(report: Report) -> str | None:
-    runs = report.of_kind("offline")
-    if not runs:
-        return None
-    head = ["", *(_run_head(i, r) for i, r in runs)]
-    keys = [*OFFLINE_UNITS, "trajectories", "anchors"]
-    overall = [[esc(OFFLINE_UNITS.get(k, k)), *(
-        _num(r.data["result"].get("overall", {}).get(k)) if k in OFFLINE_UNITS else
-        esc(r.data["result"].get("overall", {}).get(k, "–")) for _, r in runs)] for k in keys]
-    baselines = list(dict.fromkeys(b for _, r in runs for b in (r.data["result"].get("baselines") or {})))
-    for b in baselines:
-        for m in ("ade", "fde"):
-            cells = []
-            for _, r in runs:
-                skill = ((r.data["result"].get("baselines") or {}).get(b) or {}).get("skill") or {}
-                cells.append(f"{float(skill[m]):+.2f}" if _finite(skill.get(m)) else "–")
-            overall.append([f"skill vs {esc(b)}, {m.upper()}", *cells])
-    parts = ['<p class="note">Open-loop errors of <code>airplay eval-offline</code> over the 0.2 s horizon, scenes '
-             'weighted equally; skill = 1 − policy / baseline (&gt; 0: the policy is better).</p>',
-             _table(head, overall, "metrics")]
-    for i, r in runs:
-        per_scene = r.data["result"].get("per_scene") or {}
-        if not isinstance(per_scene, dict) or not per_scene:
-            continue
-        rows = [[esc(s), *(_num(d.get(k)) if isinstance(d, dict) else "–" for k in OFFLINE_UNITS)]
-                for s, d in per_scene.items()]
-        parts.append(f"<details><summary>{esc(r.label)} per scene</summary>"
-                     f"{_table(['scene', *map(esc, OFFLINE_UNITS.values())], rows, 'metrics')}</details>")
-    return "\n".join(parts)
-
-
-def render_relate(report: Report) -> str | None:
-    runs = report.of_kind("relate")
-    if not runs:
-        return None
-    parts = []
-    for _, r in runs:
-        doc = r.data["result"]
-        rows = [[esc(x.get("policy", "")), f"<code>{esc(x.get('offline', ''))}</code>",
-                 f"<code>{esc(x.get('eval', ''))}</code>", _num(x.get("ade_cm")), _num(x.get("fde_cm")),
-                 _num(x.get("sr"), 100, 1), _num(x.get("cr"), 100, 1)]
-                for x in doc.get("rows", []) if isinstance(x, dict)]
-        parts.append(f"<h3>{esc(r.label)}</h3>" + _table(["policy", "offline", "closed loop", "ADE cm", "FDE cm",
-                                                           "SR %", "CR %"], rows))
-        corr = doc.get("correlations") or {}
-        closed = list(dict.fromkeys(c for v in corr.values() if isinstance(v, dict) for c in v))
-        crow = []
-        for off, by in corr.items():
-            cells = []
-            for c in closed:
-                e = by.get(c) if isinstance(by, dict) else None
-                if isinstance(e, dict) and _finite(e.get("rho")):
-                    ci = e.get("ci95") or [None, None]
-                    cells.append(f"{e['rho']:+.2f} <span class='ci'>[{_num(ci[0])}, {_num(ci[1])}]</span>")
-                else:
-                    cells.append('<span class="na">–</span>')
-            crow.append([esc(off), *cells])
-        parts.append("<p>Spearman ρ [95 % bootstrap interval over the pairs]:</p>"
-                     + _table(["offline figure", *(esc(c) for c in closed)], crow, "metrics"))
-    return "\n".join(parts)
-
 
 # ---------------------------------------------------------------- sweeps and disturbance tests
-
-def _ci_cell(e: Any, scale: float, decimals: int) -> str:
-    return _metric_cell(e, scale, decimals, best=False)
-
-
-def render_sweep(report: Report) -> str | None:
-    runs = report.of_kind("sweep")
-    if not runs:
-        return None
-    parts = ['<p class="note">SR and CR against the execution horizon H (each H\'s summary.json: 95 % bootstrap '
-             'interval, scenes weighted equally in "all"); the per-H runs are columns of the tables above, the '
-             'sweep\'s figures are under "Other figures".</p>']
-    for _, r in runs:
-        metrics = r.data["result"].get("metrics") or {}
-        names = list(dict.fromkeys(n for n in ("all", *metrics) if n in metrics))
-        horizons = r.data["result"].get("horizons") or []
-        head = ["H", *(f"{esc(n)} {m}" for n in names for m in ("SR %", "CR %"))]
-        rows = []
-        for h in horizons:
-            cells = []
-            for n in names:
-                for m in ("sr", "cr"):
-                    entry = next((e for e in (metrics.get(n) or {}).get(m, []) if isinstance(e, dict)
-                                  and e.get("horizon") == h), None)
-                    cells.append(_ci_cell(entry, 100.0, 1))
-            rows.append([esc(h), *cells])
-        parts.append(f"<h3>{esc(r.label)} <span class='ci'>{esc(r.path)}</span></h3>" + _table(head, rows, "metrics"))
-    return "\n".join(parts)
-
-
-def render_disturb(report: Report) -> str | None:
-    runs = report.of_kind("disturb")
-    if not runs:
-        return None
-    parts = ['<p class="note">Local disturbance tests (<code>airplay disturb</code>): CR_ref and d_min_ref in the '
-             'observation region after a push at anchors on the policy\'s clean flights, by clearance group and '
-             'condition, with 95 % task-bootstrap intervals, scenes weighted equally.</p>']
-    for _, r in runs:
-        doc = r.data["result"]
-        groups = doc.get("clearance_groups_m") or {}
-        table = doc.get("table") if isinstance(doc.get("table"), dict) else {}
-        rows = []
-        for group, conds in table.items():
-            bounds = groups.get(group) if isinstance(groups, dict) else None
-            glabel = esc(group)
-            if isinstance(bounds, list) and len(bounds) == 2:
-                hi = "∞" if bounds[1] is None else bounds[1]
-                glabel += f" <span class='ci'>[{esc(bounds[0])}, {esc(hi)}) m</span>"
-            for cond, e in (conds or {}).items():
-                e = e if isinstance(e, dict) else {}
-                rows.append([glabel, esc(cond), _ci_cell(e.get("cr"), 100.0, 1), _ci_cell(e.get("d_min"), 1.0, 3),
-                             "" if cond == "clean" else _ci_cell(e.get("delta_cr"), 100.0, 1),
-                             esc(e.get("anchors", "–")), esc(e.get("scenes", "–"))])
-        parts.append(f"<h3>{esc(r.label)} <span class='ci'>{esc(r.path)}</span></h3>" + _table(
-            ["clearance group", "condition", "CR_ref %", "d_min_ref m", "ΔCR vs clean %", "anchors", "scenes"],
-            rows, "metrics"))
-    return "\n".join(parts)
 
 
 # ---------------------------------------------------------------- other figures, raw files, metadata
