@@ -10,15 +10,27 @@ render (``World.camera_images``), label (the expert), policy (``select_action``)
 :class:`airplay.world.camera_batch.CameraBatch` (what ``AirPlayVectorEnv`` renders with) for 8
 views per call with 1 and 2 threads.
 
+Then batched evaluation (``airplay eval --batch N``, :mod:`airplay.eval.batched`): a CNN-BC of the
+benchmark's small configuration (backbone small, width 32, 128 image features, hidden 256; 64x64,
+untrained) flies the same ``--eval-tasks`` PointGoal tasks one at a time
+(:func:`airplay.eval.episode_jobs.fly_job`, batch 1: the reference) and ``--batch`` at a time
+(:func:`airplay.eval.batched.fly_batched`, bit-exact: what ``airplay eval`` runs; and with torch's
+batched kernels, ``exact=False``); printed: CPU ms (process time, all threads) and wall ms per
+flown step of each, the ratio batch 1 / batch N, and whether every episode ended the same
+(status, steps, trajectory). ``--json`` adds the figures as one JSON object at the end.
+
 Run it as DAgger's pool workers run (``--workers`` equal to the cores: one numba thread each):
 
     NUMBA_NUM_THREADS=1 PYTHONPATH=src python bench/dagger_rollout.py
     PYTHONPATH=src python bench/dagger_rollout.py --quick   # seconds: 4 G/m^2, 16x16, 1 task, 0.3 s a row
+    PYTHONPATH=src python bench/dagger_rollout.py --batch 16 --eval-tasks 32 --json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +45,11 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="seconds, not minutes (what make test runs): the scene at 4 Gaussians/m^2, 16x16, "
                              "1 timed task, 0.3 s per CameraBatch row")
+    parser.add_argument("--batch", type=int, default=None, help="episodes per batch of the batched evaluation "
+                                                                "(default 16, quick 4)")
+    parser.add_argument("--eval-tasks", type=int, default=None, help="tasks of the batched evaluation comparison "
+                                                                     "(default 32, quick 4)")
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON object at the end")
     args = parser.parse_args(argv)
     timed_tasks, batch_s = (1, 0.3) if args.quick else (3, 3.0)
 
@@ -104,6 +121,72 @@ def main(argv=None) -> None:
             print(f"CameraBatch, 8 views a call, {threads} thread(s): {1e3 * (time.perf_counter() - t) / (8 * k):.2f} "
                   "ms/view")
             cam.close()
+        figures = {"dagger_ms_per_step": round(1e3 * wall / steps, 3)}
+        figures.update(batched_eval(scene, Path(tmp), 64, args.eval_tasks or (4 if args.quick else 32),
+                                    args.batch or (4 if args.quick else 16)))
+        if args.json:
+            print(json.dumps({"quick": args.quick, **figures}, indent=1))
+
+
+def batched_eval(scene: Path, tmp: Path, size: int, n_tasks: int, batch: int) -> dict:
+    """The batched evaluation figures (module docstring) on ``scene`` rendered at ``size`` pixels."""
+    import torch
+    import yaml
+
+    from airplay.eval.batched import fly_batched
+    from airplay.eval.episode_jobs import EpisodeJob, clear_cache, fly_job
+    from airplay.eval.runner import EvalConfig
+    from airplay.policies.checkpoint import save_policy
+    from airplay.policies.train import build_policy
+
+    folder = tmp / "eval_scene"  # the scene, its camera at size x size (same field of view)
+    folder.mkdir()
+    for f in Path(scene).iterdir():
+        if f.is_file() and f.name != "scene.yaml":
+            os.symlink(f.resolve(), folder / f.name)
+    spec = yaml.safe_load((Path(scene) / "scene.yaml").read_text())
+    cam = spec["camera"]
+    scale = size / cam["width"]
+    cam.update(width=size, height=round(cam["height"] * scale), fx=cam["fx"] * scale, fy=cam["fy"] * scale,
+               cx=cam["cx"] * scale, cy=cam["cy"] * scale)
+    (folder / "scene.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    torch.manual_seed(0)
+    small = {"backbone": "small", "backbone_width": 32, "image_features": 128, "hidden_dim": 256, "image_size": size}
+    checkpoint = save_policy(build_policy("cnn_bc", **small), tmp / "cnn_bc_small")
+    cfg = EvalConfig(scenes=[folder], policy="cnn_bc", episodes=n_tasks, seed=0, render_backend="cpu",
+                     checkpoint=str(checkpoint))
+    fly_job(EpisodeJob(cfg, str(folder), 0))  # warm-up: the scene, the policy, compiled kernels
+    runs = {}
+    for name in ("batch1", "batchN", "batchN_inexact"):
+        t, c = time.perf_counter(), time.process_time()
+        if name == "batch1":
+            recs = [fly_job(EpisodeJob(cfg, str(folder), k)) for k in range(n_tasks)]
+        else:
+            recs = list(fly_batched(cfg, str(folder), range(n_tasks), batch, exact=name == "batchN"))
+        runs[name] = (time.perf_counter() - t, time.process_time() - c, {r["index"]: r for r in recs})
+    clear_cache()
+    reference = runs["batch1"][2]
+    steps = sum(r["steps"] for r in reference.values())
+
+    def same(name: str) -> bool:
+        return all(runs[name][2][k]["result"] == r["result"]
+                   and np.array_equal(runs[name][2][k]["trajectory"], r["trajectory"]) for k, r in reference.items())
+
+    out = {"eval_tasks": n_tasks, "eval_steps": steps, "batch": batch, "outcomes_equal": same("batchN"),
+           "inexact_outcomes_equal": same("batchN_inexact")}
+    for name, (wall_s, cpu_s, _) in runs.items():
+        out[f"{name}_cpu_ms_per_step"] = round(1e3 * cpu_s / steps, 3)
+        out[f"{name}_wall_ms_per_step"] = round(1e3 * wall_s / steps, 3)
+    for name in ("batchN", "batchN_inexact"):
+        out[f"{name}_cpu_ratio"] = round(out["batch1_cpu_ms_per_step"] / out[f"{name}_cpu_ms_per_step"], 2)
+    print(f"Batched evaluation, cnn_bc small config {size}x{size}, {n_tasks} tasks, {steps} flown steps: batch 1 "
+          f"{out['batch1_cpu_ms_per_step']:.2f} ms CPU/step ({out['batch1_wall_ms_per_step']:.2f} wall); batch {batch} "
+          f"{out['batchN_cpu_ms_per_step']:.2f} ms CPU/step ({out['batchN_wall_ms_per_step']:.2f} wall) = "
+          f"{out['batchN_cpu_ratio']:.2f}x less CPU, outcomes equal: {'yes' if out['outcomes_equal'] else 'NO'}; "
+          f"torch's batched kernels (not bit-exact) {out['batchN_inexact_cpu_ms_per_step']:.2f} ms CPU/step = "
+          f"{out['batchN_inexact_cpu_ratio']:.2f}x, outcomes equal: "
+          f"{'yes' if out['inexact_outcomes_equal'] else 'no'}")
+    return out
 
 
 if __name__ == "__main__":

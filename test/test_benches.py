@@ -117,6 +117,9 @@ def check_dagger_rollout(out: str, tmp: Path) -> None:
     assert steps > 0 and ms > 0
     for threads in (1, 2):
         numbers(rf"^CameraBatch, 8 views a call, {threads} thread\(s\): ([\d.]+) ms/view", out)
+    single, batched = numbers(r"^Batched evaluation, .* batch 1 ([\d.]+) ms CPU/step .* batch \d+ ([\d.]+) ms CPU/step",
+                              out)
+    assert single > 0 and batched > 0 and "outcomes equal: yes" in out
 
 
 def check_eval_workers(out: str, tmp: Path) -> None:
