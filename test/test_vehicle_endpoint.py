@@ -506,7 +506,7 @@ def test_autopilot_params_checked():
 
 
 def test_help_documents_every_parameter_and_the_cli_passes_them():
-    from airplay.bridge import commands
+    from airplay.commands import bridge as commands
 
     sub = argparse.ArgumentParser(prog="airplay").add_subparsers()
     commands.register(sub)

@@ -42,12 +42,12 @@ from airplay.threads import set_compute_threads
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
                       durability=DurabilityPolicy.VOLATILE)
-"""Commands (cmd_vel), odom in lockstep and episode control: reliable, depth 10."""
+"""Publishers of commands and odom, and episode control: reliable, depth 10."""
 
 LATEST_ONLY = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
                          durability=DurabilityPolicy.VOLATILE)
-"""A real-time consumer that only wants the freshest message (the renderer's ``odom`` without
-lockstep): reliable KEEP_LAST 1, so a consumer slower than the stream skips the backlog
+"""A real-time consumer that only wants the freshest message (without lockstep: the renderer's
+and the policy's ``odom``, the bridge's ``cmd_vel``): reliable KEEP_LAST 1, so a consumer slower than the stream skips the backlog
 instead of working through it ever later (a 10-deep queue of 50 Hz odoms is 0.2 s of lag
 per frame behind, enough under load for the bridge's 0.5 s stale-command hold)."""
 

@@ -72,7 +72,8 @@ from rclpy.lifecycle import TransitionCallbackReturn
 from sensor_msgs.msg import BatteryState
 from std_msgs.msg import Bool, Empty, String
 
-from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, RELIABLE, ParameterError, command_from_twist,
+from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LATEST_ONLY, RELIABLE, ParameterError,
+                                  command_from_twist,
                                   json_message, ns_from_stamp, odometry_from_state, run_node)
 from airplay.nodes.params import declare_schema
 from airplay.nodes.rclpy_private import RCLError
@@ -119,7 +120,7 @@ class MavlinkBridgeNode(LifecycleNode):
         self.status_pub = self.create_publisher(String, "episode/status", EPISODE_STATUS)
         self.tie_pub = self.create_publisher(String, "vehicle/map_tie", EPISODE_STATUS)
         self.result_pub = self.create_publisher(String, "mission/result", EPISODE_STATUS)
-        self.create_subscription(TwistStamped, "cmd_vel", self.on_cmd_vel, RELIABLE)
+        self.create_subscription(TwistStamped, "cmd_vel", self.on_cmd_vel, LATEST_ONLY)  # the newest command
         self.create_subscription(Empty, "estop", lambda _: self.operator_stop("estop topic"), RELIABLE)
         self.create_subscription(Empty, "land", lambda _: self.land("land topic"), RELIABLE)
         if p["land_on_policy_stop"]:

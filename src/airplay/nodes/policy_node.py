@@ -78,7 +78,8 @@ from std_msgs.msg import String
 
 from airplay.frames import heading_of_state
 from airplay.node_schemas import POLICY_NODE
-from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LATEST_SENSOR, LOCKSTEP_STREAM, RELIABLE, EpisodeTasks,
+from airplay.nodes.common import (CONTROL_DT_NS, EPISODE_STATUS, LATEST_ONLY, LATEST_SENSOR, LOCKSTEP_STREAM, RELIABLE,
+                                  EpisodeTasks,
                                   GateLog, ParameterError, WorldCache, depth_from_image, episode_parameters,
                                   first_scene, json_message, json_payload, ns_from_stamp, one_compute_thread,
                                   rgb_from_image, run_node, SIM_STATE_TOPIC, state_from_odometry,
@@ -140,7 +141,7 @@ class PolicyNode(Node):
         if self.on_vehicle:
             self.latest: dict[str, Image] = {}
             self.view_after = None  # a step's view must be stamped at or after this odom stamp
-            self.create_subscription(Odometry, "odom", self.on_vehicle_odom, RELIABLE)
+            self.create_subscription(Odometry, "odom", self.on_vehicle_odom, LATEST_ONLY)  # act on the newest
             self.create_subscription(Image, "camera/image_raw", lambda m: self.latest.__setitem__("rgb", m), qos)
             self.create_subscription(Image, "camera/depth/image_raw", lambda m: self.latest.__setitem__("depth", m),
                                      qos)
