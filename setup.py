@@ -34,6 +34,7 @@ setup(
         "rtree>=1.0",  # trimesh spatial queries (nearest point on a mesh)
         "gymnasium>=1.0",
         "matplotlib>=3.7",
+        "transforms3d>=0.4",  # Euler-angle conversions (airplay.frames)
         # Embree ray casting for mesh depth; trimesh's pure-Python fallback is used elsewhere.
         "embreex>=2.17; platform_machine == 'x86_64' or platform_machine == 'AMD64'",
     ],

@@ -37,7 +37,9 @@ The scalar functions take and return plain floats with ``math`` only, so numba c
 them (``njit(frames.wrap_angle)``) where a compiled kernel needs them; the ``_xyzw`` / batch
 functions take arrays with the components on the last axis.
 
-This module imports only ``math`` and ``numpy``.
+This module imports only ``math`` and ``numpy`` (and transforms3d inside the Euler-angle conversions,
+which nothing compiled uses: the quaternion and yaw maths here are batched over arrays, which
+transforms3d's one-quaternion-at-a-time functions are not; test_frames.py checks both agree).
 """
 
 from __future__ import annotations
@@ -299,18 +301,18 @@ def body_to_map_xyzw(q_xyzw, v_body) -> np.ndarray:
 
 def quat_wxyz_from_euler_zyx(roll_rad: float, pitch_rad: float, yaw_rad: float) -> np.ndarray:
     """(4,) quaternion (w, x, y, z) of aerospace Z-Y-X Euler angles (R = Rz(yaw) Ry(pitch) Rx(roll)),
-    in whatever frames the angles are given (e.g. FRD in NED for MAVLink ATTITUDE)."""
-    cr, sr = math.cos(roll_rad / 2), math.sin(roll_rad / 2)
-    cp, sp = math.cos(pitch_rad / 2), math.sin(pitch_rad / 2)
-    cy, sy = math.cos(yaw_rad / 2), math.sin(yaw_rad / 2)
-    return np.array([cr * cp * cy + sr * sp * sy, sr * cp * cy - cr * sp * sy,
-                     cr * sp * cy + sr * cp * sy, cr * cp * sy - sr * sp * cy])
+    in whatever frames the angles are given (e.g. FRD in NED for MAVLink ATTITUDE).
+    transforms3d's ``euler2quat`` with rotating axes z, y, x."""
+    from transforms3d.euler import euler2quat
+
+    return np.asarray(euler2quat(float(yaw_rad), float(pitch_rad), float(roll_rad), "rzyx"), dtype=np.float64)
 
 
 def euler_zyx_from_quat_wxyz(q_wxyz) -> tuple[float, float, float]:
     """(roll, pitch, yaw) rad, aerospace Z-Y-X, of a (4,) quaternion (w, x, y, z); inverse of
-    :func:`quat_wxyz_from_euler_zyx` (pitch clamped to [-pi/2, pi/2]). The yaw is :func:`yaw_from_quat`."""
-    w, x, y, z = (float(v) for v in q_wxyz)
-    roll = math.atan2(2.0 * (w * x + y * z), 1.0 - 2.0 * (x * x + y * y))
-    pitch = math.asin(max(-1.0, min(1.0, 2.0 * (w * y - z * x))))
-    return roll, pitch, yaw_from_quat(x, y, z, w)
+    :func:`quat_wxyz_from_euler_zyx` (pitch in [-pi/2, pi/2]); transforms3d's ``quat2euler``. The
+    yaw equals :func:`yaw_from_quat` (test_frames.py checks it)."""
+    from transforms3d.euler import quat2euler
+
+    yaw, pitch, roll = quat2euler(np.asarray(q_wxyz, dtype=np.float64), "rzyx")
+    return float(roll), float(pitch), float(yaw)
