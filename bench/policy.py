@@ -1,20 +1,23 @@
-"""Inference latency of the learned policies at their paper configurations, 224x224 RGB.
+"""Inference latency of the learned policies, batch 1, on the CPU (one core by default): at their
+paper configurations (224x224 RGB) and at the policy benchmark's (bench/policy_experiment.py
+``MODELS``, 64x64).
 
-For ACT (ResNet-18, 512-wide transformer, 50-control chunks, H = 50), Diffusion Policy
+Paper: ACT (ResNet-18, 512-wide transformer, 50-control chunks, H = 50), Diffusion Policy
 (ResNet-18 per frame, 2 frames, U-Net 256/512/1024 over 32 controls, 10 DDIM steps, H = 16)
-and CNN-BC (ResNet-18, one control, H = 1), with untrained weights (latency does not depend
-on them) and PointGoal inputs:
+and CNN-BC (ResNet-18, one control, H = 1). Benchmark: the small CNN trunks the policy benchmark
+trains. Untrained weights (latency does not depend on them), PointGoal inputs:
 
-* per call: ``predict_action_chunk`` on a fresh observation (median of ``--calls`` after one
-  warm-up call), the observation preprocessing included;
-* per executed control: the mean time of ``select_action`` over ``3 H`` consecutive control
-  steps (one chunk prediction every H steps, the queue in between; ``H`` with ``--quick``) -
-  what the 50 Hz loop pays on average (budget: 20 ms).
+* per call: ``predict_action_chunk`` on a fresh observation (p50 / p95 / max of ``--calls``
+  after one warm-up call), the observation preprocessing included;
+* per control: ``select_action`` over ``3 H`` consecutive control steps (one chunk prediction
+  every H steps, the queue in between; ``H`` with ``--quick``): the mean, what the 50 Hz loop pays
+  on average, and the largest single step, which a synchronous loop must fit in its 20 ms period.
 
 On the CPU always; on CUDA too when torch sees a GPU.
 
-    .venv/bin/python bench/policy.py                 # table
-    .venv/bin/python bench/policy.py --threads 2 --calls 5 --json
+    .venv/bin/python bench/policy.py                 # table: both configurations, one thread
+    .venv/bin/python bench/policy.py --threads 2 --calls 20 --json
+    .venv/bin/python bench/policy.py --configs benchmark
     .venv/bin/python bench/policy.py --quick         # one timed call, one chunk of controls (make test)
 """
 
@@ -22,25 +25,50 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 
 import numpy as np
 import torch
 
 from airplay.policies.train import build_policy
+from benchlib import finish_meta, run_meta
+from policy_experiment import MODELS
 
 POLICIES = ("cnn_bc", "act", "dp")
+CONFIGS = ("paper", "benchmark")
+CONTROL_PERIOD_MS = 20.0
 
 
-def observation(rng: np.random.Generator) -> dict:
-    return {"rgb": rng.integers(0, 255, (224, 224, 3), dtype=np.uint8), "state": rng.normal(size=13).astype(np.float32),
-            "goal": rng.normal(size=3).astype(np.float32), "depth": np.zeros((224, 224, 1), np.float32)}
+def config_fields(kind: str, config: str) -> dict:
+    """The policy's config fields: the code's defaults (paper, 224x224) or the benchmark's ``--set``
+    items at 64x64."""
+    if config == "paper":
+        return {}
+    fields = {"image_size": 64}
+    for item in MODELS[kind]:
+        key, value = item.split("=", 1)
+        try:
+            fields[key] = json.loads(value)
+        except json.JSONDecodeError:
+            fields[key] = value
+    return fields
 
 
-def measure(kind: str, device: str, calls: int, chunks: int = 3) -> dict:
+def observation(rng: np.random.Generator, size: int) -> dict:
+    return {"rgb": rng.integers(0, 255, (size, size, 3), dtype=np.uint8), "state": rng.normal(size=13).astype(np.float32),
+            "goal": rng.normal(size=3).astype(np.float32), "depth": np.zeros((size, size, 1), np.float32)}
+
+
+def percentiles_ms(times_s: list[float]) -> dict:
+    t = 1e3 * np.asarray(times_s)
+    return {"p50": round(float(np.percentile(t, 50)), 3), "p95": round(float(np.percentile(t, 95)), 3),
+            "max": round(float(t.max()), 3), "mean": round(float(t.mean()), 3)}
+
+
+def measure(kind: str, config: str, device: str, calls: int, chunks: int = 3) -> dict:
     torch.manual_seed(0)
-    policy = build_policy(kind).to(device).eval()
+    policy = build_policy(kind, **config_fields(kind, config)).to(device).eval()
+    size = policy.config.image_size
     stats = {"mean": np.zeros(13), "std": np.ones(13), "min": -np.ones(13), "max": np.ones(13)}
     policy.normalizer.set_stats({key: {k: v[: s.center.numel()] for k, v in stats.items()}
                                  for key, s in zip(policy.normalizer.keys, policy.normalizer.stats.values())})
@@ -48,7 +76,7 @@ def measure(kind: str, device: str, calls: int, chunks: int = 3) -> dict:
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     times = []
     for i in range(calls + 1):
-        obs = observation(rng)
+        obs = observation(rng, size)
         policy.reset()
         sync()
         t0 = time.perf_counter()
@@ -58,41 +86,56 @@ def measure(kind: str, device: str, calls: int, chunks: int = 3) -> dict:
             times.append(time.perf_counter() - t0)
     h = policy.config.execution_horizon
     policy.reset()
-    obs_list = [observation(rng) for _ in range(chunks * h)]
-    sync()
-    t0 = time.perf_counter()
+    obs_list = [observation(rng, size) for _ in range(chunks * h)]
+    steps = []
     for obs in obs_list:
+        sync()
+        t0 = time.perf_counter()
         policy.select_action(obs)
-    sync()
-    per_control = (time.perf_counter() - t0) / len(obs_list)
-    return {"policy": kind, "device": device, "params_M": sum(p.numel() for p in policy.parameters()) / 1e6,
-            "chunk": policy.config.chunk_size, "H": h, "per_call_ms": 1e3 * statistics.median(times),
-            "per_control_ms": 1e3 * per_control}
+        sync()
+        steps.append(time.perf_counter() - t0)
+    call, control = percentiles_ms(times), percentiles_ms(steps)
+    return {"policy": kind, "config": config, "device": device, "image_size": size,
+            "params_M": round(sum(p.numel() for p in policy.parameters()) / 1e6, 3),
+            "chunk": policy.config.chunk_size, "H": h, "per_call_ms": call, "per_control_ms": control,
+            "fits_period_mean": control["mean"] <= CONTROL_PERIOD_MS,
+            "fits_period_every_step": control["max"] <= CONTROL_PERIOD_MS}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=None, help="timed calls per policy (after one warm-up; "
-                        "default 5, quick 1)")
-    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's)")
+                        "default 20, quick 1)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (default 1: one core of the vehicle's computer; 0: torch's default)")
     parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS,
+                        help="paper (the code's defaults, 224x224) and/or benchmark (policy_experiment.py, 64x64)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true",
                         help="seconds (what make test runs): 1 timed call, select_action over H controls, not 3 H")
     args = parser.parse_args(argv)
-    calls = args.calls or (1 if args.quick else 5)
+    meta = run_meta("policy")
+    calls = args.calls or (1 if args.quick else 20)
     if args.threads:
         torch.set_num_threads(args.threads)
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    rows = [measure(kind, dev, calls, 1 if args.quick else 3) for dev in devices for kind in args.policies]
+    rows = [measure(kind, config, dev, calls, 1 if args.quick else 3)
+            for dev in devices for config in args.configs for kind in args.policies]
+    result = {"threads": torch.get_num_threads(), "torch": torch.__version__, "quick": args.quick, "calls": calls,
+              "control_period_ms": CONTROL_PERIOD_MS, "rows": rows, "meta": finish_meta(meta)}
     if args.json:
-        print(json.dumps({"threads": torch.get_num_threads(), "quick": args.quick, "rows": rows}))
+        print(json.dumps(result))
         return 0
-    print(f"224x224 RGB, PointGoal, torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
-    print(f"{'policy':8} {'device':6} {'params M':>9} {'K':>3} {'H':>3} {'per call ms':>12} {'per control ms':>15}")
+    print(f"batch 1, PointGoal, torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), {calls} calls")
+    print(f"{'policy':8} {'config':10} {'device':6} {'px':>4} {'params M':>9} {'K':>3} {'H':>3} "
+          f"{'call p50/p95/max ms':>22} {'control mean/max ms':>21}  fits {CONTROL_PERIOD_MS:g} ms")
     for r in rows:
-        print(f"{r['policy']:8} {r['device']:6} {r['params_M']:9.2f} {r['chunk']:3d} {r['H']:3d} "
-              f"{r['per_call_ms']:12.1f} {r['per_control_ms']:15.2f}")
+        c, k = r["per_call_ms"], r["per_control_ms"]
+        fits = "every step" if r["fits_period_every_step"] else ("on average" if r["fits_period_mean"] else "no")
+        print(f"{r['policy']:8} {r['config']:10} {r['device']:6} {r['image_size']:>4} {r['params_M']:9.2f} "
+              f"{r['chunk']:3d} {r['H']:3d} {c['p50']:>8.1f}/{c['p95']:.1f}/{c['max']:<7.1f} "
+              f"{k['mean']:>10.2f}/{k['max']:<9.1f}  {fits}")
     return 0
 
 

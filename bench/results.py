@@ -234,8 +234,31 @@ def graph_section(figures: dict, note: str = "", title: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
+def policy_section(figures: dict, note: str = "", title: str = "") -> str:
+    """bench/policy.py: inference latency per call and per control, batch 1."""
+    meta = figures["meta"]
+    lines = [f"## {figures['threads']} CPU thread(s), batch 1{': ' + title if title else ''}", "", *_header(meta),
+             f"- torch {figures['torch']}, {figures['calls']} timed calls per policy", "",
+             *([note, ""] if note else []),
+             (f"Per call: one chunk prediction on a fresh observation. Per control: `select_action` over three "
+              f"chunks of controls, the mean (what the loop pays on average) and the largest step (what a "
+              f"synchronous loop must fit in its {figures['control_period_ms']:g} ms period). Fits: every step, on "
+              f"average only, or no."), "",
+             "| policy | configuration | device | image px | params M | chunk K | H | call p50 / p95 / max ms | "
+             "control mean / max ms | fits 20 ms |",
+             "|---|---|---|---:|---:|---:|---:|---|---|---|"]
+    for r in figures["rows"]:
+        c, k = r["per_call_ms"], r["per_control_ms"]
+        fits = "every step" if r["fits_period_every_step"] else ("on average" if r["fits_period_mean"] else "no")
+        lines.append(f"| {r['policy']} | {r['config']} | {r['device']} | {r['image_size']} | {r['params_M']:.2f} | "
+                     f"{r['chunk']} | {r['H']} | {c['p50']:.1f} / {c['p95']:.1f} / {c['max']:.1f} | "
+                     f"{k['mean']:.2f} / {k['max']:.1f} | {fits} |")
+    return "\n".join(lines) + "\n"
+
+
 SECTIONS = {"hil": hil_section, "sitl_failures": sitl_failures_section, "render": render_section,
-            "sim": sim_section, "vector_env": vector_env_section, "graph": graph_section}
+            "sim": sim_section, "vector_env": vector_env_section, "graph": graph_section,
+            "policy": policy_section}
 TITLES = {"hil": ("Hardware in the loop: learned policies on SITL autopilots (bench/hil.py)",
                   "vehicle.md#hardware-in-the-loop-benchhilpy"),
           "sitl_failures": ("The bridge's failure scenarios on SITL autopilots (bench/sitl_failures.py)",
@@ -245,7 +268,9 @@ TITLES = {"hil": ("Hardware in the loop: learned policies on SITL autopilots (be
           "vector_env": ("The vector environment (bench/vector_env.py)",
                          "benchmarks.md#vector-environment-benchvector_envpy"),
           "graph": ("The ROS graph against in-process evaluation (bench/graph.py)",
-                    "benchmarks.md#the-ros-graph-benchgraphpy")}
+                    "benchmarks.md#the-ros-graph-benchgraphpy"),
+          "policy": ("Learned policies' inference latency (bench/policy.py)",
+                     "benchmarks.md#policy-inference-latency-benchpolicypy")}
 
 
 def main(argv=None) -> int:

@@ -158,10 +158,17 @@ def check_odom_round_trip(out: str, tmp: Path) -> None:
 
 def check_policy(out: str, tmp: Path) -> None:
     res = json_object(out)
-    assert res["quick"] and [r["policy"] for r in res["rows"] if r["device"] == "cpu"] == ["cnn_bc", "act", "dp"]
+    cpu = [(r["config"], r["policy"]) for r in res["rows"] if r["device"] == "cpu"]
+    assert res["quick"] and cpu == [(c, p) for c in ("paper", "benchmark") for p in ("cnn_bc", "act", "dp")], cpu
+    assert res["threads"] == 1 and res["meta"]["benchmark"] == "policy"
     for r in res["rows"]:
-        for key in ("params_M", "per_call_ms", "per_control_ms"):
-            finite(r[key], f"{r['policy']} {key}", positive=True)
+        assert r["image_size"] == (224 if r["config"] == "paper" else 64)
+        finite(r["params_M"], f"{r['policy']} params_M", positive=True)
+        for key in ("per_call_ms", "per_control_ms"):
+            for stat in ("p50", "p95", "max", "mean"):
+                finite(r[key][stat], f"{r['policy']} {key} {stat}", positive=True)
+            assert r[key]["p50"] <= r[key]["p95"] <= r[key]["max"]
+        assert r["fits_period_every_step"] == (r["per_control_ms"]["max"] <= res["control_period_ms"])
 
 
 def check_policy_experiment(out: str, tmp: Path) -> None:

@@ -26,3 +26,4 @@ note() { cat "$data/$1.note.md"; }
 "$py" bench/results.py $data/sim.json --note "$(note sim)" > "$out/sim.md"
 "$py" bench/results.py $data/vector_env.json --note "$(note vector_env)" > "$out/vector_env.md"
 "$py" bench/results.py $data/graph.json --note "$(note graph)" > "$out/graph.md"
+"$py" bench/results.py $data/policy.json --note "$(note policy)" > "$out/policy.md"
