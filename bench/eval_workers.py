@@ -48,7 +48,7 @@ POLICIES = ("expert", "expert-images", "cnn_bc")
 def tiny_cnn_bc(root: Path) -> Path:
     """test/test_policies_cli.py's tiny CNN-BC checkpoint: 30 steps on the test suite's synthetic demonstrations."""
     sys.path.insert(0, str(REPO / "test"))
-    from policy_data import tiny_train_args, write_tiny_dataset
+    from helpers.policy_data import tiny_train_args, write_tiny_dataset
 
     out = root / "cnn_bc"
     args = tiny_train_args("cnn_bc", write_tiny_dataset(root / "dataset"), out)

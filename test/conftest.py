@@ -167,12 +167,12 @@ def real_data() -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_vl_model(request, tmp_path_factory) -> Path:
-    """The tiny fine-tuned Qwen2.5-VL of the VLN tests (test/vln_tiny.py), built once, cached on disk
+    """The tiny fine-tuned Qwen2.5-VL of the VLN tests (test/helpers/vln_tiny.py), built once, cached on disk
     in pytest's cache; in this session's temporary folder where the cache is off (``-p
     no:cacheprovider``: the second pytest of ``make test``, which runs beside the first)."""
     pytest.importorskip("transformers")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from vln_tiny import tiny_vl_model as build
+    from helpers.vln_tiny import tiny_vl_model as build
 
     cache = getattr(request.config, "cache", None)
     folder = cache.mkdir("airplay-tiny-vl") if cache is not None else tmp_path_factory.mktemp("airplay-tiny-vl")

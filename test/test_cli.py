@@ -46,7 +46,7 @@ def test_render_writes_a_real_picture(urban, tmp_path):
 
 
 def test_render_bare_splat_file(tmp_path):
-    from scene_factory import box_gaussians
+    from helpers.scene_factory import box_gaussians
     from airplay.scene.ply_io import write_gaussians_ply
 
     write_gaussians_ply(tmp_path / "g.ply", box_gaussians(np.random.default_rng(0)))

@@ -21,7 +21,7 @@ from airplay.data.collect import collect
 from airplay.data.collect_flight import world_with_camera
 from airplay.data.collect_plan import LEDGER, SUMMARY, CollectConfig, CollectError, FlightJob, read_ledger
 from airplay.policies import make_policy
-from scene_factory import scene_yaml_dict, write_tiny_scene
+from helpers.scene_factory import scene_yaml_dict, write_tiny_scene
 
 SIZE = (32, 24)  # rendered width x height: small, so that the tests stay fast
 ARGS = ["--per-scene", "3", "--seed", "3", "--image-size", f"{SIZE[0]}x{SIZE[1]}", "--depth", "--no-progress"]

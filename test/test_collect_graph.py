@@ -75,7 +75,7 @@ def test_collect_launch_file_reads_the_shared_graph(tmp_path):
 
 
 def test_collect_launch_file_under_launch_ros():
-    from installs import import_launch_ros
+    from helpers.installs import import_launch_ros
 
     import_launch_ros()
     import importlib.util

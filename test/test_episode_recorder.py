@@ -14,7 +14,7 @@ from airplay.data.bag import iter_episode_bags, read_bag_messages, read_episode
 from airplay.data.bag_writer import QOS_SENSOR_DATA
 from airplay.data.episode_recorder import (PENDING_HOLD_S, EpisodeRecorder, basic_metadata, cdr_stamp_ns,
                                            stamp_kind)
-from scene_factory import scene_yaml_dict, write_tiny_scene
+from helpers.scene_factory import scene_yaml_dict, write_tiny_scene
 
 DT = M.CONTROL_DT_NS
 H, W = 8, 10

@@ -22,7 +22,7 @@ from airplay.policies.batched import BatchedPolicy
 from airplay.policies.checkpoint import save_policy
 from airplay.policies.observation import ObservationHistory
 from airplay.policies.train import build_policy
-from small_policy import scene_with_camera
+from helpers.small_policy import scene_with_camera
 
 SIZE = 32
 TINY = {"backbone": "small", "backbone_width": 8, "image_size": SIZE}

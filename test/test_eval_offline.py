@@ -138,7 +138,7 @@ def tiny(tmp_path_factory):
     """A 3-episode LeRobot dataset (scenes a, a, b) and tiny CNN-BC (two: reading no state, the
     default, and the full state) and ACT checkpoints trained on it."""
     import torch
-    from policy_data import tiny_episodes
+    from helpers.policy_data import tiny_episodes
 
     from airplay.cli import main
     from airplay.data.lerobot import LeRobotWriter
@@ -174,7 +174,7 @@ def test_eval_offline_equals_the_policy_acting_on_the_recorded_observations(kind
     CNN-BC acts on every frame, ACT (H = 4) executes 4 controls of each chunk, so frames t, t + 4,
     t + 8 predict. open-loop: those of the one chunk predicted at the anchor (CNN-BC: 1 command,
     ACT: 8), its last command held up to 10."""
-    from policy_data import env_obs
+    from helpers.policy_data import env_obs
 
     from airplay.cli import main
     from airplay.policies.checkpoint import load_policy
@@ -296,7 +296,7 @@ def write_dataset(root, episodes, scenes):
 def circle_episodes(n=2, length=30):
     """Flights at constant heading-frame commands (circles): states consistent with the commands,
     map velocity = the command rotated by the yaw, body rates (0, 0, yaw rate)."""
-    from policy_data import tiny_episodes
+    from helpers.policy_data import tiny_episodes
 
     eps = tiny_episodes(n, length=length)
     for e, ep in enumerate(eps):
@@ -344,7 +344,7 @@ def test_open_loop_does_not_read_states_after_the_anchor(tiny, tmp_path, capsys)
     """Anchors 0 and 10 (stride 10 on 30 frames): corrupting the states of every other frame
     leaves the open-loop figures of a state-reading CNN-BC and of copycat unchanged (the recorded
     commands are kept), while their reobserve figures (predicted on frames t+1..t+9) change."""
-    from policy_data import tiny_episodes
+    from helpers.policy_data import tiny_episodes
 
     from airplay.cli import main
 
@@ -516,7 +516,7 @@ def test_offline_vs_closed_names_bad_inputs(tmp_path, capsys):
 def test_offline_vs_closed_runs_both_for_tiny_checkpoints(tiny, tmp_path, capsys, monkeypatch):
     """--checkpoints: eval-offline on the tiny dataset and eval on a tiny scene for each of the
     three tiny checkpoints, then the relation; a rerun reuses both."""
-    from scene_factory import write_tiny_scene
+    from helpers.scene_factory import write_tiny_scene
 
     from airplay.cli import main
 

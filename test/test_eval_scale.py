@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from scene_factory import write_tiny_scene
+from helpers.scene_factory import write_tiny_scene
 
 from airplay.cli import main
 from airplay.eval.runner import RUN_FIELDS

@@ -7,19 +7,19 @@ import time
 
 import numpy as np
 import pytest
+from helpers.grids import FLOOR, PILLAR, WALL, make_grid
 
+from airplay.frames import wrap_angle
 from airplay.scene.scene import Scene
 from airplay.scene.synthetic import make_scene
 from airplay.sim.dynamics import QuadrotorBatch, load_vehicle_params
 from airplay.sim.sdf import SignedDistanceField
-from airplay.frames import wrap_angle
 from airplay.tasks.expert import ExpertPilot
 from airplay.tasks.expert_settings import ExpertSettings
-from airplay.tasks.path_smoothing import ClearanceCheck, shortcut
 from airplay.tasks.navigable import NavigableGrid
+from airplay.tasks.path_smoothing import ClearanceCheck, shortcut
 from airplay.tasks.protocol import load_protocol
 from airplay.tasks.sampler import sample_tasks
-from test_tasks import FLOOR, PILLAR, WALL, make_grid
 
 VEHICLE = load_vehicle_params()
 PROTOCOL = load_protocol()

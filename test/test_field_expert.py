@@ -11,20 +11,20 @@ import time
 import numpy as np
 import pytest
 import yaml
+from helpers.grids import FLOOR, PILLAR, WALL, make_grid
+from helpers.scene_factory import scene_yaml_dict, write_tiny_scene
 
 from airplay.data.bag import iter_episode_bags, read_episode
 from airplay.policies import POLICY_NAMES, make_policy
 from airplay.scene.synthetic import make_scene
 from airplay.sim.dynamics import load_vehicle_params
-from airplay.world.env import AirPlayEnv
-from airplay.world import World
 from airplay.tasks.cost_to_go import FieldCache, wall_penalty
 from airplay.tasks.expert import ExpertPilot
 from airplay.tasks.field_expert import FieldExpert, FieldExpertSettings
 from airplay.tasks.protocol import load_protocol
 from airplay.tasks.sampler import sample_tasks
-from scene_factory import scene_yaml_dict, write_tiny_scene
-from test_tasks import FLOOR, PILLAR, WALL, make_grid
+from airplay.world import World
+from airplay.world.env import AirPlayEnv
 
 VEHICLE = load_vehicle_params()
 PROTOCOL = load_protocol()

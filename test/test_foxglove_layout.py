@@ -55,9 +55,10 @@ def test_layout_panels_and_topics_are_the_bags():
 
 
 def test_an_episode_bag_holds_every_layout_topic(tmp_path):
+    from helpers.episodes import META, synthetic_episode
+
     from airplay.data.bag import write_episode_bag
     from airplay.data.bag_reader import iter_bag_messages
-    from test_bag import META, synthetic_episode
 
     _, records = synthetic_episode(3)
     path = write_episode_bag(tmp_path, "sc", META["task_id"], records, metadata=META)

@@ -10,7 +10,7 @@ from airplay.scene.camera import CameraMount, PinholeCamera, look_at_viewmat, ma
 from airplay.scene import Scene
 from airplay.scene.ply_io import read_gaussians_ply, write_gaussians_ply
 from airplay.scene.spec import CONVENTIONS
-from scene_factory import write_tiny_scene
+from helpers.scene_factory import write_tiny_scene
 
 CAM = PinholeCamera.from_fov(100, 80, 90.0)
 

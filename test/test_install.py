@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from installs import PYTHON_DIR, REPO, colcon_install, isolated, loopback_dds, wheel_install
+from helpers.installs import PYTHON_DIR, REPO, colcon_install, isolated, loopback_dds, wheel_install
 
 pytestmark = [pytest.mark.ros, pytest.mark.usefixtures("own_ros_domain")]  # test/conftest.py
 

@@ -205,7 +205,7 @@ def test_ctrl_c_stops_a_real_graph_quietly(tmp_path, own_ros_domain):
     traceback, no SIGTERM and nothing left (run_node's shutdown, airplay.nodes.shutdown)."""
     pytest.importorskip("rclpy")
     from conftest import descendants, sparse_indoor_scene
-    from installs import isolated
+    from helpers.installs import isolated
 
     scene = sparse_indoor_scene(tmp_path / "indoor_1")
     log = tmp_path / "launch.log"
@@ -371,7 +371,7 @@ def test_launch_files_compile_and_name_their_graph(tmp_path):
 
 
 def test_launch_file_under_launch_ros():
-    from installs import import_launch_ros
+    from helpers.installs import import_launch_ros
 
     import_launch_ros()
     import importlib.util

@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.export_bags import BAG_PLAN, write_bags
 
 from airplay.data.export import export_bags
 from airplay.data.keys import GOAL_IMAGE_KEY
-from test_lerobot_export import BAG_PLAN, write_bags
 
 REPO = Path(__file__).resolve().parents[1]
 EXIT_UNREACHABLE = 77

@@ -22,9 +22,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from headless_chromium import find_chromium, inspect_page
-from scene_factory import write_tiny_scene
-from test_view import _free_port, _listening, column, read_rrd
+from helpers.headless_chromium import find_chromium, inspect_page
+from helpers.ports import free_port, listening
+from helpers.rrd import column, read_rrd
+from helpers.scene_factory import write_tiny_scene
 
 from airplay.cli import main
 
@@ -204,7 +205,7 @@ def test_eval_view_web_viewer_loads_in_headless_chromium(scenes, tmp_path):
     pytest.importorskip("rerun", reason="rerun-sdk is not installed (make setup installs it)")
     from airplay.view.command import rerun_executable
 
-    web, grpc = _free_port(), _free_port()
+    web, grpc = free_port(), free_port()
     out, gate = tmp_path / "run", tmp_path / "gate"
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "held_expert.py").write_text(HELD_EXPERT)
@@ -224,7 +225,7 @@ def test_eval_view_web_viewer_loads_in_headless_chromium(scenes, tmp_path):
     try:
         url = _line(proc, "live view: open ", seen).removeprefix("live view: open ")
         assert url == (f"http://127.0.0.1:{web}/?url=rerun%2Bhttp%3A%2F%2F127.0.0.1%3A{grpc}%2Fproxy")
-        assert _listening(web) == {"127.0.0.1"} and _listening(grpc) == {"127.0.0.1"}
+        assert listening(web) == {"127.0.0.1"} and listening(grpc) == {"127.0.0.1"}
         deadline = time.monotonic() + 120
         while not (gate / "paused").exists():
             assert proc.poll() is None and time.monotonic() < deadline, "not held mid-flight:\n" + "".join(seen)
@@ -272,9 +273,9 @@ def test_eval_view_web_viewer_loads_in_headless_chromium(scenes, tmp_path):
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0, "".join(seen)
         deadline = time.monotonic() + 5
-        while (_listening(web) or _listening(grpc)) and time.monotonic() < deadline:
+        while (listening(web) or listening(grpc)) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _listening(web) and not _listening(grpc)  # the rerun server ended with it
+        assert not listening(web) and not listening(grpc)  # the rerun server ended with it
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -292,7 +293,7 @@ def test_rerun_server_runs_with_rerun_analytics_off():
     from airplay.view.live import RerunServer
 
     assert "CI" in os.environ or os.environ.get("FORCE_RERUN_ANALYTICS")
-    server = RerunServer(_free_port(), _free_port())
+    server = RerunServer(free_port(), free_port())
     try:
         env = Path(f"/proc/{server.proc.pid}/environ").read_bytes().split(b"\0")
         assert any(v.startswith(b"CI=") for v in env), "the rerun server runs without CI set"

@@ -10,7 +10,7 @@ import pytest
 from airplay.scene.gaussians import SH_C0, Gaussians
 from airplay.scene.ply_io import read_gaussians_ply, write_gaussians_ply
 from airplay.scene.splat_io import read_splat, write_splat
-from scene_factory import box_gaussians
+from helpers.scene_factory import box_gaussians
 
 
 def test_inria_ply_real_capture_degree3(real_data):
@@ -105,7 +105,7 @@ def test_collision_mesh_formats(tmp_path, suffix):
 
     from airplay.scene import Scene
     from airplay.scene.mesh_io import load_collision_mesh
-    from scene_factory import write_tiny_scene
+    from helpers.scene_factory import write_tiny_scene
 
     folder = write_tiny_scene(tmp_path / "s")
     box = trimesh.creation.box(extents=(4.0, 4.0, 4.0))

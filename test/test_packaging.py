@@ -23,9 +23,9 @@ def test_package_xml_declares_ament_python():
 
 @pytest.mark.slow
 def test_colcon_build_installs_the_ros_layout(tmp_path_factory):
-    """A plain ``colcon build`` (no --symlink-install) of a fresh workspace (test/installs.py,
+    """A plain ``colcon build`` (no --symlink-install) of a fresh workspace (test/helpers/installs.py,
     built once per session and shared with test_install.py and test_ros2_launch.py)."""
-    from installs import colcon_install
+    from helpers.installs import colcon_install
 
     install = colcon_install(tmp_path_factory).prefix
     assert (install / "share" / "ament_index" / "resource_index" / "packages" / "airplay").is_file()

@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import sparse_indoor_scene
 import torch
-from policy_data import TINY_SET, tiny_train_args, write_tiny_dataset
+from conftest import sparse_indoor_scene
+from helpers.policy_data import TINY_SET, tiny_train_args, write_tiny_dataset
 
 from airplay.cli import main
 
@@ -93,8 +93,7 @@ def test_policy_node_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, 
     episodes.jsonl as in-process."""
     pytest.importorskip("rclpy")
     from conftest import random_ros_domain
-
-    from test_ros_graph import _logs, start_node, stop_all
+    from helpers.ros_nodes import logs, start_node, stop_all
 
     from airplay.eval.runner import EvalConfig, evaluate_inprocess
 
@@ -116,8 +115,8 @@ def test_policy_node_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, 
         try:
             code = procs["evaluator"].wait(timeout=120)
         except subprocess.TimeoutExpired:
-            pytest.fail("the evaluator did not finish in time\n" + _logs(tmp_path))
-        assert code == 0, _logs(tmp_path)
+            pytest.fail("the evaluator did not finish in time\n" + logs(tmp_path))
+        assert code == 0, logs(tmp_path)
     finally:
         stop_all(procs)
     inproc = tmp_path / "inproc"
@@ -131,9 +130,8 @@ def test_policy_node_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, 
 @pytest.mark.ros
 def test_policy_node_rejects_a_missing_checkpoint(scene_dir, tmp_path, monkeypatch):
     pytest.importorskip("rclpy")
-    from test_ros_graph import start_node, stop_all
-
     from conftest import random_ros_domain
+    from helpers.ros_nodes import start_node, stop_all
 
     monkeypatch.setenv("ROS_DOMAIN_ID", random_ros_domain())
     proc = start_node("policy", {"scenes": str(scene_dir), "episodes": 1, "policy": "dp"}, tmp_path)

@@ -3,7 +3,7 @@ falls at least tenfold), save -> load gives identical actions, training resumes 
 and fixed-seed outputs match the stored golden files.
 
 Golden outputs (test/golden/<policy>.npy): a policy built with ``torch.manual_seed(0)``
-from its TINY config below, normalization statistics of ``tiny_episodes()``, acting for
+from its TINY config (test/helpers/tiny_policies.py), normalization statistics of ``tiny_episodes()``, acting for
 12 steps on episode 0 through ``select_action``. After an intended change of a model's
 maths, regenerate them and review the diff:
 
@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from policy_data import env_obs, tiny_episodes
+from helpers.policy_data import env_obs, tiny_episodes
+from helpers.tiny_policies import POLICIES, TINY, dataset_for, rollout
 
 from airplay.policies.checkpoint import load_policy
 from airplay.policies.dataset import ChunkDataset
@@ -29,26 +30,7 @@ from airplay.policies.train import TrainConfig, build_policy, train
 
 torch.set_num_threads(1)
 GOLDEN = Path(__file__).parent / "golden"
-SMALL = {"image_size": 32, "backbone": "small", "backbone_width": 8}
-TINY = {
-    "cnn_bc": {**SMALL, "image_features": 32, "hidden_dim": 64},
-    "act": {**SMALL, "chunk_size": 8, "execution_horizon": 8, "dim_model": 32, "n_heads": 4, "dim_feedforward": 64,
-            "n_encoder_layers": 1, "n_vae_encoder_layers": 1, "latent_dim": 8, "dropout": 0.0, "kl_weight": 1.0},
-    "dp": {**SMALL, "chunk_size": 16, "execution_horizon": 8, "down_dims": (16, 32), "n_groups": 4,
-           "image_features": 16, "step_embed_dim": 16, "num_train_timesteps": 50, "num_inference_steps": 5,
-           "prediction_type": "sample"},
-}
-"""Tiny models. DP predicts the clean chunk here: with epsilon prediction (the paper's, the
-default) it needs more than this CI budget to become conditional on the observation
-(measured: loss 1.05 -> 0.074 in 300 updates, but commands no better than the mean); the
-epsilon path of the sampler is checked exactly in test_ddim_recovers_the_chunk_from_an_oracle."""
 STEPS = {"cnn_bc": (250, 32, 3e-3), "act": (250, 16, 3e-3), "dp": (300, 32, 3e-3)}
-POLICIES = tuple(TINY)
-
-
-def dataset_for(kind: str, episodes=None) -> ChunkDataset:
-    cfg = build_policy(kind, **TINY[kind]).config
-    return ChunkDataset(episodes or tiny_episodes(), cfg.image_size, cfg.n_obs_steps, cfg.chunk_size, cfg.goal)
 
 
 @pytest.fixture(scope="module")
@@ -68,11 +50,6 @@ def trained(tmp_path_factory):
         return cache[kind]
 
     return get
-
-
-def rollout(policy, episode, steps: int) -> np.ndarray:
-    policy.reset()
-    return np.stack([policy.select_action(env_obs(episode, k)) for k in range(steps)])
 
 
 @pytest.mark.parametrize("kind", POLICIES)

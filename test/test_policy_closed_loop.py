@@ -22,15 +22,15 @@ import numba
 import numpy as np
 import pytest
 import torch
+from helpers.small_policy import scene_with_camera
 
 from airplay.policies import make_policy
 from airplay.policies.dagger import fly_episode
 from airplay.policies.dataset import ChunkDataset, EpisodeData
 from airplay.policies.train import TrainConfig, build_policy, train
-from airplay.world.env import AirPlayEnv
-from airplay.world import World
 from airplay.tasks.sampler import sample_tasks
-from small_policy import scene_with_camera
+from airplay.world import World
+from airplay.world.env import AirPlayEnv
 
 TASKS, NOISE, IMAGE = 5, 0.3, 64
 DELAYS = (0, 2, 4)
@@ -124,7 +124,8 @@ def test_checkpoint_flies_a_task_on_the_rehearsal_vehicle(flights, trained, tmp_
     checkpoint (``airplay replay``) gives back the commands the flight sent, bit for bit."""
     pytest.importorskip("rclpy")
     pytest.importorskip("pymavlink")
-    from test_mavlink_node import Operator, expect_landed_exit, free_udp_port, logs, spawn, stop_all, vehicle_command
+    from helpers.ports import free_udp_port
+    from helpers.vehicle import Operator, expect_landed_exit, logs, spawn, stop_all, vehicle_command
 
     from airplay.graph import FLY_ARGUMENTS, fly_graph, parse_launch_arguments
     from airplay.launcher import node_command

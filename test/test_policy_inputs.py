@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from policy_data import env_obs, tiny_episodes
-from test_policies_training import POLICIES, TINY, dataset_for, rollout
+from helpers.policy_data import env_obs, tiny_episodes
+from helpers.tiny_policies import POLICIES, TINY, dataset_for, rollout
 
 from airplay.policies.base import ConfigError
 from airplay.policies.checkpoint import load_policy, save_policy

@@ -25,7 +25,7 @@ import pytest
 import sitl_harness as harness
 import torch
 from sitl_harness import Checks
-from small_policy import demonstrations, scene_with_camera, train_cnn_bc
+from helpers.small_policy import demonstrations, scene_with_camera, train_cnn_bc
 
 pytestmark = [pytest.mark.sitl, pytest.mark.slow, pytest.mark.timeout(1800)]
 

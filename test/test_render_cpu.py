@@ -15,9 +15,8 @@ from airplay.scene.camera import PinholeCamera, look_at_viewmat
 from airplay.render.cpu_backend import render_cpu
 from airplay.scene.gaussians import Gaussians, rgb_to_sh_dc
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_render import reference_render  # noqa: E402
-from scene_factory import box_gaussians  # noqa: E402
+from helpers.scene_factory import box_gaussians
+from reference_render import reference_render
 
 BLACK = np.zeros(3, np.float32)
 
@@ -395,7 +394,7 @@ _RENDER_EVERY_PATH = """
 import numpy as np
 from airplay.render import PinholeCamera, look_at_viewmat, render, lod
 from airplay.scene.camera import CameraMount
-from scene_factory import box_gaussians
+from helpers.scene_factory import box_gaussians
 g = box_gaussians(np.random.default_rng(0), 300, sh_degree=1)
 cam = PinholeCamera.from_fov(64, 64, 90.0)
 render(g, look_at_viewmat([0.0, -9.0, 2.5], [0.0, 0.0, 2.0]), cam.K, 64, 64, backend="cpu")

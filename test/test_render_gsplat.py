@@ -11,7 +11,7 @@ import pytest
 
 from airplay.render import gsplat_available, look_at_viewmat, render
 from airplay.scene.camera import PinholeCamera
-from scene_factory import box_gaussians
+from helpers.scene_factory import box_gaussians
 
 pytestmark = [
     pytest.mark.gpu,

@@ -16,7 +16,7 @@ from airplay.render.lod import CellSettings
 from airplay.render.lod.cells import _cell_cache
 from airplay.render.lod.cut import GATHER, _cut, _cut_workspace
 from airplay.scene.camera import map_from_base, viewmat_from_pose
-from scene_factory import box_gaussians
+from helpers.scene_factory import box_gaussians
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from airplay.eval.offline_command import UNITS
 from airplay.eval.results import read_summary
 from airplay.report.analysis_sections import OFFLINE_UNITS
 from airplay.scene.synthetic import make_scene
-from headless_chromium import find_chromium, inspect_page
+from helpers.headless_chromium import find_chromium, inspect_page
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -1,6 +1,6 @@
 """The launch files under a real ``ros2 launch`` (../shared/tools/ros2-jazzy-launch: launch 3.4.3,
 launch_ros 0.26.6 and ros2cli on the pip ROS 2 wheels), with airplay built by a plain
-``colcon build`` and both sourced as a ROS user does (test/installs.py):
+``colcon build`` and both sourced as a ROS user does (test/helpers/installs.py):
 
 * ``--show-args`` prints each graph's arguments with the descriptions of airplay.graph;
 * ``sim_eval.launch.py`` for 2 episodes writes an episodes.jsonl byte-identical to the
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from conftest import alive, descendants, sparse_indoor_scene, stop_process_trees
-from installs import colcon_install, isolated, ros2_launch_environment
+from helpers.installs import colcon_install, isolated, ros2_launch_environment
 
 from airplay.graph import COLLECT_ARGUMENTS, FLY_ARGUMENTS, SIM_EVAL_ARGUMENTS
 

@@ -10,15 +10,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import busy_loops, sparse_indoor_scene
+from helpers.ros_nodes import logs, start_node, stop_all
 
 rclpy = pytest.importorskip("rclpy")
 
@@ -29,45 +28,12 @@ not look at them). Rendering 224x224 RGB + depth on the CPU costs ~15 ms a frame
 the ~4,400 frames of these episodes on 2 cores: over this file's budget. Set
 AIRPLAY_TEST_GRAPH_RENDER=true to render real images."""
 
-NODES = {
-    "sim": "airplay.nodes.sim_node",
-    "renderer": "airplay.nodes.renderer_node",
-    "policy": "airplay.nodes.policy_node",
-    "evaluator": "airplay.nodes.evaluator_node",
-}
-
-
 pytestmark = pytest.mark.usefixtures("own_ros_domain")  # test/conftest.py
 
 
 @pytest.fixture(scope="module")
 def scene_dir(tmp_path_factory) -> Path:
     return sparse_indoor_scene(tmp_path_factory.mktemp("scenes") / "indoor_1")
-
-
-def _ros_value(value) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
-
-
-def start_node(name: str, params: dict, log_dir: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", NODES[name], "--ros-args", "-r", f"__node:={name}"]
-    for key, value in params.items():
-        cmd += ["-p", f"{key}:={_ros_value(value)}"]
-    log = open(log_dir / f"{name}.log", "w")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def stop_all(procs: dict) -> None:
-    for proc in procs.values():
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-    deadline = time.monotonic() + 5.0
-    for proc in procs.values():
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
 
 
 class StatusListener:
@@ -110,10 +76,6 @@ class StatusListener:
         self.background.close()
 
 
-def _logs(log_dir: Path) -> str:
-    return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(log_dir.glob("*.log")))
-
-
 def start_graph(arguments: list[str], log_dir: Path) -> dict[str, subprocess.Popen]:
     """The sim_eval graph as ``airplay launch`` starts it: from the one graph description."""
     from airplay.graph import SIM_EVAL_ARGUMENTS, parse_launch_arguments, sim_eval_graph
@@ -134,7 +96,7 @@ def evaluator_exit(procs: dict, log_dir: Path, timeout_s: float,
     try:
         return procs["evaluator"].wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        pytest.fail(failure + _logs(log_dir))
+        pytest.fail(failure + logs(log_dir))
 
 
 def _graph_params(scene_dir: Path, episodes: int) -> dict:
@@ -145,9 +107,9 @@ def _graph_params(scene_dir: Path, episodes: int) -> dict:
 def test_graph_equals_inprocess(scene_dir, tmp_path):
     from airplay.eval.runner import EvalConfig, evaluate_inprocess, run_episode
     from airplay.policies import make_policy
-    from airplay.world.env import AirPlayEnv
-    from airplay.world import World
     from airplay.tasks.sampler import sample_tasks
+    from airplay.world import World
+    from airplay.world.env import AirPlayEnv
 
     world = World.load(scene_dir)
     tasks = sample_tasks(world.scene, world.grid, EPISODES, 0, "pointgoal", world.protocol)
@@ -168,7 +130,7 @@ def test_graph_equals_inprocess(scene_dir, tmp_path):
                                   f"out:={out}", f"render_images:={str(RENDER_IMAGES).lower()}"], tmp_path))
         # A hang guard, not a speed check: ~25 s idle, several times that on a loaded 2-core machine.
         code = evaluator_exit(procs, tmp_path, 600 if RENDER_IMAGES else 240)
-        assert code == 0, _logs(tmp_path)
+        assert code == 0, logs(tmp_path)
         deadline = time.monotonic() + 30  # the last statuses may still be on their way to this listener
         while len(listener.terminal()) < EPISODES and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -190,7 +152,7 @@ def test_graph_equals_inprocess(scene_dir, tmp_path):
     with listener.lock:
         starts = [m["stamp_ns"] for m in listener.messages if m["status"] == "started"]
     assert len(starts) == EPISODES and set(starts) <= set(clock_ns)
-    assert sorted(statuses) == list(range(EPISODES)), _logs(tmp_path)
+    assert sorted(statuses) == list(range(EPISODES)), logs(tmp_path)
     lines = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert len(lines) == EPISODES
     summary = json.loads((out / "summary.json").read_text())
@@ -228,7 +190,7 @@ def _assert_same_views(graph_rrd: Path, inproc_rrd: Path, total_steps: int) -> N
     where it falls more than the publishers' history (10 messages) behind the graph on a loaded
     machine it misses some, which its log counts."""
     import pyarrow as pa
-    from test_view import read_rrd
+    from helpers.rrd import read_rrd
 
     def times(batches, entity):
         return sorted(t for b in batches[entity] if "sim_time" in b.schema.names
@@ -257,7 +219,7 @@ def test_graph_equals_inprocess_with_wind(scene_dir, tmp_path):
     try:
         procs.update(start_graph([f"scenes:={scene_dir}", f"episodes:={episodes}", "seed:=2", "policy:=expert",
                                   f"wind:={wind}", f"out:={out}", "render_images:=false"], tmp_path))
-        assert evaluator_exit(procs, tmp_path, 240) == 0, _logs(tmp_path)
+        assert evaluator_exit(procs, tmp_path, 240) == 0, logs(tmp_path)
     finally:
         stop_all(procs)
     inproc, calm = tmp_path / "inproc", tmp_path / "calm"
@@ -296,7 +258,7 @@ def test_graph_equals_inprocess_on_a_busy_machine_with_a_cold_numba_cache(busy_m
         code = evaluator_exit(procs, tmp_path, 900)  # a hang guard: ~1 min idle with a warm cache
     finally:
         stop_all(procs)
-    assert code == 0, _logs(tmp_path)
+    assert code == 0, logs(tmp_path)
     assert any((tmp_path / "numba-cache").rglob("*.nbi")), "the nodes did not use the empty numba cache"
     inproc = tmp_path / "inproc"
     evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=episodes, render_images=False), inproc,
@@ -346,7 +308,7 @@ def _graph_with_plugin_policy(module: str, source: str, scene_dir, tmp_path, mon
         code = evaluator_exit(procs, tmp_path, 240)
     finally:
         stop_all(procs)
-    assert code == 0, _logs(tmp_path)
+    assert code == 0, logs(tmp_path)
     return out
 
 
@@ -457,10 +419,10 @@ def test_a_stalling_policy_changes_the_duration_not_the_episodes(scene_dir, tmp_
         code = evaluator_exit(procs, tmp_path, 300)
     finally:
         stop_all(procs)
-    assert code == 0, _logs(tmp_path)
+    assert code == 0, logs(tmp_path)
     policy_log = (tmp_path / "policy.log").read_text()
-    assert "re-publishes while it waits" in policy_log, _logs(tmp_path)  # the repeats came and were answered
-    assert "not for the latest observation" in (tmp_path / "sim.log").read_text(), _logs(tmp_path)
+    assert "re-publishes while it waits" in policy_log, logs(tmp_path)  # the repeats came and were answered
+    assert "not for the latest observation" in (tmp_path / "sim.log").read_text(), logs(tmp_path)
     inproc = tmp_path / "inproc"
     evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=episodes, policy="stalling_policy:make",
                                   render_images=False), inproc, progress=False)
@@ -485,9 +447,9 @@ def test_dead_policy_ends_episodes_as_no_command(scene_dir, tmp_path):
         procs["evaluator"] = start_node("evaluator", {**common, "out": str(out)}, tmp_path)
         deadline = time.monotonic() + 240  # a hang guard: the nodes warm their kernels first
         while 1 not in listener.started() and time.monotonic() < deadline:
-            assert procs["evaluator"].poll() is None, _logs(tmp_path)
+            assert procs["evaluator"].poll() is None, logs(tmp_path)
             time.sleep(0.01)
-        assert 1 in listener.started(), "episode 1 never started\n" + _logs(tmp_path)
+        assert 1 in listener.started(), "episode 1 never started\n" + logs(tmp_path)
         procs["policy"].kill()  # dies mid-run
         procs["policy"].wait(timeout=5)
         # the 10 s lease, then the episodes left
@@ -496,12 +458,12 @@ def test_dead_policy_ends_episodes_as_no_command(scene_dir, tmp_path):
     finally:
         stop_all(procs)
         listener.close()
-    assert code == 0, _logs(tmp_path)
+    assert code == 0, logs(tmp_path)
     got = [statuses[k]["status"] for k in range(episodes)]
-    assert "no_command" in got, f"the policy died but no episode ended as no_command: {got}\n" + _logs(tmp_path)
+    assert "no_command" in got, f"the policy died but no episode ended as no_command: {got}\n" + logs(tmp_path)
     first_dead = got.index("no_command")
     assert first_dead >= 1 and got == ["success"] * first_dead + ["no_command"] * (episodes - first_dead), \
-        f"{got}\n" + _logs(tmp_path)
+        f"{got}\n" + logs(tmp_path)
     lines = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert [line["status"] for line in lines] == got
     assert "no command" in (tmp_path / "sim.log").read_text()
@@ -530,7 +492,7 @@ def test_another_graph_in_the_domain_stops_the_run_loudly(scene_dir, tmp_path):
         stop_all(procs)
         other.close()
     text = (tmp_path / "evaluator.log").read_text()
-    assert code == 1, _logs(tmp_path)
+    assert code == 1, logs(tmp_path)
     assert "2 processes publish cmd_vel" in text and "ROS_DOMAIN_ID of its own" in text, text
     assert not (tmp_path / "out" / "episodes.jsonl").exists()
 
@@ -572,7 +534,7 @@ def test_a_running_node_checks_parameter_sets(scene_dir, tmp_path):
     executor.add_node(node)
     try:
         client = node.create_client(SetParameters, "/evaluator/set_parameters")
-        assert client.wait_for_service(timeout_sec=60.0), _logs(tmp_path)
+        assert client.wait_for_service(timeout_sec=60.0), logs(tmp_path)
 
         def set_one(name, value):
             request = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
@@ -625,7 +587,7 @@ def test_dead_sim_or_renderer_stops_the_run(victim, words, scene_dir, tmp_path):
         deadline = time.monotonic() + 240  # a hang guard: the nodes warm their kernels first
         while 1 not in listener.started() and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert 1 in listener.started(), _logs(tmp_path)
+        assert 1 in listener.started(), logs(tmp_path)
         procs[victim].kill()
         ended = set(listener.terminal())  # episodes this listener saw end before the kill
         # the 10 s lease, on a loaded machine
@@ -633,8 +595,8 @@ def test_dead_sim_or_renderer_stops_the_run(victim, words, scene_dir, tmp_path):
     finally:
         stop_all(procs)
         listener.close()
-    assert code == 1, _logs(tmp_path)
-    assert words in (tmp_path / "evaluator.log").read_text(), _logs(tmp_path)
+    assert code == 1, logs(tmp_path)
+    assert words in (tmp_path / "evaluator.log").read_text(), logs(tmp_path)
     # The episodes that ended before the kill (episode 0; a later one too when this loaded test
     # process noticed episode 1's start late), all successes, and not the third: the run stopped.
     lines = (tmp_path / "out" / "episodes.jsonl").read_text().splitlines()

@@ -59,7 +59,7 @@ def test_open_mesh_surface_is_solid():
 
 def test_for_scene_caches_on_disk(tmp_path):
     from airplay.scene import Scene
-    from scene_factory import write_tiny_scene
+    from helpers.scene_factory import write_tiny_scene
 
     scene = Scene.load(write_tiny_scene(tmp_path / "s"))
     cache = tmp_path / "cache"

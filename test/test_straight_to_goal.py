@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scene_factory import write_tiny_scene
+from helpers.scene_factory import write_tiny_scene
 
 from airplay.cli import main
 from airplay.policies.base import ConfigError

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 from conftest import sparse_indoor_scene
-from scene_factory import write_tiny_scene
+from helpers.scene_factory import write_tiny_scene
 
 from airplay.cli import main
 from airplay.eval.disturb import Anchor, fly_condition

@@ -8,7 +8,7 @@ import json
 
 import numba
 import pytest
-from scene_factory import write_tiny_scene
+from helpers.scene_factory import write_tiny_scene
 
 from airplay.cli import main
 from airplay.threads import check_threads, compute_threads

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from helpers.vector_rollouts import assert_steps_equal, random_actions
 
 import airplay.gym
 from airplay.scene.synthetic import make_scene
-from airplay.tasks.sampler import sample_tasks
 from airplay.tasks.protocol import load_protocol
+from airplay.tasks.sampler import sample_tasks
 from airplay.world import World
 from airplay.world.vector_env import AirPlayVectorEnv, make_env
-from vector_rollouts import assert_steps_equal, random_actions
 
 SIZE = 16  # pixels: the images are compared, not looked at
 OBS = ("rgb", "depth", "goal", "state")

@@ -18,7 +18,7 @@ from airplay.tasks.sampler import sample_tasks
 from airplay.vln.episodes import episodes_from_tasks
 from airplay.world import World
 from airplay.world.vector_env import AirPlayVectorEnv, make_env
-from vector_rollouts import assert_steps_equal, random_actions
+from helpers.vector_rollouts import assert_steps_equal, random_actions
 
 SIZE = 16  # pixels: the images are compared, not looked at
 

@@ -6,16 +6,17 @@ entities with one row per frame; bad input exits 2 naming the file and leaves no
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from helpers.episodes import META, synthetic_episode
+from helpers.ports import free_port, listening
+from helpers.rrd import column, read_rrd
+from helpers.scene_factory import write_tiny_scene
 
 from airplay.cli import main
 from airplay.data.bag import write_episode_bag
-from scene_factory import write_tiny_scene
-from test_bag import META, synthetic_episode
 
 T = 30
 
@@ -24,23 +25,6 @@ T = 30
 def rerun_sdk():
     """The round trips need rerun-sdk (the `dev` and `view` extras; `make setup` installs it)."""
     return pytest.importorskip("rerun", reason="rerun-sdk is not installed (make setup installs it)")
-
-
-def read_rrd(path):
-    """``(rows, static, batches)``: temporal rows and static rows per entity path, and the record
-    batches per entity, read with rerun's own RRD reader."""
-    from rerun.chunk import RrdReader
-
-    rows, static, batches = Counter(), Counter(), {}
-    for chunk in RrdReader(path).stream():
-        (static if chunk.is_static else rows)[chunk.entity_path] += chunk.num_rows
-        batches.setdefault(chunk.entity_path, []).append(chunk.to_record_batch())
-    return rows, static, batches
-
-
-def column(batches, entity, name):
-    """Every value of column ``name`` (e.g. ``"LineStrips3D:strips"``) of ``entity``'s chunks."""
-    return [v for b in batches[entity] if name in b.schema.names for v in b.column(name).to_pylist()]
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +92,7 @@ def test_results_round_trip(rerun_sdk, tmp_path, capsys):
 
 
 def test_dataset_round_trip(rerun_sdk, tmp_path):
-    from policy_data import tiny_episodes
+    from helpers.policy_data import tiny_episodes
 
     from airplay.data.lerobot import LeRobotWriter
 
@@ -140,25 +124,6 @@ def test_bad_input_exits_2_naming_the_file(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken", "empty"]  # no .rrd, no temporary file
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _listening(port: int) -> set[str]:
-    """The IPv4 addresses (dotted) listening on TCP ``port``, from /proc/net/tcp."""
-    found = set()
-    for line in open("/proc/net/tcp").read().splitlines()[1:]:
-        local, state = line.split()[1], line.split()[3]
-        host, hexport = local.split(":")
-        if state == "0A" and int(hexport, 16) == port:
-            found.add(".".join(str(int(host[i:i + 2], 16)) for i in (6, 4, 2, 0)))
-    return found
-
-
 def test_serve_binds_loopback_and_the_viewer_page_loads(rerun_sdk, bag, tmp_path):
     """`--serve`: the rerun CLI serves the recording to its web viewer, both servers on 127.0.0.1
     only; the page loads in headless Chromium (where one is installed) with rerun's viewer in it."""
@@ -169,10 +134,10 @@ def test_serve_binds_loopback_and_the_viewer_page_loads(rerun_sdk, bag, tmp_path
     import time
     import urllib.request
 
-    from headless_chromium import find_chromium, inspect_page
+    from helpers.headless_chromium import find_chromium, inspect_page
 
     _, path, _, _ = bag
-    web, grpc = _free_port(), _free_port()
+    web, grpc = free_port(), free_port()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     proc = subprocess.Popen([sys.executable, "-m", "airplay.cli", "view", str(path), "-o", str(tmp_path / "s.rrd"),
                              "--serve", "--web-port", str(web), "--grpc-port", str(grpc)], env=env,
@@ -186,7 +151,7 @@ def test_serve_binds_loopback_and_the_viewer_page_loads(rerun_sdk, bag, tmp_path
                 time.sleep(0.3)
         assert page is not None, f"no web viewer on port {web}: {proc.poll()}"
         assert "re_viewer" in page
-        assert _listening(web) == {"127.0.0.1"} and _listening(grpc) == {"127.0.0.1"}
+        assert listening(web) == {"127.0.0.1"} and listening(grpc) == {"127.0.0.1"}
         if find_chromium() is None:
             pytest.skip("no chromium: the viewer page was fetched but not opened in a browser")
         url = f"http://127.0.0.1:{web}/?url=rerun%2Bhttp%3A%2F%2F127.0.0.1%3A{grpc}%2Fproxy"

@@ -1,7 +1,7 @@
 """AirVLN-R1 with a real (tiny, random, briefly fine-tuned) Qwen2.5-VL: both backends, the
 OpenAI-compatible server over real HTTP on 127.0.0.1, SFT export, and closed-loop VLN episodes
 through ``airplay eval``. The model is the session fixture ``tiny_vl_model`` (conftest.py,
-test/vln_tiny.py: built once, cached on disk)."""
+test/helpers/vln_tiny.py: built once, cached on disk)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("transformers")
 
+from helpers.vln_tiny import prompt as _prompt  # noqa: E402
+
 from airplay.cli import main  # noqa: E402
-
-from vln_tiny import prompt as _prompt  # noqa: E402
-
 
 pytestmark = pytest.mark.slow  # a tiny Qwen2.5-VL, built once and loaded per test
 

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.malformed_scenes import CASES, far_mesh
+from helpers.scene_factory import write_tiny_scene
 
 import airplay.scene.scene as scene_module
-from airplay.scene.camera import PinholeCamera, map_from_base, viewmat_from_pose
 from airplay.scene import Scene, SceneError
+from airplay.scene.camera import PinholeCamera, map_from_base, viewmat_from_pose
 from airplay.scene.lazy import Lazy
 from airplay.sim.sdf import SignedDistanceField
-from airplay.world.world import PARTS, World
 from airplay.tasks.navigable import NavigableGrid
-from scene_factory import write_tiny_scene
-from test_scene_validation import CASES, _far_mesh
+from airplay.world.world import PARTS, World
 
 NOT_A_PLY = b"GIF89a not a ply"
 
@@ -165,7 +165,7 @@ def test_replaced_worlds_share_parts_built_or_not(indoor, tmp_path, monkeypatch)
 
 def test_the_overlap_error_still_names_the_splat(tmp_path):
     folder = write_tiny_scene(tmp_path / "apart")
-    _far_mesh(folder)
+    far_mesh(folder)
     world = World.load(folder, cache_dir=tmp_path / "cache")  # scene.yaml is fine: no error yet
     assert world.scene.mesh.bounds[0][0] > 400  # the mesh alone reads fine
     with pytest.raises(SceneError, match="do not overlap") as info:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 PYTHON_DIR = f"python{sys.version_info.major}.{sys.version_info.minor}"
 COPY_IGNORE = shutil.ignore_patterns(".venv", ".git", "scenes", "out", "build", "install", "log", "__pycache__",
