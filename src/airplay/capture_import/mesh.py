@@ -38,12 +38,29 @@ def _marching_cubes(field: np.ndarray, origin: np.ndarray, voxel: float):
     mcubes = _mcubes()
 
     padded = np.pad(field, 1, mode="constant", constant_values=1.0).astype(np.float64)
+    # No grid value exactly on the level: vertices would coincide and leave zero-area faces,
+    # which the scene loader drops, opening the surface.
+    padded[padded == 0.0] = 1e-4
     # PyMCubes takes the inside where the volume exceeds the isovalue: negate (solid > 0).
     verts, faces = mcubes.marching_cubes(-padded, 0.0)
     if len(faces) == 0:
         return trimesh.Trimesh(np.zeros((0, 3)), np.zeros((0, 3), np.int64), process=False)
     verts = origin + voxel * (verts - 1.0)
-    return trimesh.Trimesh(verts, faces, process=True)
+    return _drop_degenerate(trimesh.Trimesh(verts, faces, process=True))
+
+
+def _drop_degenerate(mesh):
+    """The mesh as it will read back from collision.ply (float32 vertices, merged where they
+    coincide), without the faces the scene loader would drop (area <= MIN_FACE_AREA_M2)."""
+    from airplay.scene.mesh_io import MIN_FACE_AREA_M2
+
+    mesh.vertices = np.asarray(mesh.vertices, np.float32).astype(np.float64)
+    mesh.merge_vertices()
+    good = mesh.area_faces > MIN_FACE_AREA_M2
+    if not good.all():
+        mesh.update_faces(good)
+        mesh.remove_unreferenced_vertices()
+    return mesh
 
 
 def simplify(mesh, max_faces: int):
@@ -59,7 +76,7 @@ def simplify(mesh, max_faces: int):
     reduction = 1.0 - max_faces / len(mesh.faces)
     v, f = fast_simplification.simplify(np.asarray(mesh.vertices, np.float32), np.asarray(mesh.faces, np.int32),
                                         target_reduction=float(reduction))
-    return trimesh.Trimesh(v, f, process=True)
+    return _drop_degenerate(trimesh.Trimesh(v, f, process=True))
 
 
 MAX_COARSENINGS = 2

@@ -34,6 +34,9 @@ import numpy as np
 
 from airplay.scene.errors import SceneError
 
+CAMERA_ROUNDS = 3
+"""Camera placement rounds: the first from the splat's free space, the later ones from the space
+the fusion so far observed free (see :func:`airplay.capture_import.views.frontier_points`)."""
 MIN_SCENE_WIDTH_M = 1.0
 MAX_SCENE_WIDTH_M = 1000.0
 
@@ -148,7 +151,7 @@ def _run(capture_path: Path, tmp: Path, out_dir: Path, opt: ImportOptions) -> Im
     from airplay.capture_import.mesh import collision_mesh
     from airplay.capture_import.region import NoFreeSpaceError, derive_region
     from airplay.capture_import.tsdf import TsdfVolume
-    from airplay.capture_import.views import camera_points, cube_viewmats
+    from airplay.capture_import.views import camera_points, cube_viewmats, frontier_points
     from airplay.render.api import render
     from airplay.scene.camera import CameraMount, PinholeCamera
     from airplay.scene.capture_formats import read_capture
@@ -198,22 +201,33 @@ def _run(capture_path: Path, tmp: Path, out_dir: Path, opt: ImportOptions) -> Im
     lower = np.array([lo_xy[0] - 0.5, lo_xy[1] - 0.5, -0.5])
     upper = np.array([hi_xy[0] + 0.5, hi_xy[1] + 0.5, top])
     voxel = max(opt.voxel_m, float((np.prod(upper - lower) / opt.max_voxels) ** (1 / 3)))
-    cams = camera_points(g_map.means, g_map.opacities, lower, upper, (0.3, min(top - 0.3, opt.max_height_m + 1.0)),
-                         opt.camera_points, clearance_m=max(0.3, 2 * voxel), spacing_m=_spacing(g_map.means),
-                         seed=opt.seed)
+    band = (0.3, min(top - 0.3, opt.max_height_m + 1.0))
+    clearance = max(0.3, 2 * voxel)
+    later = opt.camera_points // CAMERA_ROUNDS
+    per_round = [opt.camera_points - (CAMERA_ROUNDS - 1) * later] + [later] * (CAMERA_ROUNDS - 1)
+    cams = camera_points(g_map.means, g_map.opacities, lower, upper, band, per_round[0], clearance_m=clearance,
+                         spacing_m=_spacing(g_map.means), seed=opt.seed)
     if len(cams) == 0:
         raise SceneError(capture_path, "no free space above the ground to place cameras in", "ground")
-    viewmats = cube_viewmats(cams)
     stages.done("views")
 
     cam = PinholeCamera.from_fov(opt.view_px, opt.view_px, 90.0)
     vol = TsdfVolume.empty(lower, upper, voxel)
     max_range = float(np.linalg.norm(upper - lower))
-    for i in tqdm(range(0, len(viewmats), 6), desc="depth+fuse", unit="point", disable=not opt.progress,
-                  file=sys.stderr):
-        out = render(g_map, viewmats[i:i + 6], cam.K, cam.width, cam.height, backend=opt.backend)
-        for j in range(len(out.depth)):
-            vol.integrate(viewmats[i + j], cam.K, out.depth[j], out.alpha[j], max_range_m=max_range)
+    bar = tqdm(total=opt.camera_points, desc="depth+fuse", unit="point", disable=not opt.progress, file=sys.stderr)
+    new = cams
+    for r in range(CAMERA_ROUNDS):
+        if r > 0:  # later rounds: into the free space the earlier ones found, away from them
+            new = frontier_points(vol.field(), vol.origin_m, vol.voxel_m, band, cams, per_round[r],
+                                  clearance_m=clearance, seed=opt.seed + r, centre_means=g_map.means)
+            cams = np.vstack([cams, new])
+        viewmats = cube_viewmats(new)
+        for i in range(0, len(viewmats), 6):
+            out = render(g_map, viewmats[i:i + 6], cam.K, cam.width, cam.height, backend=opt.backend)
+            for j in range(len(out.depth)):
+                vol.integrate(viewmats[i + j], cam.K, out.depth[j], out.alpha[j], max_range_m=max_range)
+            bar.update(1)
+    bar.close()
     stages.done("fuse")
 
     fieldv = vol.field()
@@ -262,7 +276,7 @@ def _run(capture_path: Path, tmp: Path, out_dir: Path, opt: ImportOptions) -> Im
         "yaw_deg": round(frame.yaw_deg, 3), "scale": round(frame.scale, 6), "scale_source": frame.scale_source,
         "rotation": np.round(frame.rotation, 6).tolist(), "translation_m": np.round(frame.translation, 6).tolist(),
         "width_m": round(width, 3), "volume_lower_m": lower.round(3).tolist(), "volume_upper_m": upper.round(3).tolist(),
-        "voxel_m": round(voxel, 4), "camera_points": int(len(cams)), "views": int(len(viewmats)),
+        "voxel_m": round(voxel, 4), "camera_points": int(len(cams)), "views": 6 * int(len(cams)),
         "observed_fraction": round(vol.observed_fraction(), 4),
         "mesh_vertices": int(len(mesh.vertices)), "mesh_faces": int(len(mesh.faces)),
         "mesh_watertight": bool(mesh.is_watertight),

@@ -7,8 +7,8 @@ sees only the degraded file; :func:`measure` maps its results back into the trut
 and compares:
 
 * Chamfer distance between the derived surface and the true mesh, both sampled inside the
-  truth's navigable volume grown by 0.5 m: mean and 95th percentile of the distances in
-  both directions together (m);
+  truth's navigable polygon, band grown by 0.5 m: mean and 95th percentile of the distances
+  in both directions together (m);
 * occupancy IoU of solid voxels (SDF < 0) at ``voxel_m`` inside the navigable volume (the
   truth's polygon and height band);
 * collision agreement on random straight segments between points of the navigable volume (a segment
@@ -110,13 +110,17 @@ def _sample_in(mesh, lower: np.ndarray, upper: np.ndarray, count: int, seed: int
     return pts[inside]
 
 
-def chamfer(derived_mesh, true_mesh, lower: np.ndarray, upper: np.ndarray, count: int = 200_000,
+def chamfer(derived_mesh, true_mesh, region, margin_m: float = 0.5, count: int = 200_000,
             seed: int = 0) -> tuple[float, float]:
-    """(mean, 95th percentile) of nearest-surface distances both ways inside the box, metres."""
+    """(mean, 95th percentile) of nearest-surface distances both ways, metres, between surface
+    samples inside the navigable volume (polygon, band grown by ``margin_m`` up and down)."""
     from scipy.spatial import cKDTree
 
+    lower = np.r_[region.polygon.min(axis=0) - margin_m, region.z_min - margin_m]
+    upper = np.r_[region.polygon.max(axis=0) + margin_m, region.z_max + margin_m]
     a = _sample_in(derived_mesh, lower, upper, count, seed)
     b = _sample_in(true_mesh, lower, upper, count, seed + 1)
+    a, b = a[region.contains_xy(a[:, :2])], b[region.contains_xy(b[:, :2])]
     if len(a) == 0 or len(b) == 0:
         return float("inf"), float("inf")
     d = np.concatenate([cKDTree(b).query(a)[0], cKDTree(a).query(b)[0]])

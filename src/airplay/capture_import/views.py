@@ -84,13 +84,7 @@ def camera_points(means_map: np.ndarray, opacities: np.ndarray, lower: np.ndarra
         sizes[0] = 0
         cells = np.argwhere(labels == int(np.argmax(sizes)))  # indoors: the largest free room
     points = lower + cell * cells
-    chosen = [int(rng.integers(len(points)))]
-    d = np.linalg.norm(points - points[chosen[0]], axis=1)
-    for _ in range(min(count, len(points)) - 1):
-        k = int(np.argmax(d))
-        chosen.append(k)
-        d = np.minimum(d, np.linalg.norm(points - points[k], axis=1))
-    return points[chosen]
+    return farthest_points(points, count, seed=seed, weight=centre_weight(points, means_map))
 
 
 def cube_viewmats(points: np.ndarray) -> np.ndarray:
@@ -101,3 +95,55 @@ def cube_viewmats(points: np.ndarray) -> np.ndarray:
             up = (0.0, 1.0, 0.0) if abs(d[2]) > 0.5 else (0.0, 0.0, 1.0)
             mats.append(look_at_viewmat(p, p + d, up))
     return np.asarray(mats)
+
+
+def centre_weight(points: np.ndarray, means: np.ndarray) -> np.ndarray:
+    """(K,) 1 / (1 + (r / r50)^2): r the horizontal distance of each point from the Gaussians'
+    median, r50 the Gaussians' median such distance."""
+    c = np.median(means[:, :2], axis=0)
+    r50 = float(np.median(np.linalg.norm(means[:, :2] - c, axis=1))) or 1.0
+    r = np.linalg.norm(points[:, :2] - c, axis=1)
+    return 1.0 / (1.0 + (r / r50) ** 2)
+
+
+def farthest_points(points: np.ndarray, count: int, existing: np.ndarray | None = None, seed: int = 0,
+                    weight: np.ndarray | None = None) -> np.ndarray:
+    """``count`` of ``points`` (K, 3) by farthest-point sampling, each as far as possible from
+    the ones chosen before and from ``existing`` (E, 3); with ``weight`` (K,) the distance is
+    scaled by it (a weight falling off from the capture's centre keeps cameras where it was
+    taken from, not behind its buildings)."""
+    if len(points) == 0 or count <= 0:
+        return np.zeros((0, 3))
+    w = np.ones(len(points)) if weight is None else np.asarray(weight, float)
+    if existing is not None and len(existing):
+        d = np.min(np.linalg.norm(points[:, None, :] - existing[None, :, :], axis=2), axis=1)
+        chosen = []
+    else:
+        first = int(np.argmax(w)) if weight is not None else int(np.random.default_rng(seed).integers(len(points)))
+        chosen = [first]
+        d = np.linalg.norm(points - points[first], axis=1)
+    while len(chosen) < min(count, len(points)):
+        k = int(np.argmax(d * w))
+        chosen.append(k)
+        d = np.minimum(d, np.linalg.norm(points - points[k], axis=1))
+    return points[chosen]
+
+
+def frontier_points(field: np.ndarray, origin: np.ndarray, voxel: float, z_band: tuple[float, float],
+                    existing: np.ndarray, count: int, *, clearance_m: float = 0.5, seed: int = 0,
+                    centre_means: np.ndarray | None = None) -> np.ndarray:
+    """More camera points in space the fusion so far has observed free (at least ``clearance_m``
+    from anything solid or unobserved), as far as possible from the cameras already used: the
+    next round looks into what the last one only glimpsed."""
+    from scipy import ndimage
+
+    free = field > 0
+    roomy = ndimage.distance_transform_edt(free) * voxel >= clearance_m
+    zc = origin[2] + voxel * np.arange(field.shape[2])
+    roomy &= ((zc >= z_band[0]) & (zc <= z_band[1]))[None, None, :]
+    cells = np.argwhere(roomy)
+    if len(cells) > MAX_CANDIDATES:
+        cells = cells[np.random.default_rng(seed).choice(len(cells), MAX_CANDIDATES, replace=False)]
+    points = origin + voxel * cells
+    return farthest_points(points, count, existing, seed,
+                           weight=None if centre_means is None else centre_weight(points, centre_means))

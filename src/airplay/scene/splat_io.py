@@ -41,7 +41,8 @@ def read_splat(path: str | Path) -> Gaussians:
     means = table["position"].astype(np.float32)
     scales = table["scale"].astype(np.float32)
     if not np.isfinite(means).all():
-        raise SceneError(path, f"{int((~np.isfinite(means)).any(axis=1).sum())} Gaussians have NaN or infinite positions")
+        bad = (~np.isfinite(means)).any(axis=1)
+        raise SceneError(path, f"{int(bad.sum())} Gaussians have NaN or infinite positions (first: index {int(np.argmax(bad))})")
     if not np.isfinite(scales).all() or (scales <= 0).any():
         bad = (~np.isfinite(scales) | (scales <= 0)).any(axis=1)
         raise SceneError(path, f"{int(bad.sum())} Gaussians have non-finite, zero or negative scales (first: index {int(np.argmax(bad))})")
