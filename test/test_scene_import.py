@@ -330,7 +330,7 @@ def test_scene_folder_is_ordinary(imported):
     open_air = f.apply(_to_source([[-3.0, -3.0, 1.2]]))[0]
     sdf = SignedDistanceField.from_mesh(scene.mesh, box_centre - 3.0, box_centre + 3.0, 0.1)
     assert sdf.query(box_centre[None])[0] < 0, "the box is an obstacle"
-    sdf2 = SignedDistanceField.from_mesh(scene.mesh, open_air - 1.0, open_air + 1.0, 0.1)
+    sdf2 = SignedDistanceField.from_mesh(scene.mesh, open_air - 2.0, open_air + 2.0, 0.1)  # the ground is inside
     assert sdf2.query(open_air[None])[0] > 0.3, "open air stays free"
     nav = scene.spec.navigable
     assert nav.z_min >= 0.3 and nav.z_max > nav.z_min + 0.9
@@ -339,7 +339,8 @@ def test_scene_folder_is_ordinary(imported):
 def test_cli_import(capture_file, tmp_path):
     out = tmp_path / "cli_scene"
     proc = subprocess.run([sys.executable, "-m", "airplay.cli", "scene", "import", str(capture_file), "--out", str(out),
-                           "--scale", "2.7", "--voxel", "0.25", "--max-faces", "20000", "--name", "box"],
+                           "--scale", "2.7", "--voxel", "0.25", "--max-faces", "20000", "--name", "box",
+                           "--camera-points", "6"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "imported" in proc.stdout and (out / "scene.yaml").is_file()
@@ -389,18 +390,16 @@ def test_degraded_synthetic_against_truth(tmp_path):
 @pytest.mark.skipif(not REAL.is_dir(), reason=f"real captures not found at {REAL}")
 def test_luma_seal_imports_and_flies(tmp_path):
     out = tmp_path / "seal"
-    result = import_capture(REAL / "luma-seal.splat", out, ImportOptions(progress=False, camera_points=20))
+    result = import_capture(REAL / "luma-seal.splat", out, ImportOptions(progress=False, camera_points=15))
     f = result.frame
     assert float(f.up_src @ np.array([0.0, -1.0, 0.0])) > math.cos(math.radians(10)), "the file's y points down"
     assert result.figures["mesh_faces"] <= 200_000
     proc = subprocess.run([sys.executable, "-m", "airplay.cli", "eval", "--scenes", str(out), "--policy", "expert",
-                           "--episodes", "3", "--out", str(tmp_path / "eval"), "--no-progress"],
+                           "--episodes", "2", "--out", str(tmp_path / "eval"), "--no-progress"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads((tmp_path / "eval" / "summary.json").read_text())
-    text = json.dumps(summary)
-    assert '"episodes": 3' in text or "episodes" in text
-    assert (tmp_path / "eval" / "episodes.jsonl").read_text().count("\n") == 3
+    episodes = [json.loads(line) for line in (tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()]
+    assert len(episodes) == 2
 
 
 @pytest.mark.skipif(not REAL.is_dir(), reason=f"real captures not found at {REAL}")

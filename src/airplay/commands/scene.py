@@ -40,6 +40,7 @@ def _cmd_scene_import(args: argparse.Namespace) -> int:
     opts = ImportOptions(name=args.name, category=args.category, split=args.split, scale=args.scale,
                          known_distance=tuple(args.known_distance) if args.known_distance else None,
                          align_yaw=not args.no_yaw, voxel_m=args.voxel, max_faces=args.max_faces,
+                         camera_points=args.camera_points,
                          drop_from_splat=args.drop_from_splat, backend=args.backend, seed=args.seed)
     result = import_capture(args.capture, args.out, opts)
     f = result.figures
@@ -156,6 +157,7 @@ def register(sub) -> None:
     imp.add_argument("--no-yaw", action="store_true", help="keep the captured yaw (no wall alignment)")
     imp.add_argument("--voxel", type=float, default=0.1, help="fusion voxel size, m (grown for large captures)")
     imp.add_argument("--max-faces", type=int, default=200_000, help="collision mesh face budget")
+    imp.add_argument("--camera-points", type=int, default=32, help="depth-camera positions (six views each)")
     imp.add_argument("--drop-from-splat", action="store_true",
                      help="also remove the cleaned-out Gaussians from the written splat")
     imp.add_argument("--backend", default="auto", choices=("auto", "cpu", "gsplat"), help="depth renderer")
