@@ -233,6 +233,16 @@ def check_verify_lerobot(out: str, tmp: Path) -> None:
     finite(synthetic["video_error"]["worst_psnr_db"], "worst PSNR", positive=True)
 
 
+def check_scene_import(out: str, tmp: Path) -> None:
+    res = json_object(out)
+    assert res["quick"] and [r["category"] for r in res["rows"]] == ["urban"]
+    row = res["rows"][0]
+    for key in ("chamfer_mean_cm", "chamfer_p95_cm", "occupancy_iou", "collision_agreement",
+                "derived_free_truly_colliding", "up_error_deg", "scale_error_pct", "import_s"):
+        finite(row[key], key)
+    assert row["up_error_deg"] < 2.0 and row["scale_error_pct"] < 2.0
+
+
 def check_vln(out: str, tmp: Path) -> None:
     res = json_object(out)
     assert res["quick"] and res["steps"] == 3
@@ -268,6 +278,7 @@ QUICK = {
     "policy_experiment.py": Quick(("--quick", "--out", "{tmp}/out"), check_policy_experiment),
     "rehearsal.py": Quick(("--quick", "--scene", "{scene}", "--logs", "{tmp}/logs"), check_rehearsal, ros=True),
     "render.py": Quick(("--quick", "--json"), check_render),
+    "scene_import.py": Quick(("--quick", "--json"), check_scene_import),
     "sim.py": Quick(("--quick", "--json"), check_sim),
     "vector_env.py": Quick(("--quick", "--json", "--scene", "{scene}"), check_vector_env),
     "verify_lerobot.py": Quick(("--quick", "--json", "{tmp}/report.json"), check_verify_lerobot),

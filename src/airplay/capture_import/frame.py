@@ -216,7 +216,7 @@ def fit_frame(means: np.ndarray, opacities: np.ndarray, normals: np.ndarray, *, 
             if s > max_auto_factor:
                 raise ValueError(f"the capture is {width:.3g} units across and carries no metric cue; "
                                  "give --scale or --known-distance")
-            s, source = s, f"auto (assumed: the capture, {width:.3g} units across, is {auto_width_m:g} m across)"
+            source = f"auto (assumed: the capture, {width:.3g} units across, is {auto_width_m:g} m across)"
             notes.append(f"no metric cue: scaled x{s:.3g} so the capture is {auto_width_m:g} m across; "
                          "give --scale or --known-distance for true metres")
     c_level = s * (rotation @ centre)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 MISSING_EXTRA = ("airplay scene import needs PyMCubes and fast-simplification: "
                  "pip install -e '.[import]' (both are small numpy-only wheels)")
 
@@ -119,10 +118,19 @@ def surface_mesh(field: np.ndarray, origin: np.ndarray, voxel: float):
     return _marching_cubes(field, origin, voxel)
 
 
-def collision_mesh(field: np.ndarray, origin: np.ndarray, voxel: float, cut_z_m: float, max_faces: int):
+def collision_mesh(field: np.ndarray, origin: np.ndarray, voxel: float, cut_z_m: float, max_faces: int,
+                   _coarsened: int = 0):
     """The collision mesh: two pieces cut at ``cut_z_m`` (see the module docstring), each simplified
     to half of ``max_faces``; components that simplification opened are replaced by their
-    unsimplified originals so every piece stays closed."""
+    unsimplified originals so every piece stays closed. Still over budget, the whole is remade
+    from a field twice as coarse (min-pooled: solid wins), up to :data:`MAX_COARSENINGS` times."""
+    mesh = _collision_mesh(field, origin, voxel, cut_z_m, max_faces)
+    if len(mesh.faces) > max_faces and _coarsened < MAX_COARSENINGS:
+        return collision_mesh(_min_pool(field), origin + 0.5 * voxel, 2.0 * voxel, cut_z_m, max_faces, _coarsened + 1)
+    return mesh
+
+
+def _collision_mesh(field: np.ndarray, origin: np.ndarray, voxel: float, cut_z_m: float, max_faces: int):
     import trimesh
 
     kc = int(np.clip(round((cut_z_m - origin[2]) / voxel), 1, field.shape[2] - 2))

@@ -47,7 +47,7 @@ def derive_region(field: np.ndarray, origin: np.ndarray, voxel: float, *, cleara
         z_hi = z_lo + 0.2
     band = (zc >= z_lo - 1e-9) & (zc <= z_hi + 1e-9)
     roomy_band = roomy & band[None, None, :]
-    labels, n = ndimage.label(roomy_band)
+    labels, _ = ndimage.label(roomy_band)
     sizes = np.bincount(labels.ravel())
     sizes[0] = 0
     cells = np.argwhere((labels == int(np.argmax(sizes))).any(axis=2))

@@ -91,7 +91,7 @@ def write_report(folder: Path, figures: dict, g_map, field: np.ndarray, origin: 
     try:
         _overview(folder / "overview.png", g_map, mesh, region)
         pngs.insert(0, "overview.png")
-    except Exception as err:  # a picture is not worth failing an import over; say why in the report
+    except (ValueError, RuntimeError, ImportError, MemoryError) as err:  # a picture is not worth failing an import over
         figures.setdefault("notes", []).append(f"overview image not made: {type(err).__name__}: {err}")
 
     rows = []

@@ -83,7 +83,7 @@ class TsdfVolume:
     trunc_m: float
 
     @classmethod
-    def empty(cls, lower_m: np.ndarray, upper_m: np.ndarray, voxel_m: float, trunc_m: float | None = None) -> "TsdfVolume":
+    def empty(cls, lower_m: np.ndarray, upper_m: np.ndarray, voxel_m: float, trunc_m: float | None = None) -> TsdfVolume:
         """A grid covering the box ``lower_m``..``upper_m`` (map, m); truncation 3 voxels by default."""
         lower_m, upper_m = np.asarray(lower_m, float), np.asarray(upper_m, float)
         shape = tuple(int(v) for v in np.maximum(2, np.ceil((upper_m - lower_m) / voxel_m).astype(int) + 1))

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from airplay.scene.errors import SceneError
-from airplay.scene.gaussians import Gaussians, SH_COEFFS_FOR_DEGREE, rgb_to_sh_dc
+from airplay.scene.gaussians import SH_COEFFS_FOR_DEGREE, Gaussians, rgb_to_sh_dc
 
 _PLY_TYPES = {
     "char": "i1", "int8": "i1", "uchar": "u1", "uint8": "u1",

@@ -159,7 +159,7 @@ def write_spz(path: str | Path, gaussians: Gaussians, *, version: int = 3, fract
             comp = np.where(active, (comp << np.uint64(10)) | (neg << np.uint64(9)) | mag, comp)
         rot = np.stack([(comp >> np.uint64(s)) & np.uint64(0xFF) for s in (0, 8, 16, 24)], axis=1).astype(np.uint8)
     sh = np.clip(np.rint(g.sh[:, 1:, :].astype(np.float64) * 128.0 + 128.0), 0, 255).astype(np.uint8).reshape(n, -1)
-    header = HEADER.pack(MAGIC, version, n, int(round(np.sqrt(k))) - 1, fractional_bits, 0, 0)
+    header = HEADER.pack(MAGIC, version, n, round(np.sqrt(k)) - 1, fractional_bits, 0, 0)
     body = header + pos.tobytes() + alpha.tobytes() + color.tobytes() + scale.tobytes() + rot.tobytes() + sh.tobytes()
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
