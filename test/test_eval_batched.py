@@ -193,3 +193,28 @@ def test_eval_batch_writes_the_files_of_one_at_a_time(scene, checkpoints, tmp_pa
     assert "batch" not in json.loads((runs["1"] / "summary.json").read_text())["meta"]["execution"]
     assert main(["eval", "--policy", "dp", "--checkpoint", str(checkpoints["dp"]), "--scenes", str(scene),
                  "--out", str(tmp_path / "bad"), "--batch", "0", "--no-progress"]) == 2
+
+
+def test_dagger_rollouts_flown_in_batches_are_the_files_of_one_at_a_time(scene, checkpoints, tmp_path):
+    """The policy flies, the field expert labels every visited state, with probability beta the label
+    is executed: the batched rollouts' files hold the same frames, labels, commands and status."""
+    from airplay.policies import dagger as dg
+
+    beta = 0.1
+    jobs = {}
+    for how in ("one", "batch"):
+        (tmp_path / how).mkdir()
+        jobs[how] = [dg.RolloutJob(str(scene), k, EPISODES, SEED, str(checkpoints["cnn_bc"]), 1, beta, None, "cpu",
+                                   str(tmp_path / how / f"{k}.npz")) for k in range(EPISODES)]
+    try:
+        single = [dg.rollout(job) for job in jobs["one"]]
+        batched = sorted(dg.rollout_batch(dg.RolloutBatch(tuple(jobs["batch"]), 3)), key=lambda r: r["task_id"])
+    finally:
+        dg._CACHE.clear()
+    assert [(r["task_id"], r["status"], r["steps"]) for r in sorted(single, key=lambda r: r["task_id"])] == \
+        [(r["task_id"], r["status"], r["steps"]) for r in batched]
+    for a, b in zip(jobs["one"], jobs["batch"]):
+        with np.load(a.path) as za, np.load(b.path) as zb:
+            assert sorted(za.files) == sorted(zb.files)
+            for key in za.files:
+                np.testing.assert_array_equal(za[key], zb[key], err_msg=key)

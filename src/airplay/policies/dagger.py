@@ -22,6 +22,12 @@ Layout of ``OUT`` (every stage is skipped when its output exists, so a killed ru
 Iteration NN flies tasks of ``sample_tasks(scene, ..., episodes, seed + NN)`` on each scene,
 executing the expert's label instead of the policy's command with probability
 ``beta ** NN`` per step (``beta`` 0: the policy always flies).
+
+Flights in batches (``batch`` N > 1, ``airplay dagger --fly-batch N``): a learned policy flies N
+episodes of a scene at a time on :class:`~airplay.world.vector_env.AirPlayVectorEnv` with one
+forward pass per control step (:class:`~airplay.policies.batched.BatchedPolicy`), the field
+expert labelling each row; every rollout file is the one :func:`fly_episode` writes for that
+task, bit for bit. A vehicle with a position-estimate error flies one episode at a time.
 """
 
 from __future__ import annotations
@@ -58,7 +64,9 @@ class DaggerConfig:
     image_size: (width, height) to render at (same field of view; None: the scene camera);
     workers: rollout processes; ray: a Ray address to fly on instead ("local" for a private
     instance); threads: torch threads for training; backend: renderer; vehicle: a vehicle file
-    for the flight model (an autopilot's identified profile; "": config/vehicle.yaml).
+    for the flight model (an autopilot's identified profile; "": config/vehicle.yaml);
+    batch: episodes of a scene flown at a time by each rollout process (module docstring; 1:
+    one at a time).
     """
 
     checkpoint: Path
@@ -78,9 +86,10 @@ class DaggerConfig:
     threads: int = 0
     backend: str = "cpu"
     vehicle: str = ""
+    batch: int = 16
 
     def __post_init__(self) -> None:
-        for name in ("iterations", "episodes", "steps", "batch_size", "workers"):
+        for name in ("iterations", "episodes", "steps", "batch_size", "workers", "batch"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise DaggerError(f"dagger field '{name}' must be an integer >= 1, got {getattr(self, name)!r}")
         if not 0.0 <= self.beta <= 1.0:
@@ -202,14 +211,151 @@ def rollout(job: RolloutJob) -> dict:
     task = sample_tasks(world.scene, world.grid, job.episodes, job.seed, "pointgoal", world.protocol)[job.index]
     rng = np.random.default_rng([job.seed, job.index])
     ep = fly_episode(world, env, policy, labeller, task, job.backend, job.beta, rng)
+    return _write_rollout(job, world, task, ep, time.perf_counter() - t0)
+
+
+def _write_rollout(job: RolloutJob, world, task, ep: dict, wall_s: float) -> dict:
+    """Write episode ``ep`` (:func:`fly_episode`'s dict) to ``job.path`` (aside, then renamed); its record."""
     path = Path(job.path)
     tmp = path.with_name(f".{path.stem}.partial.npz")
     np.savez(tmp, rgb=ep["rgb"], state=ep["state"], goal=ep["goal"], label=ep["label"], command=ep["command"],
              meta=np.array(json.dumps({"task_id": task.task_id, "status": ep["status"], "steps": ep["steps"],
                                        "scene": world.scene.name, "iteration": job.iteration, "beta": job.beta})))
     os.replace(tmp, path)
-    return {"task_id": task.task_id, "status": ep["status"], "steps": ep["steps"],
-            "wall_s": round(time.perf_counter() - t0, 3)}
+    return {"task_id": task.task_id, "status": ep["status"], "steps": ep["steps"], "wall_s": round(wall_s, 3)}
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutBatch:
+    """Rollout jobs of one scene and iteration, flown ``batch`` at a time (:func:`rollout_batch`)."""
+
+    jobs: tuple[RolloutJob, ...]
+    batch: int
+
+
+def rollout_batch(group: RolloutBatch) -> list[dict]:
+    """Fly ``group`` (in a worker) and write each episode's npz; the records, as :func:`rollout`'s."""
+    return list(rollouts_batched(group.jobs, group.batch))
+
+
+def rollouts_batched(jobs, batch: int):
+    """Fly ``jobs`` (one scene, iteration and checkpoint) ``batch`` at a time and write their files
+    (module docstring); yields each record as its episode ends. One at a time (:func:`rollout`)
+    where the vector environment cannot stand in for the single one (a position-estimate error)
+    or the policy is not a learned one."""
+    from airplay.policies.learned import LearnedPolicy
+    from airplay.tasks.sampler import sample_tasks
+
+    jobs = list(jobs)
+    if not jobs:
+        return
+    first = jobs[0]
+    world, _, _ = _scene(first.scene_dir, first.image_size, first.backend, first.vehicle)
+    policy = _policy(first.checkpoint)
+    if batch <= 1 or world.estimate_error is not None or not isinstance(policy, LearnedPolicy) or len(jobs) == 1:
+        for job in jobs:
+            yield rollout(job)
+        return
+    for job in jobs[1:]:
+        if (job.scene_dir, job.episodes, job.seed, job.checkpoint, job.image_size, job.backend, job.vehicle) != \
+                (first.scene_dir, first.episodes, first.seed, first.checkpoint, first.image_size, first.backend,
+                 first.vehicle):
+            raise ValueError("rollouts_batched: the jobs must share scene, tasks, checkpoint and renderer")
+    tasks = sample_tasks(world.scene, world.grid, first.episodes, first.seed, "pointgoal", world.protocol)
+    yield from _fly_batched(world, policy, tasks, jobs, min(batch, len(jobs)))
+
+
+def _fly_batched(world, policy, tasks, jobs: list[RolloutJob], n: int):
+    from collections import deque
+    from dataclasses import replace
+
+    import numba
+
+    from airplay.policies.batched import BatchedPolicy
+    from airplay.tasks.field_expert import FieldExpert, FieldExpertSettings
+    from airplay.world.vector_env import AirPlayVectorEnv
+
+    venv = AirPlayVectorEnv(n, world, "pointgoal", observations=("rgb", "state", "goal"), tasks=tasks,
+                            render_backend=jobs[0].backend, threads=numba.get_num_threads())
+    actor = BatchedPolicy(policy, n)
+    # the labeller: make_policy("field_expert")'s FieldExpert, keeping a field per goal in flight
+    expert = FieldExpert(world.grid, world.sdf, world.vehicle, replace(FieldExpertSettings(), field_cache=max(
+        FieldExpertSettings().field_cache, 2 * n)))
+    pending = deque(jobs)
+    job_of: list[RolloutJob | None] = [None] * n
+    rngs: list = [None] * n
+    frames: list[dict] = [{} for _ in range(n)]
+    wall = np.zeros(n)
+    obs: dict[str, np.ndarray] = {}
+    keys = ("rgb", "state", "goal", "label", "command")
+
+    def finish(row: int, status: str, steps: int) -> dict:
+        job = job_of[row]
+        ep = {k: np.stack(v) if v else np.zeros((0,)) for k, v in frames[row].items()}
+        ep.update(status=status, steps=int(steps))
+        job_of[row] = None
+        return _write_rollout(job, world, tasks[job.index], ep, wall[row])
+
+    def begin(rows: list[int]) -> list[dict]:
+        done = []
+        while rows:
+            now = rows[:len(pending)]
+            if len(now) < len(rows):
+                venv.park(rows[len(now):])
+            if not now:
+                break
+            t0 = time.perf_counter()
+            started = [pending.popleft() for _ in now]
+            o, info = venv.start(now, [tasks[j.index] for j in started])
+            rows = []
+            for i, (row, job) in enumerate(zip(now, started)):
+                job_of[row], rngs[row], wall[row] = job, np.random.default_rng([job.seed, job.index]), 0.0
+                frames[row] = {k: [] for k in keys}
+                actor.reset(row)
+                for key, value in o.items():
+                    if key not in obs:
+                        obs[key] = np.zeros((n, *value.shape[1:]), value.dtype)
+                    obs[key][row] = value[i]
+            dt = (time.perf_counter() - t0) / len(now)
+            for i, row in enumerate(now):
+                wall[row] += dt
+                if info["status"][i] != EpisodeStatus.RUNNING.value:
+                    done.append(finish(row, str(info["status"][i]), int(info["steps"][i])))
+                    rows.append(row)
+        return done
+
+    try:
+        yield from begin(list(range(n)))
+        while True:
+            live = [row for row in range(n) if job_of[row] is not None]
+            if not live:
+                return
+            t0 = time.perf_counter()
+            seen = {k: v[live] for k, v in obs.items()}
+            commands = actor.act(live, seen)
+            actions = np.zeros((n, 4), np.float32)
+            for i, row in enumerate(live):
+                expert.set_goal(tasks[job_of[row].index].goal_position)
+                label = expert.act_on_state(seen["state"][i])[0]
+                beta = job_of[row].beta
+                decided = label if beta > 0 and rngs[row].random() < beta else commands[i]
+                for key, value in (("rgb", seen["rgb"][i]), ("state", seen["state"][i]), ("goal", seen["goal"][i]),
+                                   ("label", label), ("command", commands[i])):
+                    frames[row][key].append(np.array(value))
+                actions[row] = decided
+            step_obs, _, terminated, truncated, info = venv.step(actions)
+            obs.update(step_obs)
+            dt = (time.perf_counter() - t0) / len(live)
+            ended, stopped = [], []
+            for row in live:
+                wall[row] += dt
+                if terminated[row] or truncated[row]:
+                    ended.append(finish(row, str(info["status"][row]), int(info["steps"][row])))
+                    stopped.append(row)
+            ended += begin(stopped)
+            yield from ended
+    finally:
+        venv.close()
 
 
 def run_jobs(fn, jobs: list, workers: int, ray: str | None):
@@ -300,8 +446,19 @@ def dagger(cfg: DaggerConfig, progress: bool = True) -> list[dict]:
         if not ds.joinpath("meta", "info.json").is_file():
             bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), unit="ep", disable=not progress,
                        desc=f"dagger {it}/{cfg.iterations}: fly")
-            for _ in run_jobs(rollout, todo, cfg.workers, cfg.ray):
-                bar.update(1)
+            if cfg.batch > 1 and cfg.workers <= 1 and not cfg.ray:
+                for scene in dict.fromkeys(j.scene_dir for j in todo):  # records as episodes end
+                    for _ in rollouts_batched([j for j in todo if j.scene_dir == scene], cfg.batch):
+                        bar.update(1)
+            elif cfg.batch > 1:
+                groups = [RolloutBatch(tuple(share[i:i + 2 * cfg.batch]), cfg.batch)
+                          for share in ([j for j in todo if j.scene_dir == s] for s in dict.fromkeys(
+                              j.scene_dir for j in todo)) for i in range(0, len(share), 2 * cfg.batch)]
+                for records in run_jobs(rollout_batch, groups, cfg.workers, cfg.ray):
+                    bar.update(len(records))
+            else:
+                for _ in run_jobs(rollout, todo, cfg.workers, cfg.ray):
+                    bar.update(1)
             bar.close()
             _write_dataset(ds, [Path(j.path) for j in jobs], it)
         statuses = []

@@ -20,7 +20,7 @@ def _cmd_dagger(args: argparse.Namespace) -> int:
                            seed=args.seed, beta=args.beta,
                            image_size=args.image_size,
                            workers=args.workers, ray=args.ray, threads=args.threads, backend=args.backend,
-                           vehicle=args.vehicle)
+                           vehicle=args.vehicle, batch=args.fly_batch)
         records = dagger(cfg, progress=not args.no_progress)
     except DaggerError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -62,6 +62,9 @@ def register(sub) -> None:
     cli_flags.add_vehicle(p)
     p.add_argument("--workers", type=int, default=1, help="rollout processes (default 1)")
     p.add_argument("--ray", metavar="ADDRESS", default=None, help="fly as Ray tasks ('local', 'auto', ray://...)")
+    p.add_argument("--fly-batch", type=int, default=16, metavar="N",
+                   help="episodes of a scene each rollout process flies at a time, one forward pass per control step "
+                        "for all, with the same rollouts as one at a time (default 16; 1: one at a time)")
     p.add_argument("--threads", type=int, default=0, help="torch threads for training (default: torch's)")
     p.add_argument("--backend", default="cpu", choices=("cpu", "auto", "gsplat"), help="renderer (default cpu)")
     cli_flags.add_no_progress(p)
