@@ -46,9 +46,14 @@ POLICIES = ("expert", "expert-images", "cnn_bc")
 
 
 def tiny_cnn_bc(root: Path) -> Path:
-    """test/test_policies_cli.py's tiny CNN-BC checkpoint: 30 steps on the test suite's synthetic demonstrations."""
-    sys.path.insert(0, str(REPO / "test"))
-    from helpers.policy_data import tiny_train_args, write_tiny_dataset
+    """test/test_policies_cli.py's tiny CNN-BC checkpoint: 30 steps on the test suite's synthetic
+    demonstrations (test/helpers/policy_data.py, loaded from its file: test/ stays off sys.path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("policy_data", REPO / "test" / "helpers" / "policy_data.py")
+    policy_data = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(policy_data)
+    tiny_train_args, write_tiny_dataset = policy_data.tiny_train_args, policy_data.write_tiny_dataset
 
     out = root / "cnn_bc"
     args = tiny_train_args("cnn_bc", write_tiny_dataset(root / "dataset"), out)

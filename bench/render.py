@@ -177,7 +177,7 @@ def bench_scene(name, gaussians, viewmats, K, size, frames, background, with_ref
         row["visible_gaussians"] = int(stages["visible"] / frames)
         row["tile_pairs"] = int(stages["tile_pairs"] / frames)
     if with_reference:
-        from reference_render import reference_render
+        from airplay.render.reference import reference_render
 
         log(f"[{name}] plain reference, one {size}x{size} frame (slow by design) ...")
         start = time.perf_counter()
@@ -268,7 +268,6 @@ def main(argv=None) -> int:
         args.density = 4.0
     if args.kernels:
         os.environ["AIRPLAY_CPU_KERNELS"] = args.kernels
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))  # reference_render
 
     import numba
 

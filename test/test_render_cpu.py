@@ -9,14 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.scene_factory import box_gaussians
 
 from airplay.render.api import render
-from airplay.scene.camera import PinholeCamera, look_at_viewmat
 from airplay.render.cpu_backend import render_cpu
+from airplay.render.reference import reference_render
+from airplay.scene.camera import PinholeCamera, look_at_viewmat
 from airplay.scene.gaussians import Gaussians, rgb_to_sh_dc
-
-from helpers.scene_factory import box_gaussians
-from reference_render import reference_render
 
 BLACK = np.zeros(3, np.float32)
 
@@ -360,8 +359,8 @@ def test_plain_kernels_render_the_same_images(monkeypatch):
     default kernels bit for bit: exact, with a level of detail, from pose cells, with and without
     depth; an unknown value is an error naming the variable."""
     from airplay.render import lod
-    from airplay.scene.camera import CameraMount
     from airplay.render.cpu_kernels import KernelChoiceError
+    from airplay.scene.camera import CameraMount
 
     g = box_gaussians(np.random.default_rng(5), 600, sh_degree=2)
     tree = lod.build_hierarchy(g)
