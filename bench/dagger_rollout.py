@@ -17,7 +17,10 @@ untrained) flies the same ``--eval-tasks`` PointGoal tasks one at a time
 (:func:`airplay.eval.batched.fly_batched`, bit-exact: what ``airplay eval`` runs; and with torch's
 batched kernels, ``exact=False``); printed: CPU ms (process time, all threads) and wall ms per
 flown step of each, the ratio batch 1 / batch N, and whether every episode ended the same
-(status, steps, trajectory). ``--json`` adds the figures as one JSON object at the end.
+(status, steps, trajectory). Then the same for DAgger's flights (``airplay dagger --fly-batch``,
+beta 0.3, the field expert's label included): :func:`airplay.policies.dagger.rollout` per task vs
+:func:`~airplay.policies.dagger.rollouts_batched`, and whether every rollout file matched.
+``--json`` adds the figures as one JSON object at the end.
 
 Run it as DAgger's pool workers run (``--workers`` equal to the cores: one numba thread each):
 
@@ -186,6 +189,40 @@ def batched_eval(scene: Path, tmp: Path, size: int, n_tasks: int, batch: int) ->
           f"torch's batched kernels (not bit-exact) {out['batchN_inexact_cpu_ms_per_step']:.2f} ms CPU/step = "
           f"{out['batchN_inexact_cpu_ratio']:.2f}x, outcomes equal: "
           f"{'yes' if out['inexact_outcomes_equal'] else 'no'}")
+    out.update(batched_dagger(folder, tmp, checkpoint, n_tasks, batch))
+    return out
+
+
+def batched_dagger(folder: Path, tmp: Path, checkpoint: Path, n_tasks: int, batch: int) -> dict:
+    """DAgger's flights one at a time and ``batch`` at a time (module docstring)."""
+    from airplay.policies import dagger as dg
+
+    runs = {}
+    for name in ("one", "batch"):
+        (tmp / f"dagger_{name}").mkdir()
+        jobs = [dg.RolloutJob(str(folder), k, n_tasks, 0, str(checkpoint), 1, 0.3, None, "cpu",
+                              str(tmp / f"dagger_{name}" / f"{k}.npz")) for k in range(n_tasks)]
+        t, c = time.perf_counter(), time.process_time()
+        records = [dg.rollout(j) for j in jobs] if name == "one" else list(dg.rollouts_batched(jobs, batch))
+        runs[name] = (time.perf_counter() - t, time.process_time() - c, jobs)
+        steps = sum(r["steps"] for r in records)
+    dg._CACHE.clear()
+
+    def equal(a: str, b: str) -> bool:
+        with np.load(a) as za, np.load(b) as zb:
+            return za.files == zb.files and all(np.array_equal(za[k], zb[k]) for k in za.files)
+
+    same = all(equal(a.path, b.path) for a, b in zip(runs["one"][2], runs["batch"][2]))
+    out = {"dagger_steps": steps, "dagger_files_equal": same}
+    for name in ("one", "batch"):
+        out[f"dagger_{name}_cpu_ms_per_step"] = round(1e3 * runs[name][1] / steps, 3)
+        out[f"dagger_{name}_wall_ms_per_step"] = round(1e3 * runs[name][0] / steps, 3)
+    out["dagger_cpu_ratio"] = round(out["dagger_one_cpu_ms_per_step"] / out["dagger_batch_cpu_ms_per_step"], 2)
+    print(f"Batched DAgger flights, same policy, beta 0.3, {n_tasks} tasks, {steps} steps (label included): one at a "
+          f"time {out['dagger_one_cpu_ms_per_step']:.2f} ms CPU/step ({out['dagger_one_wall_ms_per_step']:.2f} wall); "
+          f"batch {batch} {out['dagger_batch_cpu_ms_per_step']:.2f} ms CPU/step "
+          f"({out['dagger_batch_wall_ms_per_step']:.2f} wall) = {out['dagger_cpu_ratio']:.2f}x less CPU; files equal: "
+          f"{'yes' if same else 'NO'}")
     return out
 
 

@@ -120,6 +120,8 @@ def check_dagger_rollout(out: str, tmp: Path) -> None:
     single, batched = numbers(r"^Batched evaluation, .* batch 1 ([\d.]+) ms CPU/step .* batch \d+ ([\d.]+) ms CPU/step",
                               out)
     assert single > 0 and batched > 0 and "outcomes equal: yes" in out
+    numbers(r"^Batched DAgger flights, .* one at a time ([\d.]+) ms CPU/step .* batch \d+ ([\d.]+) ms CPU/step", out)
+    assert "files equal: yes" in out
 
 
 def check_eval_workers(out: str, tmp: Path) -> None:
