@@ -179,14 +179,18 @@ def _summary(out) -> dict:
 def test_eval_batch_writes_the_files_of_one_at_a_time(scene, checkpoints, tmp_path, monkeypatch):
     monkeypatch.setenv("AIRPLAY_CACHE_DIR", str(tmp_path / "cache"))
     runs = {}
-    for batch in ("1", "4"):
-        out = tmp_path / f"batch{batch}"
+    for name, extra in (("1", ()), ("4", ()), ("pool", ("--workers", "2"))):
+        out = tmp_path / name
         assert main(["eval", "--policy", "dp", "--checkpoint", str(checkpoints["dp"]), "--scenes", str(scene),
                      "--episodes", str(EPISODES), "--seed", str(SEED), "--backend", "cpu", "--out", str(out),
-                     "--bootstrap", "50", "--no-progress", "--batch", batch]) == 0
-        runs[batch] = out
-    assert (runs["4"] / "episodes.jsonl").read_bytes() == (runs["1"] / "episodes.jsonl").read_bytes()
-    assert _summary(runs["4"]) == _summary(runs["1"])
+                     "--bootstrap", "50", "--no-progress", "--batch", "1" if name == "1" else "2" if extra else "4",
+                     *extra]) == 0
+        runs[name] = out
+    for name in ("4", "pool"):
+        assert (runs[name] / "episodes.jsonl").read_bytes() == (runs["1"] / "episodes.jsonl").read_bytes()
+        assert _summary(runs[name]) == _summary(runs["1"])
+    pool = json.loads((runs["pool"] / "summary.json").read_text())["meta"]["execution"]
+    assert pool["engine"] == "process pool (2 workers), batches of 2" and pool["batch"] == 2
     meta = json.loads((runs["4"] / "summary.json").read_text())["meta"]
     assert meta["execution"] == {"engine": "in-process, batches of 4", "workers": 1, "batch": 4,
                                  "resumed_episodes": 0}
