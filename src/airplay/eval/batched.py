@@ -91,8 +91,8 @@ def _fly(cfg, scene_dir, world, tasks, policy, pending: deque, n: int, exact: bo
     """The batched loop; returns the task indices still to fly where the policy raised."""
     import numba
 
-    from airplay.eval.runner import task_result
     from airplay.episode_status import EpisodeStatus
+    from airplay.eval.runner import task_result
     from airplay.policies import guard
     from airplay.policies.batched import BatchedPolicy
     from airplay.world.vector_env import AirPlayVectorEnv
@@ -155,7 +155,7 @@ def _fly(cfg, scene_dir, world, tasks, policy, pending: deque, n: int, exact: bo
             t0 = time.perf_counter()
             try:
                 commands = actor.act(live, {k: v[live] for k, v in obs.items()})
-            except Exception:
+            except Exception:  # the policy's failure: these episodes end as one at a time (guard)
                 return [task_of[r] for r in live] + list(pending)
             ended: list[dict] = []
             stopped: list[int] = []

@@ -137,8 +137,8 @@ def _scene(scene_dir: str, image_size, backend: str, vehicle: str = ""):
         from airplay.data.collect_flight import world_with_camera
         from airplay.policies import make_policy
         from airplay.sim.estimate_error import load_vehicle_file
-        from airplay.world.env import AirPlayEnv
         from airplay.world import World
+        from airplay.world.env import AirPlayEnv
 
         params, estimate_error = load_vehicle_file(vehicle)
         world = world_with_camera(World.load(scene_dir, vehicle=params, estimate_error=estimate_error), image_size)

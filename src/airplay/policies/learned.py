@@ -25,7 +25,6 @@ from typing import ClassVar
 import numpy as np
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from airplay.policies.base import Policy, PolicyConfig, check
 from airplay.policies.normalize import MODES, Normalizer, compute_stats

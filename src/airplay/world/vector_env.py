@@ -706,7 +706,7 @@ class AirPlayVectorEnv(VectorEnv):
     def _observe(self, rows: np.ndarray | None = None) -> dict:
         """The observations of all rows, or of ``rows`` only (rendering only those); parked rows'
         images are zeros."""
-        n, (h, w), keys = self.num_envs, self._hw, self.observation_keys
+        n, (h, w) = self.num_envs, self._hw
         t = time.perf_counter()
         every = rows is None and not self._parked.any()
         shown = None if every else (np.arange(n) if rows is None else rows)
