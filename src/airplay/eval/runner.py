@@ -348,9 +348,9 @@ def evaluate_inprocess(cfg: EvalConfig, out_dir: Path, progress: bool = True, wo
 def batchable(cfg: EvalConfig) -> bool:
     """Whether ``cfg``'s episodes may fly in batches (:mod:`airplay.eval.batched` decides per scene
     from the loaded policy and world; this rules out what the configuration alone rules out)."""
-    from airplay.policies.registry import LEARNED_POLICIES
+    from airplay.policies.registry import DEMONSTRATION_POLICIES  # the LearnedPolicy ones (not ppo_depth)
 
-    return cfg.policy in LEARNED_POLICIES and cfg.setting in ("pointgoal", "imagegoal", "goalfree") \
+    return cfg.policy in DEMONSTRATION_POLICIES and cfg.setting in ("pointgoal", "imagegoal", "goalfree") \
         and not cfg.wind and not cfg.policy_budget_ms and cfg.render_images
 
 
