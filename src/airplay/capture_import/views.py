@@ -2,7 +2,8 @@
 
 All in ``map`` (ENU, metres). A coarse occupancy grid is made from the kept Gaussians'
 centres (opacity >= 0.3), grown by one cell; candidate points are free cells at least
-``clearance_m`` from it, at heights in the band. Outdoors (at least 20 % of them see the sky
+``clearance_m`` from it, at heights in the band, over the capture's core (the 5th to 95th
+percentile of the centres in x and y). Outdoors (at least 20 % of them see the sky
 straight or diagonally up) only cells that see the sky are kept, so no camera sits inside a
 closed building; indoors, the largest connected free region is kept. Points are picked by farthest-
 point sampling; each renders a cube map (six 90 degree views), which sees every direction.
@@ -65,7 +66,13 @@ def camera_points(means_map: np.ndarray, opacities: np.ndarray, lower: np.ndarra
     dist = ndimage.distance_transform_edt(~occ) * cell
     zc = lower[2] + cell * np.arange(shape[2])
     band = (zc >= z_band[0]) & (zc <= z_band[1])
-    cand = (dist >= clearance_m) & band[None, None, :]
+    # Only over the capture's core (5th to 95th percentile of the centres in x and y): the strip
+    # outside a room's walls sees the sky, and a camera there would look at the walls' backs.
+    core_lo, core_hi = np.percentile(pts[:, :2], 5, axis=0), np.percentile(pts[:, :2], 95, axis=0)
+    xc = lower[0] + cell * np.arange(shape[0])
+    yc = lower[1] + cell * np.arange(shape[1])
+    core = ((xc >= core_lo[0]) & (xc <= core_hi[0]))[:, None] & ((yc >= core_lo[1]) & (yc <= core_hi[1]))[None, :]
+    cand = (dist >= clearance_m) & band[None, None, :] & core[:, :, None]
     labels, n = ndimage.label(cand)
     if n == 0:
         return np.zeros((0, 3))
