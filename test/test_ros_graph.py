@@ -493,7 +493,7 @@ def test_another_graph_in_the_domain_stops_the_run_loudly(scene_dir, tmp_path):
         other.close()
     text = (tmp_path / "evaluator.log").read_text()
     assert code == 1, logs(tmp_path)
-    assert "2 processes publish cmd_vel" in text and "ROS_DOMAIN_ID of its own" in text, text
+    assert "2 publishers of cmd_vel" in text and "ROS_DOMAIN_ID of its own" in text, text
     assert not (tmp_path / "out" / "episodes.jsonl").exists()
 
 

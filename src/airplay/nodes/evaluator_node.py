@@ -18,11 +18,12 @@ steps; reliable). With ``viewer:=true`` the start-up also waits for a subscriber
 has every episode; the viewer is no member of the run (its leaving stops nothing).
 
 A node that leaves the graph (its process ended: DDS removes it at once on a clean exit, after
-the Fast DDS participant lease for a killed process) is what ends things early: the sim, or
-the renderer, leaving stops the run with exit code 1 after writing the results of the finished
-episodes; the policy leaving ends its episodes as ``no_command`` (the sim decides that) and the
-run goes on. Another graph in the same ROS domain (a second process publishing
-``episode/command``, ``episode/status`` or ``cmd_vel``, at start-up or during the run) stops the
+the participant lease for a killed process) is what ends things early; the evaluator follows the
+graph's nodes by name through rclpy's graph API, whatever the RMW. The sim, or the renderer,
+leaving stops the run with exit code 1 after writing the results of the finished episodes; the
+policy leaving ends its episodes as ``no_command`` (the sim decides that) and the run goes on.
+Another graph in the same ROS domain (a second publisher of ``episode/command``,
+``episode/status`` or ``cmd_vel``, at start-up or during the run) stops the
 run the same way, saying so: lockstep matches a command to its observation by the stamp, every
 graph's sim time starts at 0, and the other graph's messages would change the episodes.
 
@@ -71,8 +72,6 @@ LEAVE_GRACE_S = 1.0
 run with an error: a Ctrl-C reaches every process of the graph at once, and a node that exits
 first must not turn this process's own clean stop (its SIGINT handled a moment later, under load)
 into a failure."""
-PARTICIPANT_PREFIX = 12
-"""Bytes of an endpoint's GID that name its DDS participant (the RTPS GUID prefix)."""
 
 
 class EvaluatorNode(Node):
@@ -124,9 +123,8 @@ class EvaluatorNode(Node):
         self.k = -1
         self.t0 = time.monotonic()
         self.waiting_logged = self.t0
-        self.members: dict[bytes, str] = {}  # the graph's episode/command subscriptions at start -> role
-        self.member_names: dict[bytes, str] = {}  # their nodes' names, once DDS has told them
-        self.left: set[bytes] = set()
+        self.members: dict[tuple[str, str], str] = {}  # (namespace, name) of episode/command's subscribers -> role
+        self.left: set[tuple[str, str]] = set()
         self.membership_checked = 0.0
         self.leaving: tuple[float, str] | None = None  # (when, why): a needed node left; the run stops after the grace
         self.total_steps = 0
@@ -149,46 +147,46 @@ class EvaluatorNode(Node):
                            "(need sim, renderer, policy)")
         if self.status_sub.get_publisher_count() < 1:
             missing.append("episode/status has 0 publishers (need sim)")
+        unnamed = self._unnamed_members()
+        if unnamed:
+            missing.append(f"{unnamed} subscriber(s) of episode/command not named by the graph yet")
         if self.vln and self.report_sub.get_publisher_count() < 1:
             missing.append("episode/policy has 0 publishers (need policy)")
         if self.viewer and self.progress_pub.get_subscription_count() < 1:
             missing.append("episode/progress has 0 subscribers (need viewer)")
         return missing
 
-    def _endpoints(self, topic: str, publishers: bool) -> dict[bytes, str]:
-        """The endpoints of ``topic`` in the graph: endpoint GID -> its node's name ("" while DDS
-        has not told it yet: node names arrive on their own topic, after the endpoints)."""
+    def _endpoints(self, topic: str, publishers: bool) -> list[tuple[str, str]]:
+        """The endpoints of ``topic`` in the ROS graph (rclpy's graph API, whatever the RMW): one
+        (node namespace, node name) per endpoint, the name "" while the RMW has not told it yet
+        (node names arrive on their own, after the endpoints)."""
         name = self.resolve_topic_name(topic)
         infos = self.get_publishers_info_by_topic(name) if publishers else self.get_subscriptions_info_by_topic(name)
-        return {bytes(i.endpoint_gid): "" if "_UNKNOWN_" in i.node_name else i.node_name for i in infos}
+        return [(i.node_namespace, "" if "_UNKNOWN_" in i.node_name else i.node_name) for i in infos]
 
-    @staticmethod
-    def _participants(endpoints: dict[bytes, str]) -> set[bytes]:
-        """The DDS participants (one per node process) of these endpoints: their GID's GUID prefix."""
-        return {gid[:PARTICIPANT_PREFIX] for gid in endpoints}
+    def _unnamed_members(self) -> int:
+        """How many of episode/command's subscribers the graph does not name yet."""
+        return sum(1 for _, name in self._endpoints("episode/command", publishers=False) if not name)
 
     def _record_members(self) -> None:
-        """The graph's nodes as it starts: the subscribers of episode/command, by endpoint, with
-        the sim (whose process publishes episode/status) and the policy (cmd_vel, episode/policy) told apart."""
-        sims = self._participants(self._endpoints("episode/status", publishers=True))
-        policies = self._participants({**self._endpoints("cmd_vel", publishers=True),
-                                       **self._endpoints("episode/policy", publishers=True)})
-        for gid, name in self._endpoints("episode/command", publishers=False).items():
-            prefix = gid[:PARTICIPANT_PREFIX]
-            self.members[gid] = "sim" if prefix in sims else "policy" if prefix in policies else "node"
-            self.member_names[gid] = name
+        """The graph's nodes as it starts: the subscribers of episode/command, by node, with the sim
+        (it publishes episode/status) and the policy (cmd_vel, episode/policy) told apart."""
+        sims = set(self._endpoints("episode/status", publishers=True))
+        policies = set(self._endpoints("cmd_vel", publishers=True) + self._endpoints("episode/policy", publishers=True))
+        for node in self._endpoints("episode/command", publishers=False):
+            self.members[node] = "sim" if node in sims else "policy" if node in policies else "node"
 
     def _other_graph(self) -> str | None:
         """What shows that another graph shares this ROS domain (None: nothing does). Lockstep
         ties a command to its observation by the stamp alone, and every graph's sim time starts
         at 0, so another graph's evaluator, sim or policy would start, end or step this run's
-        episodes: a second process publishing episode/command, episode/status or cmd_vel."""
+        episodes: a second publisher of episode/command, episode/status or cmd_vel (each has
+        one in a graph)."""
         for topic, role in (("episode/command", "evaluators"), ("episode/status", "sims"), ("cmd_vel", "policies")):
             endpoints = self._endpoints(topic, publishers=True)
-            processes = self._participants(endpoints)
-            if len(processes) > 1:
-                names = sorted(set(n for n in endpoints.values() if n)) or ["(names not known yet)"]
-                return (f"{len(processes)} processes publish {topic} ({', '.join(names)}): {role} of another graph "
+            if len(endpoints) > 1:
+                names = sorted(set(n for _, n in endpoints if n)) or ["(names not known yet)"]
+                return (f"{len(endpoints)} publishers of {topic} ({', '.join(names)}): {role} of another graph "
                         f"share ROS domain {os.environ.get('ROS_DOMAIN_ID', '0')}, and their messages would "
                         "change this run's episodes; give each graph a ROS_DOMAIN_ID of its own")
         return None
@@ -206,15 +204,12 @@ class EvaluatorNode(Node):
         if self.status_sub.get_publisher_count() == 0:
             self._left(f"the sim left the graph during episode {self.k} (episode/status has no publisher)")
             return False
-        present = self._endpoints("episode/command", publishers=False)
-        for gid, name in present.items():
-            if gid in self.members and name:
-                self.member_names[gid] = name
-        for gid, role in self.members.items():
-            if gid in present or gid in self.left:
+        present = set(self._endpoints("episode/command", publishers=False))
+        for node, role in self.members.items():
+            if node in present or node in self.left:
                 continue
-            self.left.add(gid)
-            name = self.member_names.get(gid) or "a node"
+            self.left.add(node)
+            name = node[1]
             if role == "policy":
                 self.get_logger().error(f"the policy ({name}) left the graph during episode {self.k}; the sim ends "
                                         "its episodes as no_command")
