@@ -8,7 +8,9 @@ Four tests, applied in the capture's own frame with thresholds relative to its r
 * far background: farther than ``far_factor`` x size from the centre (sky domes, distant
   buildings, the trees behind a courtyard);
 * isolated: in a connected group of occupied cells (cells of size / 25, 26-connected) that
-  holds fewer than max(``min_cluster``, 0.05 % of all) Gaussians (floaters in free space).
+  holds fewer than max(``min_cluster``, 0.05 % of all) Gaussians, or with its 4th-nearest
+  neighbour more than ``sparse_factor`` times the median such distance away (floaters in
+  free space, even where they are many).
 
 Each Gaussian is counted under the first test it fails, in that order.
 """
@@ -35,7 +37,7 @@ class CleanResult:
 
 
 def clean_capture(g: Gaussians, *, min_opacity: float = 0.05, huge_factor: float = 20.0, far_factor: float = 3.0,
-                  min_cluster: int = 20, cells_per_size: float = 25.0) -> CleanResult:
+                  min_cluster: int = 20, cells_per_size: float = 25.0, sparse_factor: float = 4.0) -> CleanResult:
     """Decide which Gaussians go into the collision geometry (see the module docstring)."""
     from scipy import ndimage
 
@@ -67,5 +69,12 @@ def clean_capture(g: Gaussians, *, min_opacity: float = 0.05, huge_factor: float
         sizes = np.bincount(lab, minlength=count + 1)
         small = sizes[lab] < max(min_cluster, int(0.0005 * n))
         isolated[np.flatnonzero(keep)[small]] = True
+    # Alone in its neighbourhood: the 4th-nearest neighbour much farther than is typical.
+    from scipy.spatial import cKDTree
+
+    idx_keep = np.flatnonzero(keep & ~isolated)
+    if len(idx_keep) > 10:
+        d4 = cKDTree(means[idx_keep]).query(means[idx_keep], k=5)[0][:, 4]
+        isolated[idx_keep[d4 > sparse_factor * float(np.median(d4))]] = True
     drop("isolated", isolated)
     return CleanResult(keep, counts)
