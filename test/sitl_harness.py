@@ -1348,8 +1348,10 @@ def _second_bridge(r: Run):
         commands = [line.strip()[:200] for line in text.splitlines()
                     if re.search(r"INFO: disarmed on the ground$|ERROR: disarm on the ground refused|NAV_LAND|"
                                  r"INFO: phase \S+ -> (arming|taking_off|warming_up|landing)", line.rstrip())]
+        seen = re.search(r"INFO: autopilot: \S+ system \S+, mode \S+, (ARMED|disarmed)", text)
         r.extra["second_bridge"] = {"exit_code": second.code, "exited_by_itself": second.exited_before_stop,
-                                    "only_watched": "already armed" in text, "commands": commands}
+                                    "only_watched": "already armed" in text, "commands": commands,
+                                    "saw_armed": None if seen is None else seen.group(1) == "ARMED"}
 
 
 def sigstop_bridge(r: Run) -> None:
@@ -2552,12 +2554,30 @@ class Checks:
 
     def second_bridge_watched(self) -> None:
         """The second bridge, started over the flying vehicle, only watched: it said so, sent no
-        command (its log has no arm, take-off, mode change, landing or DISARM) and exited non-zero."""
+        command (its log has no arm, take-off, mode change, landing or DISARM) and exited non-zero.
+        The scenario's premise is checked first: the second bridge's first look at the autopilot
+        found it armed. Where the autopilot had already landed and disarmed (the second graph's
+        start-up outlasted the failsafe landing, e.g. 12 s at load 12), the run did not test the
+        premise and fails on that, not on what the bridge then did (arming a disarmed vehicle on
+        ``arm:=true`` is an explicit request)."""
         sb = self.v.get("second_bridge") or {}
         self.that(bool(sb), "a second bridge was started over the flying vehicle")
+        saw_armed = sb.get("saw_armed")
+        if saw_armed is None and sb:  # verdicts from before the field: only a disarmed vehicle is ever armed
+            saw_armed = not any("-> arming" in line for line in sb.get("commands") or [])
+        if sb and not saw_armed:
+            self.that(False, "premise not met: the vehicle had landed and disarmed before the second bridge "
+                             f"connected ({self._second_start_s()} s from its start to connecting)")
+            return
         self.that(sb.get("only_watched") is True, f"the second bridge only watched ({sb})")
         self.that(not sb.get("commands"), f"the second bridge commanded nothing ({sb.get('commands')})")
         self.that(sb.get("exit_code") not in (None, 0), f"the second bridge exited non-zero ({sb.get('exit_code')})")
+
+    def _second_start_s(self) -> float | None:
+        """Seconds from the second bridge's start to its first phase after the first bridge's last."""
+        start = (self.v.get("events") or {}).get("second_bridge")
+        later = [t for t, p in self.v.get("phase_changes") or [] if start is not None and t > start and p == "connecting"]
+        return round(later[0] - start, 1) if later else None
 
     def autopilot_fence(self) -> None:
         """The autopilot held the bridge's box as its own inclusion fence during the flight (read by the
