@@ -1,4 +1,6 @@
-"""Test-wide settings: DDS confined to loopback for every rclpy process the tests start."""
+"""Test-wide settings: DDS confined to loopback for every rclpy process the tests start; the
+scenes several modules fly, built once per session (``indoor_1``, ``indoor_2`` with ``scene_cache``,
+``tiny_scenes``). A test that changes its scene folder builds its own."""
 
 import os
 import signal
@@ -147,6 +149,45 @@ def stop_process_trees(procs, nodes: set[int], sig: int = signal.SIGINT, wait_s:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+@pytest.fixture(scope="session")
+def indoor_1(tmp_path_factory) -> Path:
+    """:func:`sparse_indoor_scene` built once per test session (the folder ``indoor_1``, alone in
+    its parent, its SDF in airplay's cache where the processes a test starts find it). Shared by
+    every module that flies this scene: read it, never change it (a test that edits its scene
+    folder builds its own)."""
+    return sparse_indoor_scene(tmp_path_factory.mktemp("scenes") / "indoor_1")
+
+
+@pytest.fixture(scope="session")
+def scene_cache(tmp_path_factory) -> Path:
+    """One cache folder (SDFs, level-of-detail trees) for the session's shared scenes: pass it as
+    ``World.load(..., cache_dir=scene_cache)``; a field at a given resolution is built once per session."""
+    return tmp_path_factory.mktemp("scene-cache")
+
+
+@pytest.fixture(scope="session")
+def indoor_2(tmp_path_factory) -> Path:
+    """The synthetic indoor scene of seed 2 at 4 Gaussians/m^2 (folder ``indoor``), built once per
+    test session; load it with ``cache_dir=scene_cache``. Read it, never change it."""
+    from airplay.scene.synthetic import make_scene
+
+    folder = tmp_path_factory.mktemp("indoor-2") / "indoor"
+    make_scene("indoor", 2, folder, gaussians_per_m2=4)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_scenes(tmp_path_factory) -> Path:
+    """A scenes folder holding the tiny cube scene alone (``tiny``, test/helpers/scene_factory.py),
+    built once per test session; the modules that use it put airplay's cache beside it
+    (``tiny_scenes.parent / "cache"``), so its SDF is built once too. Read it, never change it."""
+    from helpers.scene_factory import write_tiny_scene
+
+    root = tmp_path_factory.mktemp("tiny-scenes")
+    write_tiny_scene(root / "scenes" / "tiny")
+    return root / "scenes"
 
 
 @pytest.fixture

@@ -9,17 +9,14 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from airplay.scene.synthetic import make_scene
-from airplay.world.env import AirPlayEnv, goal_in_heading_frame
-from airplay.world import World
 from airplay.tasks.sampler import sample_tasks
+from airplay.world import World
+from airplay.world.env import AirPlayEnv, goal_in_heading_frame
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("env")
-    make_scene("indoor", 2, root / "indoor", gaussians_per_m2=4)
-    return World.load(root / "indoor", cache_dir=root / "cache")
+def world(indoor_2, scene_cache):
+    return World.load(indoor_2, cache_dir=scene_cache)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import sparse_indoor_scene
 from numpy.testing import assert_allclose
 
 from airplay.bridge.identify import correlation_time, estimate_error
@@ -71,10 +70,10 @@ def test_a_profiles_estimate_error_is_read_and_bad_fields_are_named(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def indoor(tmp_path_factory):
+def indoor(indoor_1):
     from airplay.world import World
 
-    return World.load(sparse_indoor_scene(tmp_path_factory.mktemp("estimate") / "indoor_1"))
+    return World.load(indoor_1)
 
 
 @pytest.mark.parametrize("render_images", [False, True])

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.scene_factory import write_tiny_scene
 
 from airplay.cli import main
 from airplay.eval.runner import RUN_FIELDS
@@ -21,11 +20,9 @@ EPISODES, SEED = 4, 3
 
 
 @pytest.fixture(scope="module")
-def scenes(tmp_path_factory):
+def scenes(tiny_scenes):
     """The tiny cube scene (tasks fly around a 4 m cube), its SDF cached."""
-    root = tmp_path_factory.mktemp("scalescenes")
-    write_tiny_scene(root / "scenes" / "tiny")
-    return root / "scenes"
+    return tiny_scenes
 
 
 @pytest.fixture(autouse=True)

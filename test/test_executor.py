@@ -256,12 +256,10 @@ GRAPH_EPISODES = 3
 
 @pytest.mark.slow
 @pytest.mark.slow
-def test_the_lockstep_graph_gives_the_same_episodes_under_both_executors(tmp_path):
-    from conftest import sparse_indoor_scene
-
+def test_the_lockstep_graph_gives_the_same_episodes_under_both_executors(indoor_1, tmp_path):
     from airplay.eval.runner import EvalConfig, evaluate_inprocess
 
-    scene_dir = sparse_indoor_scene(tmp_path / "scenes" / "indoor_1")
+    scene_dir = indoor_1
     lean = _graph_episodes(scene_dir, tmp_path / "lean", "lean", tmp_path)
     plain = _graph_episodes(scene_dir, tmp_path / "rclpy", "rclpy", tmp_path)
     evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=GRAPH_EPISODES, render_images=False),

@@ -16,7 +16,6 @@ from helpers.scene_factory import scene_yaml_dict, write_tiny_scene
 
 from airplay.data.bag import iter_episode_bags, read_episode
 from airplay.policies import POLICY_NAMES, make_policy
-from airplay.scene.synthetic import make_scene
 from airplay.sim.dynamics import load_vehicle_params
 from airplay.tasks.cost_to_go import FieldCache, wall_penalty
 from airplay.tasks.expert import ExpertPilot
@@ -36,10 +35,8 @@ def room():
 
 
 @pytest.fixture(scope="module")
-def indoor(tmp_path_factory):
-    root = tmp_path_factory.mktemp("field_expert")
-    make_scene("indoor", 2, root / "indoor", gaussians_per_m2=4)
-    world = World.load(root / "indoor", cache_dir=root / "cache")
+def indoor(indoor_2, scene_cache):
+    world = World.load(indoor_2, cache_dir=scene_cache)
     return world, sample_tasks(world.scene, world.grid, 6, 0, "pointgoal", world.protocol)
 
 

@@ -8,7 +8,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from airplay.scene.synthetic import make_scene
 from airplay.tasks.protocol import load_protocol
 from airplay.tasks.sampler import sample_tasks
 from airplay.world import World
@@ -17,12 +16,10 @@ from airplay.world.geodesic import cost_to_go, field_cache, geodesic_progress, g
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("geodesic")
-    make_scene("indoor", 2, root / "indoor", gaussians_per_m2=4)
+def world(indoor_2, scene_cache):
     protocol = load_protocol()  # a 0.2 m grid, built in about a second
     protocol = replace(protocol, task=replace(protocol.task, grid_resolution_m=0.2))
-    return World.load(root / "indoor", protocol=protocol, cache_dir=root / "cache").with_camera_size(16, 16)
+    return World.load(indoor_2, protocol=protocol, cache_dir=scene_cache).with_camera_size(16, 16)
 
 
 @pytest.fixture(scope="module")

@@ -199,15 +199,15 @@ def test_sigint_to_the_launcher_stops_every_process(fake_env, tmp_path):
 
 @pytest.mark.ros
 @pytest.mark.slow
-def test_ctrl_c_stops_a_real_graph_quietly(tmp_path, own_ros_domain):
+def test_ctrl_c_stops_a_real_graph_quietly(indoor_1, tmp_path, own_ros_domain):
     """`airplay launch sim_eval` mid-run, Ctrl-C to its process group (its nodes have sessions of
     their own, so each gets the launcher's one SIGINT): every node ends cleanly, in time, with no
     traceback, no SIGTERM and nothing left (run_node's shutdown, airplay.nodes.shutdown)."""
     pytest.importorskip("rclpy")
-    from conftest import descendants, sparse_indoor_scene
+    from conftest import descendants
     from helpers.installs import isolated
 
-    scene = sparse_indoor_scene(tmp_path / "indoor_1")
+    scene = indoor_1
     log = tmp_path / "launch.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(isolated([sys.executable, "-m", "airplay.cli", "launch", "sim_eval", f"scenes:={scene}",

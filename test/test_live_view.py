@@ -25,16 +25,13 @@ import pytest
 from helpers.headless_chromium import find_chromium, inspect_page
 from helpers.ports import free_port, listening
 from helpers.rrd import column, read_rrd
-from helpers.scene_factory import write_tiny_scene
 
 from airplay.cli import main
 
 
 @pytest.fixture(scope="module")
-def scenes(tmp_path_factory):
-    root = tmp_path_factory.mktemp("live")
-    write_tiny_scene(root / "scenes" / "tiny")
-    return root / "scenes"
+def scenes(tiny_scenes):
+    return tiny_scenes
 
 
 @pytest.fixture(autouse=True)

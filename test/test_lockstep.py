@@ -8,14 +8,13 @@ import math
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from airplay.tasks.sampler import Task
 from airplay.world.lockstep import (CURRENT, DUPLICATE, ENDED, HELD, MAX_HELD_STAMPS, RESET_GAP_PERIODS, STALE,
                                   EpisodeCommand, EpisodeGate, next_start_ns)
-from airplay.tasks.sampler import Task
 
 DT = 20_000_000
 
@@ -127,13 +126,6 @@ def test_bad_episode_commands_name_the_field(change, words):
 
 # --- the real policy node, fed out of order ---------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def scene_dir(tmp_path_factory) -> Path:
-    from conftest import sparse_indoor_scene
-
-    return sparse_indoor_scene(tmp_path_factory.mktemp("scenes") / "indoor_1")
-
-
 class FakeSimAndCamera:
     """This process plays the sim and the renderer for a real policy node: it publishes
     episode/status, sim/state (the exact state the node observes in the sim) and (blank) images
@@ -226,7 +218,7 @@ def _state64(env) -> np.ndarray:
 
 @pytest.mark.usefixtures("own_ros_domain")
 @pytest.mark.slow
-def test_policy_node_survives_frames_out_of_order_and_flies_as_in_process(scene_dir, tmp_path):
+def test_policy_node_survives_frames_out_of_order_and_flies_as_in_process(indoor_1, tmp_path):
     """Two episodes through the real policy node (the expert), driven by this process as sim and
     camera, with every ordering DDS may produce: the next episode's first frames (state and
     images, images first) before its start and before the previous episode's end, a repeated
@@ -235,11 +227,11 @@ def test_policy_node_survives_frames_out_of_order_and_flies_as_in_process(scene_
     rest, stays up, and its commands fly both episodes exactly as the in-process runtime does."""
     from airplay.eval.runner import run_episode
     from airplay.policies import make_policy
-    from airplay.world.env import AirPlayEnv
-    from airplay.world import World
     from airplay.tasks.sampler import sample_tasks
+    from airplay.world import World
+    from airplay.world.env import AirPlayEnv
 
-    world = World.load(scene_dir)
+    world = World.load(indoor_1)
     tasks = sample_tasks(world.scene, world.grid, 2, 0, "pointgoal", world.protocol)
     reference = AirPlayEnv(world, "pointgoal", render_images=False)
     expected = [run_episode(reference, make_policy("expert", world), task) for task in tasks]
@@ -247,7 +239,7 @@ def test_policy_node_survives_frames_out_of_order_and_flies_as_in_process(scene_
 
     log = open(tmp_path / "policy.log", "w")
     node = subprocess.Popen([sys.executable, "-m", "airplay.nodes.policy_node", "--ros-args", "-p",
-                             f"scenes:={scene_dir}", "-p", "setting:=pointgoal", "-p", "policy:=expert"],
+                             f"scenes:={indoor_1}", "-p", "setting:=pointgoal", "-p", "policy:=expert"],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     fake = FakeSimAndCamera()
     try:
@@ -261,7 +253,7 @@ def test_policy_node_survives_frames_out_of_order_and_flies_as_in_process(scene_
         flown, last = [], None
         far = 10**6 * DT
         for k, task in enumerate(tasks):
-            cmd = EpisodeCommand(k, str(scene_dir), k, task, world.protocol.success_radius_m)
+            cmd = EpisodeCommand(k, str(indoor_1), k, task, world.protocol.success_radius_m)
             _, info = env.reset(options={"task": task})
             start = stamp = next_start_ns(last, DT)
             if k == 1:  # the first frames of episode 1 come before episode 0's end and episode 1's start

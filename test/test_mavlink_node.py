@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import descendants, sparse_indoor_scene, stop_process_trees
+from conftest import descendants, stop_process_trees
 from helpers.ports import free_udp_port
 from helpers.vehicle import Operator, expect_landed_exit, logs, spawn, stop_all, vehicle_command
 
@@ -130,9 +130,9 @@ def test_bridge_node_bad_parameters_named(tmp_path):
         assert res.returncode == 2 and name in res.stderr, res.stderr
 
 
-def test_policy_node_vehicle_parameters_named(fly_scene):
+def test_policy_node_vehicle_parameters_named(indoor_1):
     """The vehicle-only VLN parameters are refused in sim_eval (vehicle:=false), naming them, before any model loads."""
-    base = [sys.executable, "-m", "airplay.nodes.policy_node", "--ros-args", "-p", f"scenes:={fly_scene}",
+    base = [sys.executable, "-m", "airplay.nodes.policy_node", "--ros-args", "-p", f"scenes:={indoor_1}",
             "-p", "setting:=vln", "-p", "policy:=airvln_r1"]
     for extra, name in ((["-p", "instruction:=go"], "'instruction'"), (["-p", "vehicle:=maybe"], "'vehicle'")):
         res = subprocess.run(base + extra, capture_output=True, text=True, timeout=60)
@@ -197,12 +197,7 @@ def test_fly_launch_file_reads_the_shared_graph(tmp_path):
         fly_graph({"camera_topic": "/cam", "policy": "airvln_r1", "model": str(model)})
 
 
-@pytest.fixture(scope="module")
-def fly_scene(tmp_path_factory) -> Path:
-    return sparse_indoor_scene(tmp_path_factory.mktemp("fly") / "indoor_1")
-
-
-def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, tmp_path):
+def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(indoor_1, tmp_path):
     """`airplay vehicle --scene --task` + the fly graph (renderer as camera, expert policy, bridge), with
     ``viewer:=true``: the bridge ties the map at the task's start (the vehicle stands there: the tie is
     the identity), flies to the start pose, the expert flies to the goal, the bridge ends the mission
@@ -216,7 +211,7 @@ def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, t
     from airplay.tasks.sampler import sample_tasks
     from airplay.world import World
 
-    world = World.load(fly_scene)
+    world = World.load(indoor_1)
     tasks = sample_tasks(world.scene, world.grid, 10, 0, "pointgoal", world.protocol)
     index = min(range(len(tasks)), key=lambda k: tasks[k].astar_length_m)   # the shortest: a quick flight
     task = tasks[index]
@@ -224,9 +219,9 @@ def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, t
     operator = Operator()
     procs = []
     try:
-        procs.append(spawn(vehicle_command(port, "--scene", str(fly_scene), "--task", str(index), "--episodes", "10"),
+        procs.append(spawn(vehicle_command(port, "--scene", str(indoor_1), "--task", str(index), "--episodes", "10"),
                            tmp_path / "vehicle.log"))
-        arguments = [f"scene:={fly_scene}", f"index:={index}", "episodes:=10", "seed:=0", "render_images:=false",
+        arguments = [f"scene:={indoor_1}", f"index:={index}", "episodes:=10", "seed:=0", "render_images:=false",
                      f"connection:=udpin:127.0.0.1:{port}", "arm:=true", "viewer:=true",
                      f"viewer_out:={tmp_path / 'fly.rrd'}"]
         specs = fly_graph(parse_launch_arguments(arguments, FLY_ARGUMENTS))
@@ -235,7 +230,7 @@ def test_rehearsal_vehicle_and_fly_graph_fly_the_expert_to_the_goal(fly_scene, t
         bridge, viewer = procs[-1], procs[[s.name for s in specs].index("viewer")]
         operator.wait(lambda: operator.latest(operator.phases) == "flying", 40, "the bridge flying", tmp_path)
         operator.wait(lambda: operator.episodes, 5, "episode/status started", tmp_path)
-        assert operator.episodes[0]["scene_dir"] == str(fly_scene) and operator.episodes[0]["index"] == index
+        assert operator.episodes[0]["scene_dir"] == str(indoor_1) and operator.episodes[0]["index"] == index
 
         def near_goal() -> bool:
             s = operator.latest(operator.odom)
@@ -284,7 +279,7 @@ def _yaw(state) -> float:
     return heading_of_state(state)
 
 
-def test_rehearsal_flies_airvln_r1_stops_and_lands(fly_scene, tiny_vl_model, tmp_path):
+def test_rehearsal_flies_airvln_r1_stops_and_lands(indoor_1, tiny_vl_model, tmp_path):
     """`airplay vehicle --setting vln` + `airplay launch fly policy:=airvln_r1` (transformers backend, the
     tiny model answering ["MOVE_FORWARD", "TURN_LEFT", "STOP"]): the operator's instruction on
     `instruction`, one forward step along the heading, a left turn, STOP -> the bridge ends the mission
@@ -293,7 +288,7 @@ def test_rehearsal_flies_airvln_r1_stops_and_lands(fly_scene, tiny_vl_model, tmp
     from airplay.vln.evaluate import vln_scene
     from airplay.world import World
 
-    world = World.load(fly_scene)
+    world = World.load(indoor_1)
     vs = vln_scene(world, 10, 0, load_vln_config())
     index = min(range(len(vs.episodes)), key=lambda k: vs.episodes[k].start_position[2])  # the lowest: quick take-off
     episode = vs.episodes[index]
@@ -305,7 +300,7 @@ def test_rehearsal_flies_airvln_r1_stops_and_lands(fly_scene, tiny_vl_model, tmp
     nodes: set[int] = set()
     t0 = time.monotonic()
     try:
-        args = [f"scene:={fly_scene}", f"index:={index}", "episodes:=10", "seed:=0", "policy:=airvln_r1",
+        args = [f"scene:={indoor_1}", f"index:={index}", "episodes:=10", "seed:=0", "policy:=airvln_r1",
                 "vln_backend:=transformers", f"model:={tiny_vl_model}", "image_size:=56,56",
                 f"connection:=udpin:127.0.0.1:{port}", "arm:=true", f"takeoff_height_m:={height:.3f}"]
         launch = spawn([sys.executable, "-m", "airplay.cli", "launch", "fly", *args], tmp_path / "launch.log")
@@ -319,7 +314,7 @@ def test_rehearsal_flies_airvln_r1_stops_and_lands(fly_scene, tiny_vl_model, tmp
         for _ in range(3):  # reliable, matched: the operator's instruction before the vehicle flies
             operator.instruction_pub.publish(operator._string(data=instruction))
             time.sleep(0.1)
-        vehicle = spawn(vehicle_command(port, "--scene", str(fly_scene), "--task", str(index), "--episodes", "10",
+        vehicle = spawn(vehicle_command(port, "--scene", str(indoor_1), "--task", str(index), "--episodes", "10",
                                         "--setting", "vln"), tmp_path / "vehicle.log")
         operator.wait(lambda: operator.latest(operator.phases) == "flying", 40, "the bridge flying", tmp_path)
         assert "OFFBOARD" in operator.modes and operator.latest(operator.armed) is True

@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from conftest import sparse_indoor_scene
 from numpy.testing import assert_allclose
 
 from airplay import frames
@@ -79,11 +78,11 @@ def test_a_tie_refuses_non_finite_numbers():
 
 # -- the mission's end rules -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def indoor(tmp_path_factory):
+def indoor(indoor_1):
     from airplay.tasks.sampler import sample_tasks
     from airplay.world import World
 
-    world = World.load(sparse_indoor_scene(tmp_path_factory.mktemp("mission") / "indoor_1"))
+    world = World.load(indoor_1)
     tasks = sample_tasks(world.scene, world.grid, 10, 0, "pointgoal", world.protocol)
     return world, tasks
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import sparse_indoor_scene
 from helpers.policy_data import TINY_SET, tiny_train_args, write_tiny_dataset
 
 from airplay.cli import main
@@ -36,11 +35,6 @@ def checkpoints(dataset, tmp_path_factory):
         assert main(args) == 0
         out[kind] = (folder, args)
     return out
-
-
-@pytest.fixture(scope="module")
-def scene_dir(tmp_path_factory) -> Path:
-    return sparse_indoor_scene(tmp_path_factory.mktemp("scenes") / "indoor_1")
 
 
 def test_train_writes_a_checkpoint_and_resumes(checkpoints, capsys):
@@ -74,11 +68,11 @@ def test_train_rejects_a_bad_field_by_name(dataset, tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["cnn_bc", "act", "dp"])
-def test_eval_inprocess_with_a_checkpoint(kind, checkpoints, scene_dir, tmp_path, monkeypatch):
+def test_eval_inprocess_with_a_checkpoint(kind, checkpoints, indoor_1, tmp_path, monkeypatch):
     monkeypatch.setenv("AIRPLAY_CACHE_DIR", str(tmp_path / "cache"))
     folder, _ = checkpoints[kind]
     out = tmp_path / "results"
-    assert main(["eval", "--policy", kind, "--checkpoint", str(folder), "--scenes", str(scene_dir),
+    assert main(["eval", "--policy", kind, "--checkpoint", str(folder), "--scenes", str(indoor_1),
                  "--episodes", "1", "--out", str(out), "--no-images", "--bootstrap", "10", "--no-progress"]) == 0
     line = json.loads((out / "episodes.jsonl").read_text().splitlines()[0])
     assert line["policy"] == kind and line["steps"] > 0
@@ -88,7 +82,7 @@ def test_eval_inprocess_with_a_checkpoint(kind, checkpoints, scene_dir, tmp_path
 
 @pytest.mark.ros
 @pytest.mark.slow
-def test_policy_node_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, tmp_path, monkeypatch):
+def test_policy_node_with_a_checkpoint_equals_inprocess(checkpoints, indoor_1, tmp_path, monkeypatch):
     """ACT with H = 4 through sim, renderer, policy and evaluator processes over DDS: the same
     episodes.jsonl as in-process."""
     pytest.importorskip("rclpy")
@@ -101,7 +95,7 @@ def test_policy_node_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the same float sums as this process
     folder, _ = checkpoints["act"]
     episodes = 2
-    common = {"use_sim_time": True, "scenes": str(scene_dir), "episodes": episodes, "seed": 0,
+    common = {"use_sim_time": True, "scenes": str(indoor_1), "episodes": episodes, "seed": 0,
               "setting": "pointgoal"}
     out = tmp_path / "ros"
     procs = {}
@@ -120,7 +114,7 @@ def test_policy_node_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, 
     finally:
         stop_all(procs)
     inproc = tmp_path / "inproc"
-    evaluate_inprocess(EvalConfig(scenes=[scene_dir], policy="act", episodes=episodes, render_images=False,
+    evaluate_inprocess(EvalConfig(scenes=[indoor_1], policy="act", episodes=episodes, render_images=False,
                                   checkpoint=str(folder), execution_horizon=4, bootstrap=10), inproc, progress=False)
     assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
     steps = [json.loads(line)["steps"] for line in (out / "episodes.jsonl").read_text().splitlines()]
@@ -128,13 +122,13 @@ def test_policy_node_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, 
 
 
 @pytest.mark.ros
-def test_policy_node_rejects_a_missing_checkpoint(scene_dir, tmp_path, monkeypatch):
+def test_policy_node_rejects_a_missing_checkpoint(indoor_1, tmp_path, monkeypatch):
     pytest.importorskip("rclpy")
     from conftest import random_ros_domain
     from helpers.ros_nodes import start_node, stop_all
 
     monkeypatch.setenv("ROS_DOMAIN_ID", random_ros_domain())
-    proc = start_node("policy", {"scenes": str(scene_dir), "episodes": 1, "policy": "dp"}, tmp_path)
+    proc = start_node("policy", {"scenes": str(indoor_1), "episodes": 1, "policy": "dp"}, tmp_path)
     try:
         assert proc.wait(timeout=60) != 0
     finally:
@@ -144,7 +138,7 @@ def test_policy_node_rejects_a_missing_checkpoint(scene_dir, tmp_path, monkeypat
 
 @pytest.mark.ros
 @pytest.mark.slow
-def test_eval_ros_runtime_with_a_checkpoint_equals_inprocess(checkpoints, scene_dir, tmp_path, monkeypatch):
+def test_eval_ros_runtime_with_a_checkpoint_equals_inprocess(checkpoints, indoor_1, tmp_path, monkeypatch):
     """``airplay eval --runtime ros --policy cnn_bc --checkpoint DIR`` (the launch arguments
     checkpoint:= and execution_horizon:= through graph.py to the policy node): the same
     episodes.jsonl as ``--runtime inprocess``, and the checkpoint in both summaries."""
@@ -156,7 +150,7 @@ def test_eval_ros_runtime_with_a_checkpoint_equals_inprocess(checkpoints, scene_
     monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", str(Path(__file__).parents[1] / "config/fastdds_localhost.xml"))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the same float sums as this process
     folder, _ = checkpoints["cnn_bc"]
-    common = ["eval", "--policy", "cnn_bc", "--checkpoint", str(folder), "--scenes", str(scene_dir),
+    common = ["eval", "--policy", "cnn_bc", "--checkpoint", str(folder), "--scenes", str(indoor_1),
               "--episodes", "2", "--no-images", "--bootstrap", "10", "--no-progress"]
     assert main([*common, "--runtime", "ros", "--out", str(tmp_path / "ros")]) == 0
     assert main([*common, "--runtime", "inprocess", "--out", str(tmp_path / "inproc")]) == 0
@@ -189,7 +183,7 @@ def test_decoded_frames_are_cached_and_equal_the_video(dataset, tmp_path, monkey
     assert frame_cache_dir(dataset, 32) != frame_cache_dir(dataset, 16)
 
 
-def test_train_and_eval_a_waypoint_policy(dataset, scene_dir, tmp_path, monkeypatch, capsys):
+def test_train_and_eval_a_waypoint_policy(dataset, indoor_1, tmp_path, monkeypatch, capsys):
     """``--set actions=waypoint`` trains on relative future poses and stores the tracker adapter;
     ``airplay eval`` flies it; eval-offline and dagger, defined for velocity commands, refuse it
     by name."""
@@ -207,13 +201,13 @@ def test_train_and_eval_a_waypoint_policy(dataset, scene_dir, tmp_path, monkeypa
     # normalization statistics of waypoints: positions within a few centimetres per period, not m/s
     assert float(policy.normalizer.stats[_name("action")].scale[:3].max()) < 0.5
     out = tmp_path / "results"
-    assert main(["eval", "--policy", "cnn_bc", "--checkpoint", str(folder), "--scenes", str(scene_dir),
+    assert main(["eval", "--policy", "cnn_bc", "--checkpoint", str(folder), "--scenes", str(indoor_1),
                  "--episodes", "1", "--out", str(out), "--no-images", "--bootstrap", "10", "--no-progress"]) == 0
     assert json.loads((out / "episodes.jsonl").read_text().splitlines()[0])["steps"] > 0
     capsys.readouterr()
     assert main(["eval-offline", "--checkpoint", str(folder), "--dataset", str(dataset)]) == 2
     assert "predicts 'waypoint' actions" in capsys.readouterr().err
-    assert main(["dagger", "--checkpoint", str(folder), "--dataset", str(dataset), "--scenes", str(scene_dir),
+    assert main(["dagger", "--checkpoint", str(folder), "--dataset", str(dataset), "--scenes", str(indoor_1),
                  "--out", str(tmp_path / "dagger")]) == 2
     assert "predicts waypoints" in capsys.readouterr().err
     assert not (tmp_path / "dagger").exists()

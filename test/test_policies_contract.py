@@ -202,21 +202,18 @@ def test_the_light_policy_names_are_the_registrys():
 
 # -- the expert through the contract ---------------------------------------------------------------
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    from airplay.scene.synthetic import make_scene
+def world(indoor_1):
     from airplay.world import World
 
-    folder = tmp_path_factory.mktemp("contract") / "indoor_1"
-    make_scene("indoor", 1, folder, gaussians_per_m2=4, name="indoor_1")
-    return World.load(folder)
+    return World.load(indoor_1)
 
 
 def test_expert_goes_through_the_contract_with_unchanged_commands(world):
     """The expert is a Policy served by the hold adapter (H = 1); its commands are those of the
     A* tracker called directly on the same states, to the bit."""
-    from airplay.world.env import AirPlayEnv
     from airplay.tasks.expert import ExpertPilot
     from airplay.tasks.sampler import sample_tasks
+    from airplay.world.env import AirPlayEnv
 
     policy = make_policy("expert", world)
     assert isinstance(policy, Policy) and policy.privileged and isinstance(policy.adapter, HoldAdapter)
@@ -244,8 +241,8 @@ def test_expert_goes_through_the_contract_with_unchanged_commands(world):
 def test_random_policy_draws_uniformly_within_the_vehicle_limits_per_task(world):
     """``random``: uniform in the env's action box, a fresh draw every control, the same draws for
     the same task (seeded from the task id), different ones for another task."""
-    from airplay.world.env import AirPlayEnv
     from airplay.tasks.sampler import sample_tasks
+    from airplay.world.env import AirPlayEnv
 
     policy = make_policy("random", world)
     assert isinstance(policy, Policy) and isinstance(policy.adapter, HoldAdapter)

@@ -99,14 +99,12 @@ def make(world):
 
 
 @pytest.mark.slow
-def test_eval_ends_an_episode_over_budget_and_goes_on(tmp_path, monkeypatch):
+def test_eval_ends_an_episode_over_budget_and_goes_on(indoor_1, tmp_path, monkeypatch):
     """airplay eval --policy-budget-ms: the one slow step ends its episode as over_budget, with
     the time in episodes.jsonl; the others fly as without a budget."""
-    from conftest import sparse_indoor_scene
-
     from airplay.cli import main
 
-    scene = sparse_indoor_scene(tmp_path / "indoor_1")
+    scene = indoor_1
     (tmp_path / "burner.py").write_text(BURNER)
     monkeypatch.syspath_prepend(str(tmp_path))
     common = ["eval", "--scenes", str(scene), "--episodes", "3", "--no-images", "--bootstrap", "10",

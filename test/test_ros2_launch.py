@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import alive, descendants, sparse_indoor_scene, stop_process_trees
+from conftest import alive, descendants, stop_process_trees
 from helpers.installs import colcon_install, isolated, ros2_launch_environment
 
 from airplay.graph import COLLECT_ARGUMENTS, FLY_ARGUMENTS, SIM_EVAL_ARGUMENTS
@@ -47,11 +47,6 @@ def launch_env(workspace) -> dict[str, str]:
     env = ros2_launch_environment(workspace)
     env["ROS_DOMAIN_ID"] = os.environ["ROS_DOMAIN_ID"]
     return env
-
-
-@pytest.fixture(scope="module")
-def scene_dir(tmp_path_factory) -> Path:
-    return sparse_indoor_scene(tmp_path_factory.mktemp("scenes") / "indoor_1")
 
 
 def ros2_launch(env: dict, args: list[str], cwd: Path, log: Path) -> subprocess.Popen:
@@ -94,13 +89,13 @@ def test_show_args_prints_the_graph_descriptions(launch_env, tmp_path, graph):
 
 
 @pytest.mark.slow
-def test_sim_eval_equals_inprocess(launch_env, scene_dir, tmp_path):
+def test_sim_eval_equals_inprocess(launch_env, indoor_1, tmp_path):
     from airplay.eval.runner import EvalConfig, evaluate_inprocess
 
     episodes = 2
     out = tmp_path / "out"
     # A hang guard, not a speed check: the first run of a fresh install compiles its numba kernels.
-    code, log = run_ros2_launch(launch_env, ["airplay", "sim_eval.launch.py", f"scenes:={scene_dir}",
+    code, log = run_ros2_launch(launch_env, ["airplay", "sim_eval.launch.py", f"scenes:={indoor_1}",
                                              f"episodes:={episodes}", "render_images:=false", f"out:={out}"],
                                 tmp_path, timeout=900)
     assert code == 0, log
@@ -108,7 +103,7 @@ def test_sim_eval_equals_inprocess(launch_env, scene_dir, tmp_path):
     assert "Traceback" not in log and ESCALATION not in log, log
     assert log.count("process has finished cleanly") == 4, log
     inproc = tmp_path / "inproc"
-    evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=episodes, render_images=False), inproc, progress=False)
+    evaluate_inprocess(EvalConfig(scenes=[indoor_1], episodes=episodes, render_images=False), inproc, progress=False)
     assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
 
 
@@ -128,8 +123,8 @@ def test_an_argument_the_graph_cannot_use_is_refused_before_any_node_starts(laun
 
 
 @pytest.mark.slow
-def test_a_node_that_rejects_a_parameter_fails_the_launch(launch_env, scene_dir, tmp_path):
-    code, log = run_ros2_launch(launch_env, ["airplay", "sim_eval.launch.py", f"scenes:={scene_dir}", "episodes:=0",
+def test_a_node_that_rejects_a_parameter_fails_the_launch(launch_env, indoor_1, tmp_path):
+    code, log = run_ros2_launch(launch_env, ["airplay", "sim_eval.launch.py", f"scenes:={indoor_1}", "episodes:=0",
                                              "render_images:=false", f"out:={tmp_path / 'out'}"], tmp_path,
                                 timeout=300)
     assert code != 0, log
@@ -205,9 +200,9 @@ def ctrl_c(proc: subprocess.Popen, nodes: set[int], timeout_s: float) -> tuple[i
 
 
 @pytest.mark.slow
-def test_ctrl_c_ends_the_graph_without_traceback_or_leftovers(launch_env, scene_dir, tmp_path):
+def test_ctrl_c_ends_the_graph_without_traceback_or_leftovers(launch_env, indoor_1, tmp_path):
     log = tmp_path / "launch.log"
-    proc = ros2_launch(launch_env, ["airplay", "sim_eval.launch.py", f"scenes:={scene_dir}", "episodes:=50",
+    proc = ros2_launch(launch_env, ["airplay", "sim_eval.launch.py", f"scenes:={indoor_1}", "episodes:=50",
                                     "render_images:=false", f"out:={tmp_path / 'out'}"], tmp_path, log)
     nodes: set[int] = set()
     try:
@@ -229,16 +224,16 @@ def test_ctrl_c_ends_the_graph_without_traceback_or_leftovers(launch_env, scene_
 
 
 @pytest.mark.slow
-def test_fly_ctrl_c_while_airborne_lands_before_the_bridge_exits(launch_env, scene_dir, tmp_path):
+def test_fly_ctrl_c_while_airborne_lands_before_the_bridge_exits(launch_env, indoor_1, tmp_path):
     """``ros2 launch airplay fly.launch.py ... arm:=true`` against ``airplay vehicle`` (its own
     session, so the terminal's Ctrl-C does not reach it): Ctrl-C in the air makes the bridge land
     the vehicle and wait for the touchdown (launch gives it shutdown_timeout_s + 5 s before
     SIGTERM), and the graph ends with nothing left."""
     log, vehicle_log, pid_file = tmp_path / "launch.log", tmp_path / "vehicle.log", tmp_path / "vehicle.pid"
     port = 14600 + int(os.environ["ROS_DOMAIN_ID"]) % 200
-    vehicle = (f"setsid {sys.executable} -m airplay.cli vehicle --mavlink udp:127.0.0.1:{port} --scene {scene_dir} "
+    vehicle = (f"setsid {sys.executable} -m airplay.cli vehicle --mavlink udp:127.0.0.1:{port} --scene {indoor_1} "
                f"--task 0 --status-every 1 > {vehicle_log} 2>&1 & echo $! > {pid_file}; ")
-    launch = (f"exec ros2 launch airplay fly.launch.py scene:={scene_dir} index:=0 render_images:=false arm:=true "
+    launch = (f"exec ros2 launch airplay fly.launch.py scene:={indoor_1} index:=0 render_images:=false arm:=true "
               f"connection:=udpin:127.0.0.1:{port} takeoff_height_m:=1.0")
     with open(log, "w") as out:
         proc = subprocess.Popen(isolated(["bash", "-c", vehicle + launch]), env=launch_env, cwd=tmp_path, stdout=out,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import busy_loops, sparse_indoor_scene
+from conftest import busy_loops
 from helpers.ros_nodes import logs, start_node, stop_all
 
 rclpy = pytest.importorskip("rclpy")
@@ -29,11 +29,6 @@ the ~4,400 frames of these episodes on 2 cores: over this file's budget. Set
 AIRPLAY_TEST_GRAPH_RENDER=true to render real images."""
 
 pytestmark = pytest.mark.usefixtures("own_ros_domain")  # test/conftest.py
-
-
-@pytest.fixture(scope="module")
-def scene_dir(tmp_path_factory) -> Path:
-    return sparse_indoor_scene(tmp_path_factory.mktemp("scenes") / "indoor_1")
 
 
 class StatusListener:
@@ -104,14 +99,14 @@ def _graph_params(scene_dir: Path, episodes: int) -> dict:
 
 
 @pytest.mark.slow
-def test_graph_equals_inprocess(scene_dir, tmp_path):
+def test_graph_equals_inprocess(indoor_1, tmp_path):
     from airplay.eval.runner import EvalConfig, evaluate_inprocess, run_episode
     from airplay.policies import make_policy
     from airplay.tasks.sampler import sample_tasks
     from airplay.world import World
     from airplay.world.env import AirPlayEnv
 
-    world = World.load(scene_dir)
+    world = World.load(indoor_1)
     tasks = sample_tasks(world.scene, world.grid, EPISODES, 0, "pointgoal", world.protocol)
     env = AirPlayEnv(world, "pointgoal", tasks=tasks, render_images=False)
     policy = make_policy("expert", world)
@@ -125,7 +120,7 @@ def test_graph_equals_inprocess(scene_dir, tmp_path):
     listener = StatusListener()
     procs = {}
     try:
-        procs.update(start_graph([f"scenes:={scene_dir}", f"episodes:={EPISODES}", "seed:=0", "policy:=expert",
+        procs.update(start_graph([f"scenes:={indoor_1}", f"episodes:={EPISODES}", "seed:=0", "policy:=expert",
                                   "setting:=pointgoal", "lockstep:=true", *viewer,
                                   f"out:={out}", f"render_images:={str(RENDER_IMAGES).lower()}"], tmp_path))
         # A hang guard, not a speed check: ~25 s idle, several times that on a loaded 2-core machine.
@@ -164,7 +159,7 @@ def test_graph_equals_inprocess(scene_dir, tmp_path):
         from airplay.view.live import EnvObserver, LiveView
 
         observer = EnvObserver(LiveView(out=tmp_path / "inproc.rrd", images=False))
-    evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=EPISODES, render_images=False), inproc,
+    evaluate_inprocess(EvalConfig(scenes=[indoor_1], episodes=EPISODES, render_images=False), inproc,
                        progress=False, observer=observer)
     if view:
         observer.live.close()
@@ -209,7 +204,7 @@ def _assert_same_views(graph_rrd: Path, inproc_rrd: Path, total_steps: int) -> N
 
 
 @pytest.mark.slow
-def test_graph_equals_inprocess_with_wind(scene_dir, tmp_path):
+def test_graph_equals_inprocess_with_wind(indoor_1, tmp_path):
     """wind:= (a sim parameter) gives the in-process episodes of --wind: the same gusts, seeded by
     the seed and each task, and the same impulse."""
     from airplay.eval.runner import EvalConfig, evaluate_inprocess
@@ -217,18 +212,18 @@ def test_graph_equals_inprocess_with_wind(scene_dir, tmp_path):
     wind, episodes = "wind=0.8:-0.4,gust=0.5,gust_tau=1,impulse=0.5:0.5@30", 3
     out, procs = tmp_path / "out", {}
     try:
-        procs.update(start_graph([f"scenes:={scene_dir}", f"episodes:={episodes}", "seed:=2", "policy:=expert",
+        procs.update(start_graph([f"scenes:={indoor_1}", f"episodes:={episodes}", "seed:=2", "policy:=expert",
                                   f"wind:={wind}", f"out:={out}", "render_images:=false"], tmp_path))
         assert evaluator_exit(procs, tmp_path, 240) == 0, logs(tmp_path)
     finally:
         stop_all(procs)
     inproc, calm = tmp_path / "inproc", tmp_path / "calm"
-    evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=episodes, seed=2, render_images=False, wind=wind),
+    evaluate_inprocess(EvalConfig(scenes=[indoor_1], episodes=episodes, seed=2, render_images=False, wind=wind),
                        inproc, progress=False)
     assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
     assert json.loads((out / "summary.json").read_text())["meta"]["wind"] == \
         json.loads((inproc / "summary.json").read_text())["meta"]["wind"]
-    evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=episodes, seed=2, render_images=False), calm,
+    evaluate_inprocess(EvalConfig(scenes=[indoor_1], episodes=episodes, seed=2, render_images=False), calm,
                        progress=False)
     assert (calm / "episodes.jsonl").read_text() != (inproc / "episodes.jsonl").read_text()
 
@@ -241,7 +236,7 @@ def busy_machine():
 
 
 @pytest.mark.slow
-def test_graph_equals_inprocess_on_a_busy_machine_with_a_cold_numba_cache(busy_machine, scene_dir, tmp_path,
+def test_graph_equals_inprocess_on_a_busy_machine_with_a_cold_numba_cache(busy_machine, indoor_1, tmp_path,
                                                                            monkeypatch):
     """Machine load and a cold compiler cache change how long the run takes, never its result:
     the nodes compile their kernels before they report ready, and no wall-clock limit ends an
@@ -253,7 +248,7 @@ def test_graph_equals_inprocess_on_a_busy_machine_with_a_cold_numba_cache(busy_m
     out = tmp_path / "out"
     procs = {}
     try:
-        procs.update(start_graph([f"scenes:={scene_dir}", f"episodes:={episodes}", "render_images:=false",
+        procs.update(start_graph([f"scenes:={indoor_1}", f"episodes:={episodes}", "render_images:=false",
                                   f"out:={out}"], tmp_path))
         code = evaluator_exit(procs, tmp_path, 900)  # a hang guard: ~1 min idle with a warm cache
     finally:
@@ -261,7 +256,7 @@ def test_graph_equals_inprocess_on_a_busy_machine_with_a_cold_numba_cache(busy_m
     assert code == 0, logs(tmp_path)
     assert any((tmp_path / "numba-cache").rglob("*.nbi")), "the nodes did not use the empty numba cache"
     inproc = tmp_path / "inproc"
-    evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=episodes, render_images=False), inproc,
+    evaluate_inprocess(EvalConfig(scenes=[indoor_1], episodes=episodes, render_images=False), inproc,
                        progress=False)
     assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
     assert "warmed up" in (tmp_path / "sim.log").read_text() and "ready in" in (tmp_path / "policy.log").read_text()
@@ -313,20 +308,20 @@ def _graph_with_plugin_policy(module: str, source: str, scene_dir, tmp_path, mon
 
 
 @pytest.mark.slow
-def test_a_failing_policy_fails_its_episodes_and_the_run_goes_on(scene_dir, tmp_path, monkeypatch):
+def test_a_failing_policy_fails_its_episodes_and_the_run_goes_on(indoor_1, tmp_path, monkeypatch):
     """A policy that raises on one observation (or in reset) ends that episode as policy_error,
     with the exception in episodes.jsonl; the other episodes fly, the run completes, and both
     runtimes write the same file."""
     from airplay.eval.runner import EvalConfig, evaluate_inprocess
 
-    out = _graph_with_plugin_policy("failing_policy", FAILING_POLICY, scene_dir, tmp_path, monkeypatch)
+    out = _graph_with_plugin_policy("failing_policy", FAILING_POLICY, indoor_1, tmp_path, monkeypatch)
     lines = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert [line["status"] for line in lines] == ["success", "policy_error", "policy_error", "success"]
     assert lines[1]["error"] == "ValueError: boom at call 4" and lines[1]["steps"] == 3
     assert lines[2]["error"] == "RuntimeError: cannot plan indoor_1-pointgoal-0-2" and lines[2]["steps"] == 0
     assert "error" not in lines[0]
     inproc = tmp_path / "inproc"
-    evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=4, policy="failing_policy:make",
+    evaluate_inprocess(EvalConfig(scenes=[indoor_1], episodes=4, policy="failing_policy:make",
                                   render_images=False), inproc, progress=False)
     assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
 
@@ -356,16 +351,16 @@ def make(world):
 
 
 @pytest.mark.slow
-def test_a_policy_reading_the_velocity_flies_as_in_process(scene_dir, tmp_path, monkeypatch):
+def test_a_policy_reading_the_velocity_flies_as_in_process(indoor_1, tmp_path, monkeypatch):
     """The policy node observes the sim's exact state (sim/state), not the REP-105 odom whose
     body-frame velocity reads back a few ulp off (in 0.5 % of observations a different float32,
     bench/odom_round_trip.py): a policy that depends on every bit of the velocity gives
     byte-identical episodes in both runtimes."""
     from airplay.eval.runner import EvalConfig, evaluate_inprocess
 
-    out = _graph_with_plugin_policy("velocity_policy", VELOCITY_POLICY, scene_dir, tmp_path, monkeypatch)
+    out = _graph_with_plugin_policy("velocity_policy", VELOCITY_POLICY, indoor_1, tmp_path, monkeypatch)
     inproc = tmp_path / "inproc"
-    evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=4, policy="velocity_policy:make",
+    evaluate_inprocess(EvalConfig(scenes=[indoor_1], episodes=4, policy="velocity_policy:make",
                                   render_images=False), inproc, progress=False)
     assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
 
@@ -399,7 +394,7 @@ def make(world):
 
 
 @pytest.mark.slow
-def test_a_stalling_policy_changes_the_duration_not_the_episodes(scene_dir, tmp_path, monkeypatch):
+def test_a_stalling_policy_changes_the_duration_not_the_episodes(indoor_1, tmp_path, monkeypatch):
     """A policy that stalls for more than the sim's republish_s, on purpose and at fixed steps:
     the sim waits and re-publishes, the repeats are answered and late copies dropped, and the
     episodes are byte-identical to the in-process runtime's. The slow step is made, not hoped
@@ -414,7 +409,7 @@ def test_a_stalling_policy_changes_the_duration_not_the_episodes(scene_dir, tmp_
     out = tmp_path / "out"
     procs = {}
     try:
-        procs.update(start_graph([f"scenes:={scene_dir}", f"episodes:={episodes}", "render_images:=false",
+        procs.update(start_graph([f"scenes:={indoor_1}", f"episodes:={episodes}", "render_images:=false",
                                   "policy:=stalling_policy:make", f"out:={out}"], tmp_path))
         code = evaluator_exit(procs, tmp_path, 300)
     finally:
@@ -424,19 +419,19 @@ def test_a_stalling_policy_changes_the_duration_not_the_episodes(scene_dir, tmp_
     assert "re-publishes while it waits" in policy_log, logs(tmp_path)  # the repeats came and were answered
     assert "not for the latest observation" in (tmp_path / "sim.log").read_text(), logs(tmp_path)
     inproc = tmp_path / "inproc"
-    evaluate_inprocess(EvalConfig(scenes=[scene_dir], episodes=episodes, policy="stalling_policy:make",
+    evaluate_inprocess(EvalConfig(scenes=[indoor_1], episodes=episodes, policy="stalling_policy:make",
                                   render_images=False), inproc, progress=False)
     assert (out / "episodes.jsonl").read_text() == (inproc / "episodes.jsonl").read_text()
 
 
 @pytest.mark.slow
-def test_dead_policy_ends_episodes_as_no_command(scene_dir, tmp_path):
+def test_dead_policy_ends_episodes_as_no_command(indoor_1, tmp_path):
     """The policy is killed once episode 1 has started: when DDS notices (the participant lease
     of config/fastdds_localhost.xml, 10 s) that episode (or, when this loaded test process
     notices the start late, a later one) and every one after it end as no_command, the ones
     before as success, and the evaluator still finishes the run."""
     episodes = 4
-    common = _graph_params(scene_dir, episodes)
+    common = _graph_params(indoor_1, episodes)
     out = tmp_path / "out"
     listener = StatusListener()
     procs = {}
@@ -470,7 +465,7 @@ def test_dead_policy_ends_episodes_as_no_command(scene_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_another_graph_in_the_domain_stops_the_run_loudly(scene_dir, tmp_path):
+def test_another_graph_in_the_domain_stops_the_run_loudly(indoor_1, tmp_path):
     """A process of another graph publishing cmd_vel in this ROS domain (it would answer the
     sim's observations with commands stamped like this graph's: every graph's sim time starts at
     0): the evaluator stops the run with exit code 1 and says why, rather than write episodes
@@ -485,7 +480,7 @@ def test_another_graph_in_the_domain_stops_the_run_loudly(scene_dir, tmp_path):
     other.start()
     procs = {}
     try:
-        procs.update(start_graph([f"scenes:={scene_dir}", "episodes:=2", "render_images:=false",
+        procs.update(start_graph([f"scenes:={indoor_1}", "episodes:=2", "render_images:=false",
                                   f"out:={tmp_path / 'out'}"], tmp_path))
         code = evaluator_exit(procs, tmp_path, 240, "the evaluator did not stop\n")
     finally:
@@ -506,8 +501,8 @@ def test_another_graph_in_the_domain_stops_the_run_loudly(scene_dir, tmp_path):
     ("policy", "policy_budget_ms", -1.0),
     ("evaluator", "setting", "flying"),
 ])
-def test_bad_parameter_exits_nonzero_naming_it(node, param, value, scene_dir, tmp_path):
-    params = {**_graph_params(scene_dir, 2), param: value}
+def test_bad_parameter_exits_nonzero_naming_it(node, param, value, indoor_1, tmp_path):
+    params = {**_graph_params(indoor_1, 2), param: value}
     proc = start_node(node, params, tmp_path)
     try:
         code = proc.wait(timeout=30)
@@ -518,7 +513,7 @@ def test_bad_parameter_exits_nonzero_naming_it(node, param, value, scene_dir, tm
     assert f"'{param}'" in text, text
 
 
-def test_a_running_node_checks_parameter_sets(scene_dir, tmp_path):
+def test_a_running_node_checks_parameter_sets(indoor_1, tmp_path):
     """SetParameters on the evaluator (what ``ros2 param set`` calls): a dynamic parameter is
     changed, a wrong value and a read-only parameter are refused with reasons naming them."""
     import rclpy
@@ -526,7 +521,7 @@ def test_a_running_node_checks_parameter_sets(scene_dir, tmp_path):
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
 
-    proc = start_node("evaluator", {**_graph_params(scene_dir, 2), "out": str(tmp_path / "out")}, tmp_path)
+    proc = start_node("evaluator", {**_graph_params(indoor_1, 2), "out": str(tmp_path / "out")}, tmp_path)
     context = rclpy.Context()
     rclpy.init(context=context)
     node = rclpy.create_node("param_client", context=context)
@@ -556,8 +551,8 @@ def test_a_running_node_checks_parameter_sets(scene_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_evaluator_gives_up_when_the_graph_does_not_come_up(scene_dir, tmp_path):
-    params = {**_graph_params(scene_dir, 2), "startup_timeout_s": 1.5, "out": str(tmp_path / "out")}
+def test_evaluator_gives_up_when_the_graph_does_not_come_up(indoor_1, tmp_path):
+    params = {**_graph_params(indoor_1, 2), "startup_timeout_s": 1.5, "out": str(tmp_path / "out")}
     proc = start_node("evaluator", params, tmp_path)
     try:
         code = proc.wait(timeout=30)
@@ -572,11 +567,11 @@ def test_evaluator_gives_up_when_the_graph_does_not_come_up(scene_dir, tmp_path)
 @pytest.mark.slow
 @pytest.mark.parametrize("victim,words", [("sim", "the sim left the graph"),
                                           ("renderer", "the node (renderer) left the graph")])
-def test_dead_sim_or_renderer_stops_the_run(victim, words, scene_dir, tmp_path):
+def test_dead_sim_or_renderer_stops_the_run(victim, words, indoor_1, tmp_path):
     """A killed sim or renderer leaves the graph when its DDS participant lease (10 s in
     config/fastdds_localhost.xml) runs out: the evaluator stops the run then (no episode can end
     without them), writes the finished episodes and exits 1."""
-    common = _graph_params(scene_dir, 3)
+    common = _graph_params(indoor_1, 3)
     listener = StatusListener()
     procs = {}
     try:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import descendants, sparse_indoor_scene, stop_process_trees
+from conftest import descendants, stop_process_trees
 
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("transformers")
@@ -38,11 +38,6 @@ GRAPH_DEADLINE_S = 420  # a hang guard: ~40 s idle, several times that under loa
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("own_ros_domain")]  # test/conftest.py
-
-
-@pytest.fixture(scope="module")
-def scene_dir(tmp_path_factory) -> Path:
-    return sparse_indoor_scene(tmp_path_factory.mktemp("vlnscenes") / "indoor_1")
 
 
 CONFIGS = {
@@ -78,21 +73,21 @@ def run_airplay(args: list[str], log: Path, deadline_s: float) -> int:
 
 
 @pytest.fixture(scope="module")
-def inprocess(scene_dir, tiny_vl_model, tmp_path_factory):
+def inprocess(indoor_1, tiny_vl_model, tmp_path_factory):
     """The in-process VLN runner's results for each configuration: {name: (out folder, vln.yaml,
     episode file or None)}."""
     from airplay.cli import main
 
     root = tmp_path_factory.mktemp("vln_inprocess")
     episodes_file = root / "episodes.json"
-    assert main(["vln", "episodes", str(scene_dir), "--episodes", "3", "--seed", "5", "--out", str(episodes_file)]) == 0
+    assert main(["vln", "episodes", str(indoor_1), "--episodes", "3", "--seed", "5", "--out", str(episodes_file)]) == 0
     results = {}
     for name, text in CONFIGS.items():
         config = root / f"{name}.yaml"
         config.write_text(text)
         out = root / name
         file = episodes_file if name == "budget" else None
-        assert main([*_args(scene_dir, out, config, file), "--backend", "transformers",
+        assert main([*_args(indoor_1, out, config, file), "--backend", "transformers",
                      "--model", str(tiny_vl_model)]) == 0
         results[name] = (out, config, file)
     return results
@@ -128,10 +123,10 @@ class Listener:
 def reference_flights(scene_dir: Path, model: Path, config: Path, episodes_file: Path | None) -> list:
     """(steps, final position) per episode, flown in this process as the in-process VLN runner flies them."""
     from airplay.policies import make_policy
-    from airplay.world.env import AirPlayEnv
-    from airplay.world import World
     from airplay.vln.evaluate import run_vln_episode, vln_scene
     from airplay.vln.options import load_episode_options
+    from airplay.world import World
+    from airplay.world.env import AirPlayEnv
 
     world = World.load(scene_dir)
     vcfg, imported = load_episode_options(str(config), str(episodes_file) if episodes_file else None)
@@ -152,13 +147,13 @@ def _lines(out: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize("backend,config", [("transformers", "stop"), ("openai", "budget")])
-def test_vln_through_the_ros_graph_equals_inprocess(backend, config, inprocess, scene_dir, tiny_vl_model, tmp_path):
+def test_vln_through_the_ros_graph_equals_inprocess(backend, config, inprocess, indoor_1, tiny_vl_model, tmp_path):
     from airplay.vln.backends import TransformersBackend
     from airplay.vln.server import ChatServer
 
     ref_out, config_file, episodes_file = inprocess[config]
     out = tmp_path / "ros"
-    args = [*_args(scene_dir, out, config_file, episodes_file), "--runtime", "ros"]
+    args = [*_args(indoor_1, out, config_file, episodes_file), "--runtime", "ros"]
     t0 = time.monotonic()
     listener = Listener()
     try:
@@ -216,14 +211,14 @@ def test_vln_through_the_ros_graph_equals_inprocess(backend, config, inprocess, 
     assert instructions and instructions == [line["instruction"] for line in got][-len(instructions):]
     assert sorted({r["episode"] for r in reports if r["stop"]}) == list(range(EPISODES))
     assert sorted(statuses) == list(range(EPISODES)), log[-4000:]
-    for k, (steps, final) in enumerate(reference_flights(scene_dir, tiny_vl_model, config_file, episodes_file)):
+    for k, (steps, final) in enumerate(reference_flights(indoor_1, tiny_vl_model, config_file, episodes_file)):
         assert statuses[k]["status"] == "policy_stop" and statuses[k]["steps"] == steps == got[k]["steps"]
         assert np.abs(np.asarray(statuses[k]["trajectory"][-1]) - final).max() <= 1e-9, f"episode {k}"
 
 
-def test_policy_node_names_bad_vln_parameters(scene_dir, tmp_path):
+def test_policy_node_names_bad_vln_parameters(indoor_1, tmp_path):
     """policy:=airvln_r1 with a model folder that does not exist: exit code 2, the parameter named."""
-    cmd = [sys.executable, "-m", "airplay.nodes.policy_node", "--ros-args", "-p", f"scenes:={scene_dir}",
+    cmd = [sys.executable, "-m", "airplay.nodes.policy_node", "--ros-args", "-p", f"scenes:={indoor_1}",
            "-p", "setting:=vln", "-p", "policy:=airvln_r1", "-p", "vln_backend:=transformers",
            "-p", f"model:={tmp_path / 'nowhere'}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True)

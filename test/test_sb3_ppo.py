@@ -26,14 +26,13 @@ from stable_baselines3.common.vec_env.util import obs_space_info  # noqa: E402
 
 import airplay.gym  # noqa: E402,F401
 from airplay.cli import main as airplay_main  # noqa: E402
-from airplay.eval.runner import run_episode  # noqa: E402
 from airplay.eval.results import read_episodes  # noqa: E402
+from airplay.eval.runner import run_episode  # noqa: E402
 from airplay.policies import make_policy  # noqa: E402
-from airplay.policies.checkpoint import load_policy, save_policy  # noqa: E402
 from airplay.policies.base import ConfigError  # noqa: E402
+from airplay.policies.checkpoint import load_policy, save_policy  # noqa: E402
 from airplay.policies.ppo_depth import PPODepthConfig, PPODepthPolicy  # noqa: E402
 from airplay.rl.sb3 import AirPlaySB3VecEnv, export_ppo_depth, ppo_policy_kwargs  # noqa: E402
-from airplay.scene.synthetic import make_scene  # noqa: E402
 from airplay.tasks.protocol import load_protocol  # noqa: E402
 from airplay.tasks.sampler import sample_tasks  # noqa: E402
 from airplay.world import World  # noqa: E402
@@ -46,12 +45,10 @@ OBS = ("depth", "goal")
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sb3")
-    make_scene("indoor", 2, root / "indoor", gaussians_per_m2=4)
+def world(indoor_2, scene_cache):
     protocol = load_protocol()  # a 0.2 m SDF and grid, built in ~1 s (as test_vector_env.py)
     protocol = replace(protocol, task=replace(protocol.task, grid_resolution_m=0.2))
-    return World.load(root / "indoor", protocol=protocol, cache_dir=root / "cache").with_camera_size(SIZE, SIZE)
+    return World.load(indoor_2, protocol=protocol, cache_dir=scene_cache).with_camera_size(SIZE, SIZE)
 
 
 @pytest.fixture(scope="module")
@@ -250,10 +247,9 @@ def _example():
     return module
 
 
-def test_ppo_example_trains_and_airplay_eval_flies_its_checkpoint(tmp_path, monkeypatch, capsys):
+def test_ppo_example_trains_and_airplay_eval_flies_its_checkpoint(indoor_1, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("AIRPLAY_CACHE_DIR", str(tmp_path / "cache"))
-    scene = tmp_path / "indoor_1"
-    make_scene("indoor", 1, scene, gaussians_per_m2=4, name="indoor_1")
+    scene = indoor_1
     out = tmp_path / "ppo"
     assert _example().main(["--scene", str(scene), "--max-steps", "256", "--num-envs", "2", "--image-size", "16",
                             "--n-steps", "64", "--batch-size", "64", "--epochs", "1", "--train-tasks", "2",
@@ -291,7 +287,7 @@ def test_ppo_example_trains_and_airplay_eval_flies_its_checkpoint(tmp_path, monk
 
 
 @pytest.mark.slow  # two runs of the example as processes (~40 s)
-def test_a_step_budget_gives_the_same_checkpoint_and_curve_under_load_and_any_render_threads(tmp_path):
+def test_a_step_budget_gives_the_same_checkpoint_and_curve_under_load_and_any_render_threads(indoor_1, tmp_path):
     """``--minutes 0 --max-steps N --eval-every-steps K``: the run does not depend on the machine's
     speed. The command twice, as a user runs it: with 1 render thread on a quiet machine, and with
     2 threads beside a busy loop: the same checkpoint bytes and the same curve rows, minutes aside.
@@ -301,8 +297,7 @@ def test_a_step_budget_gives_the_same_checkpoint_and_curve_under_load_and_any_re
     import subprocess
     import sys
 
-    scene = tmp_path / "indoor_1"
-    make_scene("indoor", 1, scene, gaussians_per_m2=4, name="indoor_1")
+    scene = indoor_1
     env = {**os.environ, "AIRPLAY_CACHE_DIR": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
 

@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-from conftest import sparse_indoor_scene
 from helpers.scene_factory import write_tiny_scene
 
 from airplay.cli import main
@@ -27,10 +26,8 @@ def tiny_world(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def scenes(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sweepscenes")
-    sparse_indoor_scene(root / "indoor_1")
-    return root
+def scenes(indoor_1):
+    return indoor_1.parent  # a scenes folder holding indoor_1 alone
 
 
 def _task(start, goal=(5.0, 5.0, 1.5), time_limit_s=4.0) -> Task:

@@ -8,7 +8,6 @@ import json
 
 import numba
 import pytest
-from helpers.scene_factory import write_tiny_scene
 
 from airplay.cli import main
 from airplay.threads import check_threads, compute_threads
@@ -34,10 +33,8 @@ def make(world):
 
 
 @pytest.fixture(scope="module")
-def scenes(tmp_path_factory):
-    root = tmp_path_factory.mktemp("threads")
-    write_tiny_scene(root / "scenes" / "tiny")
-    return root / "scenes"
+def scenes(tiny_scenes):
+    return tiny_scenes
 
 
 @pytest.fixture

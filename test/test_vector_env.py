@@ -14,7 +14,6 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from helpers.vector_rollouts import assert_steps_equal, random_actions
 
 import airplay.gym
-from airplay.scene.synthetic import make_scene
 from airplay.tasks.protocol import load_protocol
 from airplay.tasks.sampler import sample_tasks
 from airplay.world import World
@@ -25,12 +24,10 @@ OBS = ("rgb", "depth", "goal", "state")
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("vector_env")
-    make_scene("indoor", 2, root / "indoor", gaussians_per_m2=4)
+def world(indoor_2, scene_cache):
     protocol = load_protocol()  # a 0.2 m SDF and grid: an eighth of the protocol's cells, built in ~1 s
     protocol = replace(protocol, task=replace(protocol.task, grid_resolution_m=0.2))
-    return World.load(root / "indoor", protocol=protocol, cache_dir=root / "cache").with_camera_size(SIZE, SIZE)
+    return World.load(indoor_2, protocol=protocol, cache_dir=scene_cache).with_camera_size(SIZE, SIZE)
 
 
 @pytest.fixture(scope="module")

@@ -27,12 +27,8 @@ def model_dir(tiny_vl_model):
 
 
 @pytest.fixture(scope="module")
-def scene(tmp_path_factory):
-    from airplay.scene.synthetic import make_scene
-
-    root = tmp_path_factory.mktemp("vlnscene")
-    make_scene("indoor", 1, root / "indoor_1", gaussians_per_m2=4, name="indoor_1")
-    return root / "indoor_1"
+def scene(indoor_1):
+    return indoor_1
 
 
 def test_random_tiny_model_loads_through_the_real_path_and_fails_format(tmp_path):

@@ -26,15 +26,12 @@ NOT_A_PLY = b"GIF89a not a ply"
 
 
 @pytest.fixture(scope="module")
-def indoor(tmp_path_factory) -> tuple[Path, Path]:
+def indoor(indoor_1, tmp_path_factory) -> tuple[Path, Path]:
     """(scene folder, cache folder): the synthetic indoor scene of seed 1 at 4 Gaussians/m^2,
     with its SDF in the cache folder (built once here; the copies below hit it: the key is the mesh)."""
-    from airplay.scene.synthetic import make_scene
-
-    root = tmp_path_factory.mktemp("lazy")
-    make_scene("indoor", 1, root / "indoor_1", gaussians_per_m2=4, name="indoor_1")
-    World.load(root / "indoor_1", cache_dir=root / "cache").sdf
-    return root / "indoor_1", root / "cache"
+    cache = tmp_path_factory.mktemp("lazy") / "cache"
+    World.load(indoor_1, cache_dir=cache).sdf
+    return indoor_1, cache
 
 
 def copy_scene(indoor, tmp_path: Path) -> Path:
