@@ -107,6 +107,15 @@ def stop_process(proc: subprocess.Popen) -> None:
             proc.wait(timeout=5)
 
 
+def wait_until(predicate, timeout_s: float, what: str) -> None:
+    """Poll ``predicate`` every 10 ms until it holds; fail naming ``what`` after ``timeout_s`` (wall
+    clock: a loaded machine makes the wait longer, never the test wrong)."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
+        time.sleep(0.01)
+
+
 class Rig:
     """Bridge core here, vehicle in a process; a 50 Hz thread plays the policy (``command``:
     None sends nothing) and ticks the FlightController."""
@@ -179,6 +188,14 @@ class Rig:
 
     def kinds(self):
         return [iv.kind for iv in self.interventions]
+
+    def wait_commanding(self, command, timeout_s: float = 10.0) -> None:
+        """Until the controller sends ``command`` (the last output it streamed is that command)."""
+        def sent() -> bool:
+            out = self.flight.last_output
+            return out is not None and out.command is not None and np.allclose(out.command, command)
+
+        wait_until(sent, timeout_s, f"the command {command} sent")
 
     def close(self) -> None:
         self._stop.set()
@@ -268,7 +285,7 @@ def test_stale_nan_and_operator_stop(rigs):
     rig.fly_for(1.0)
     # a NaN command is refused; the previous safe command stays in force
     rig.flight.on_command([math.nan, 0.0, 0.0, 0.0], time.time())
-    time.sleep(0.1)
+    wait_until(lambda: K.REFUSED_NON_FINITE in rig.kinds(), 5.0, "the NaN command's refusal")
     assert K.REFUSED_NON_FINITE in rig.kinds()
     assert_allclose(rig.flight.last_output.command, [1.0, 0.0, 0.0, 0.0])
     # no fresh commands -> hold: a position setpoint where the hold began; the vehicle goes back there, still
@@ -284,7 +301,7 @@ def test_stale_nan_and_operator_stop(rigs):
     assert np.linalg.norm(rig.state()[0:3] - out.hold_position_enu) < 0.1
     # operator stop -> land (NAV_LAND acknowledged, streaming stops, the vehicle lands and disarms)
     rig.command = [1.0, 0.0, 0.0, 0.0]
-    time.sleep(0.2)
+    rig.wait_commanding(rig.command)
     rig.flight.operator_stop("test e-stop")
     rig.wait_phase("landed", 10)
     assert K.OPERATOR_STOP_LAND in rig.kinds()
@@ -315,7 +332,7 @@ def test_lost_heartbeat_stops_sending(rigs):
     rig = rigs("px4", heartbeat_timeout_s=1.2)  # > the 1 s between heartbeats
     rig.wait_phase("flying", 20)
     rig.command = [0.3, 0.0, 0.0, 0.0]
-    time.sleep(0.3)
+    rig.wait_commanding(rig.command)
     rig.vehicle.kill()
     rig.vehicle.wait(timeout=5)
     rig.wait_phase("link_lost", 2.5)
@@ -381,7 +398,7 @@ def test_a_bridge_started_over_a_flying_vehicle_only_watches(rigs, flavour):
                  if flavour == "ardupilot" else ())
     first.wait_phase("flying", 30)
     first.command = [0.0, 0.0, 0.0, 0.0]
-    time.sleep(0.5)
+    time.sleep(0.5)                        # a moment of flight under the policy before the bridge dies
     port = first.autopilot.link.local_port
     first._stop.set()                      # the first bridge's process is gone: no ticks, no link
     first._thread.join(timeout=2)
@@ -416,7 +433,7 @@ def test_autopilot_stall_then_return_follows_link_return(rigs, rule):
                heartbeat_timeout_s=1.2)
     rig.wait_phase("flying", 20)
     rig.command = [0.2, 0.0, 0.0, 0.0]
-    time.sleep(0.3)
+    rig.wait_commanding(rig.command)
     rig.vehicle.send_signal(signal.SIGSTOP)
     try:
         rig.wait_phase("link_lost", 4)
@@ -456,7 +473,7 @@ def test_shutdown_while_airborne_lands_and_waits(rigs):
     rig = rigs("px4")
     rig.wait_phase("flying", 20)
     rig.command = [0.5, 0.0, 0.0, 0.0]
-    time.sleep(0.5)
+    rig.wait_commanding(rig.command)
     rig.paused.set()                              # the node's timer is gone: shutdown ticks by itself
     t0 = time.monotonic()
     rig.flight.shutdown(timeout_s=20)
