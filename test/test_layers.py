@@ -12,7 +12,9 @@ component to the imported module's component. A component is a package (``airpla
 - no module uses a private name (leading underscore) of another package, by ``from`` import
   or as an attribute of an imported module;
 - the core (everything outside ``nodes/``) imports with rclpy and the ROS message packages
-  made unimportable.
+  made unimportable;
+- the tests import no test module (they share through ``test/helpers/`` and ``conftest.py``), and
+  ``bench/`` puts ``test/`` on ``sys.path`` only for ``test/sitl_harness.py``.
 
 A failure lists the offending edges as ``file:line``.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -286,3 +289,26 @@ def test_core_imports_without_ros():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, f"importing the core without ROS failed:\n{run.stderr[-4000:]}"
     assert f"{len(modules)} modules imported without ROS" in run.stdout
+
+
+def _imported_names(tree: ast.AST):
+    """(line, absolute module name) of every import in ``tree`` (relative imports left out)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module
+
+
+def test_no_test_module_imports_another():
+    """The tests share what they build through test/helpers/ and conftest.py: no module under test/
+    imports a ``test_*`` module, and bench/ puts test/ on sys.path only for test/sitl_harness.py."""
+    offenders = []
+    for path in sorted((ROOT / "test").rglob("*.py")):
+        for line, name in _imported_names(ast.parse(path.read_text(encoding="utf-8"))):
+            if name.partition(".")[0].startswith("test_"):
+                offenders.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert not offenders, "test modules importing test modules:\n" + "\n".join(offenders)
+    on_path = sorted(path.name for path in (ROOT / "bench").glob("*.py")
+                     if re.search(r"sys\.path\.(insert|append)\([^\n]*test", path.read_text(encoding="utf-8")))
+    assert on_path == ["hil.py", "sitl_failures.py"], on_path  # both for test/sitl_harness.py
