@@ -486,12 +486,10 @@ def test_protocol_cell_setting(tmp_path):
             load_protocol(with_render(**bad))
 
 
-def test_world_renders_by_pose_cell_when_the_protocol_says_so(tmp_path):
-    from airplay.scene.synthetic import make_scene
+def test_world_renders_by_pose_cell_when_the_protocol_says_so(indoor_2, scene_cache):
     from airplay.world import World
 
-    make_scene("indoor", 2, tmp_path / "indoor", gaussians_per_m2=4)
-    world = World.load(tmp_path / "indoor", cache_dir=tmp_path / "cache")
+    world = World.load(indoor_2, cache_dir=scene_cache)
     cells = replace(world, protocol=replace(world.protocol, render_lod_cell_m=0.5, render_lod_cell_deg=15.0))
     world = replace(world, protocol=replace(world.protocol, render_lod_cell_m=0.0, render_lod_cell_deg=0.0))
     spec = world.scene.spec
