@@ -17,7 +17,15 @@ Layout of ``OUT`` (every stage is skipped when its output exists, so a killed ru
   ``task_id``, ``status`` and ``beta``.
 * ``OUT/iter_NN/checkpoint/`` - the policy retrained (warm start from the previous one) on the
   demonstrations and every iteration's data so far; the last one is the result.
-* ``OUT/dagger.jsonl`` - one line per iteration: rollouts, their success rate, frames, times.
+* ``OUT/dagger.jsonl`` - one line per iteration: rollouts, their success rate, frames, times, and
+  ``peak_rss_mb``, this process's peak resident memory during the round (Linux; flights in
+  ``workers`` processes are not in it).
+
+Memory: the retraining reads every round's frames through the datasets' frame caches
+(:func:`airplay.policies.dataset.load_lerobot_episodes`, written episode by episode) and keeps
+``frames_memory_gb`` of them in memory; the rest are read from the cache files per batch
+(:class:`airplay.policies.dataset.ChunkDataset` ``memory_mb``), so the resident memory is bounded
+by that parameter (plus the model and the non-image columns), not by the number of rounds.
 
 Iteration NN flies tasks of ``sample_tasks(scene, ..., episodes, seed + NN)`` on each scene,
 executing the expert's label instead of the policy's command with probability
@@ -66,7 +74,8 @@ class DaggerConfig:
     instance); threads: torch threads for training; backend: renderer; vehicle: a vehicle file
     for the flight model (an autopilot's identified profile; "": config/vehicle.yaml);
     batch: episodes of a scene flown at a time by each rollout process (module docstring; 1:
-    one at a time).
+    one at a time); frames_memory_gb: GiB of training frames the retraining keeps in memory (the
+    rest are read from the frame caches on disk per batch).
     """
 
     checkpoint: Path
@@ -87,11 +96,14 @@ class DaggerConfig:
     backend: str = "cpu"
     vehicle: str = ""
     batch: int = 16
+    frames_memory_gb: float = 2.0
 
     def __post_init__(self) -> None:
         for name in ("iterations", "episodes", "steps", "batch_size", "workers", "batch"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise DaggerError(f"dagger field '{name}' must be an integer >= 1, got {getattr(self, name)!r}")
+        if not self.frames_memory_gb >= 0:
+            raise DaggerError(f"dagger field 'frames_memory_gb' must be >= 0, got {self.frames_memory_gb!r}")
         if not 0.0 <= self.beta <= 1.0:
             raise DaggerError(f"dagger field 'beta' must be in [0, 1], got {self.beta!r}")
         if not (Path(self.checkpoint) / "model.safetensors").is_file():
@@ -405,11 +417,32 @@ def _retrain(cfg: DaggerConfig, previous: Path, datasets: list[Path], out: Path,
     episodes = []
     for d in datasets:
         episodes += load_lerobot_episodes(d, config.image_size, config.goal, progress=progress)[0]
-    dataset = ChunkDataset(episodes, config.image_size, config.n_obs_steps, config.chunk_size, config.goal)
+    dataset = ChunkDataset(episodes, config.image_size, config.n_obs_steps, config.chunk_size, config.goal,
+                           memory_mb=1024.0 * cfg.frames_memory_gb)
+    del episodes  # their frames are mapped cache files: unmapped now, the dataset keeps what it needs
     policy = load_policy(previous).train()  # warm start, normalization kept
     tc = TrainConfig.for_policy(cls.name, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed,
                                 save_every=max(100, cfg.steps // 4), log_every=25)
     train(policy, dataset, tc, out, progress=progress)
+
+
+def _reset_peak_rss() -> None:
+    """Start a new peak of this process's resident memory (Linux: /proc/self/clear_refs)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def _peak_rss_mb() -> float | None:
+    """This process's peak resident memory since :func:`_reset_peak_rss` (MiB; None off Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024.0, 1)
+    except OSError:
+        pass
+    return None
 
 
 def dagger(cfg: DaggerConfig, progress: bool = True) -> list[dict]:
@@ -429,6 +462,7 @@ def dagger(cfg: DaggerConfig, progress: bool = True) -> list[dict]:
             previous, data = ckpt, data + [ds]
             continue
         t0 = time.perf_counter()
+        _reset_peak_rss()
         beta = cfg.beta ** it if cfg.beta > 0 else 0.0
         roll = folder / "rollouts"
         roll.mkdir(parents=True, exist_ok=True)
@@ -474,7 +508,7 @@ def dagger(cfg: DaggerConfig, progress: bool = True) -> list[dict]:
                   "success_rate": statuses.count(EpisodeStatus.SUCCESS) / len(statuses),
                   "statuses": {s: statuses.count(s) for s in sorted(set(statuses))}, "frames": frames,
                   "fly_s": round(t_fly, 1), "train_s": round(time.perf_counter() - t0 - t_fly, 1),
-                  "checkpoint": str(ckpt)}
+                  "peak_rss_mb": _peak_rss_mb(), "checkpoint": str(ckpt)}
         with open(log, "a") as f:
             f.write(json.dumps(record) + "\n")
         done[it] = record

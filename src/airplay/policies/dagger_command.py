@@ -20,7 +20,7 @@ def _cmd_dagger(args: argparse.Namespace) -> int:
                            seed=args.seed, beta=args.beta,
                            image_size=args.image_size,
                            workers=args.workers, ray=args.ray, threads=args.threads, backend=args.backend,
-                           vehicle=args.vehicle, batch=args.fly_batch)
+                           vehicle=args.vehicle, batch=args.fly_batch, frames_memory_gb=args.frames_memory_gb)
         records = dagger(cfg, progress=not args.no_progress)
     except DaggerError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -28,11 +28,11 @@ def _cmd_dagger(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"\ninterrupted: run the same command again to resume from {args.out}", file=sys.stderr)
         return 130
-    print("| iteration | episodes flown | policy SR % | labelled frames | fly s | train s |")
-    print("|---|---|---|---|---|---|")
+    print("| iteration | episodes flown | policy SR % | labelled frames | fly s | train s | peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|")
     for r in records:
         print(f"| {r['iteration']} | {r['episodes']} | {100 * r['success_rate']:.0f} | {r['frames']} | "
-              f"{r['fly_s']:.0f} | {r['train_s']:.0f} |")
+              f"{r['fly_s']:.0f} | {r['train_s']:.0f} | {r.get('peak_rss_mb') or '-'} |")
     print(f"final checkpoint: {records[-1]['checkpoint']}")
     return 0
 
@@ -65,6 +65,9 @@ def register(sub) -> None:
     p.add_argument("--fly-batch", type=int, default=16, metavar="N",
                    help="episodes of a scene each rollout process flies at a time, one forward pass per control step "
                         "for all, with the same rollouts as one at a time (default 16; 1: one at a time)")
+    p.add_argument("--frames-memory-gb", type=float, default=2.0, metavar="GB",
+                   help="training frames the retraining keeps in memory (default 2); the rest are read from the "
+                        "datasets' frame caches on disk per batch, so memory does not grow with the rounds")
     p.add_argument("--threads", type=int, default=0, help="torch threads for training (default: torch's)")
     p.add_argument("--backend", default="cpu", choices=("cpu", "auto", "gsplat"), help="renderer (default cpu)")
     cli_flags.add_no_progress(p)
