@@ -40,6 +40,16 @@ POLICIES = {
 EPISODES, SEED = 4, 1
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """torch and numba on one thread each, as ``airplay eval`` runs a learned policy: two spinning
+    pools on a busy 2-core machine made one of these tests 30x slower."""
+    from airplay.threads import compute_threads
+
+    with compute_threads(1, torch_too=True):
+        yield
+
+
 @pytest.fixture(scope="module")
 def scene(tmp_path_factory):
     return scene_with_camera(tmp_path_factory.mktemp("batched") / "indoor_3", 3, SIZE)
