@@ -350,8 +350,14 @@ def batchable(cfg: EvalConfig) -> bool:
     from the loaded policy and world; this rules out what the configuration alone rules out)."""
     from airplay.policies.registry import DEMONSTRATION_POLICIES  # the LearnedPolicy ones (not ppo_depth)
 
-    return cfg.policy in DEMONSTRATION_POLICIES and cfg.setting in ("pointgoal", "imagegoal", "goalfree") \
-        and not cfg.wind and not cfg.policy_budget_ms and cfg.render_images
+    if not (cfg.policy in DEMONSTRATION_POLICIES and cfg.setting in ("pointgoal", "imagegoal", "goalfree")
+            and not cfg.wind and not cfg.policy_budget_ms and cfg.render_images):
+        return False
+    if cfg.vehicle:  # a vehicle file with a position-estimate error flies one at a time
+        from airplay.sim.estimate_error import load_vehicle_file
+
+        return load_vehicle_file(cfg.vehicle)[1] is None
+    return True
 
 
 def batch_jobs(jobs: list, batch: int) -> list:
