@@ -231,6 +231,52 @@ def test_components_form_no_cycle():
     assert not cycles, "\n".join(messages)
 
 
+def test_modules_import_each_other_in_no_loop():
+    """No two modules of src/airplay import each other, directly or through others, counting
+    every import (module level, inside functions, under TYPE_CHECKING): a function-level import
+    must not hide a cycle. A package's own ``__init__`` importing its modules is not a loop."""
+    modules = all_modules()
+    graph: dict[str, set[str]] = defaultdict(set)
+    where: dict[tuple[str, str], str] = {}
+    for e in import_edges(modules):
+        if e.target in modules and e.target != e.source and not e.target.startswith(e.source + "."):
+            graph[e.source].add(e.target)
+            where.setdefault((e.source, e.target), e.where())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    loops: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                loops.append(sorted(comp))
+
+    for module in sorted(modules):
+        if module not in index:
+            visit(module)
+    report = [f"{' <-> '.join(loop)}: " + ", ".join(f"{a} -> {b} ({where[(a, b)]})" for a in loop
+                                                     for b in sorted(graph[a] & set(loop))) for loop in loops]
+    assert not loops, "modules that import each other:\n" + "\n".join(report)
+
+
 def test_no_private_name_crosses_a_package():
     modules = all_modules()
     private = [e for e in import_edges(modules) if package(e.source) != package(e.target)

@@ -92,7 +92,7 @@ def _fly(cfg, scene_dir, world, tasks, policy, pending: deque, n: int, exact: bo
     import numba
 
     from airplay.episode_status import EpisodeStatus
-    from airplay.eval.runner import task_result
+    from airplay.eval.episode import task_result
     from airplay.policies import guard
     from airplay.policies.batched import BatchedPolicy
     from airplay.world.vector_env import AirPlayVectorEnv

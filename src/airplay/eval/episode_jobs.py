@@ -74,7 +74,7 @@ def fly_job(job: EpisodeJob, observer=None) -> dict:
     """Fly one task: ``{"scene_dir", "index", "result": EpisodeResult, "trajectory": (T, 3) map m,
     "steps", "flying_s"}`` (``flying_s``: reset, policy, steps and rendering, not the scene set-up).
     ``observer``: see :func:`airplay.eval.runner.run_episode` (in this process only)."""
-    from airplay.eval.runner import run_episode, task_result
+    from airplay.eval.episode import run_episode, task_result
 
     world, tasks, env, policy = scene_state(job)
     task = tasks[job.index]
