@@ -267,7 +267,7 @@ def test_px4_pilot_takeover(px4):
 
 
 def test_px4_low_battery(px4):
-    """SIH's battery drained in flight (25 s of armed time; COM_LOW_BAT_ACT 3): PX4 leaves OFFBOARD
+    """SIH's battery drained in flight (20 s of armed time; COM_LOW_BAT_ACT 3): PX4 leaves OFFBOARD
     by itself at its critical level; the bridge yields (autopilot_took_over, its reason carrying
     PX4's: the battery and the system status, PX4 v1.17 sending no STATUSTEXT for it), ends in
     holding without landing the vehicle, exits 1; PX4 returns and lands; no DISARM in the air; no
