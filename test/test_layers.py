@@ -188,24 +188,20 @@ def test_no_import_goes_up_a_layer():
     assert not up, _report("imports of a higher layer (LAYERS, bottom first):", up)
 
 
-def test_components_form_no_cycle():
-    modules = all_modules()
-    edges = [e for e in import_edges(modules) if component(e.source) != component(e.target)]
-    graph: dict[str, set[str]] = defaultdict(set)
-    for e in edges:
-        graph[component(e.source)].add(component(e.target))
-    # strongly connected components (Tarjan)
+def strongly_connected(graph: dict[str, set[str]], nodes: set[str]) -> list[set[str]]:
+    """The strongly connected components of more than one node (Tarjan): the import loops of
+    ``graph`` (node -> the nodes it imports) over ``nodes``."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
-    cycles: list[set[str]] = []
+    loops: list[set[str]] = []
 
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in sorted(graph[v]):
+        for w in sorted(graph.get(v, ())):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -220,11 +216,21 @@ def test_components_form_no_cycle():
                 if w == v:
                     break
             if len(scc) > 1:
-                cycles.append(scc)
+                loops.append(scc)
 
-    for v in sorted({component(m) for m in modules}):
+    for v in sorted(nodes):
         if v not in index:
             visit(v)
+    return loops
+
+
+def test_components_form_no_cycle():
+    modules = all_modules()
+    edges = [e for e in import_edges(modules) if component(e.source) != component(e.target)]
+    graph: dict[str, set[str]] = defaultdict(set)
+    for e in edges:
+        graph[component(e.source)].add(component(e.target))
+    cycles = strongly_connected(graph, {component(m) for m in modules})
     messages = [_report(f"cycle among {sorted(scc)}:",
                         [e for e in edges if component(e.source) in scc and component(e.target) in scc])
                 for scc in cycles]
@@ -242,36 +248,7 @@ def test_modules_import_each_other_in_no_loop():
         if e.target in modules and e.target != e.source and not e.target.startswith(e.source + "."):
             graph[e.source].add(e.target)
             where.setdefault((e.source, e.target), e.where())
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    loops: list[list[str]] = []
-
-    def visit(v: str) -> None:  # Tarjan's strongly connected components
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                loops.append(sorted(comp))
-
-    for module in sorted(modules):
-        if module not in index:
-            visit(module)
+    loops = [sorted(scc) for scc in strongly_connected(graph, set(modules))]
     report = [f"{' <-> '.join(loop)}: " + ", ".join(f"{a} -> {b} ({where[(a, b)]})" for a in loop
                                                      for b in sorted(graph[a] & set(loop))) for loop in loops]
     assert not loops, "modules that import each other:\n" + "\n".join(report)
