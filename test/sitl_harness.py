@@ -1319,15 +1319,33 @@ def land(r: Run) -> None:
     r.wait_end()
 
 
+PX4_OFFBOARD_LOSS_HOLD = 5
+"""COM_OBL_RC_ACT 5: PX4 holds in the air when the offboard stream is lost (its default, 0, lands)."""
+
+
 def sigkill_bridge(r: Run) -> None:
-    """SIGKILL of the bridge 1 s into the flight: the autopilot's offboard-loss failsafe lands. The
-    same graph is started again at once (a second bridge over the vehicle still flying,
-    :func:`_second_bridge`): it only watches."""
-    r.start_graph()
-    r.wait_flying(then_s=FLYING_S)
-    r.mark("action", r.bridge_signal(signal.SIGKILL))
-    with _second_bridge(r):
-        r.wait_end(50.0)
+    """SIGKILL of the bridge 1 s into the flight, with PX4's offboard-loss action set to Hold
+    (COM_OBL_RC_ACT 5, from the GCS link before the graph starts): PX4 leaves OFFBOARD and holds in
+    the air, so the vehicle still flies however long the next graph takes to start (with the default
+    action PX4 had landed and disarmed ~10 s after the kill, before a second graph started beside 4
+    busy loops connected, 5 of 10 runs). The same graph is started again at once (a second bridge over
+    the flying vehicle, :func:`_second_bridge`): it only watches and exits; then the GCS lands the
+    vehicle (event ``gcs_land``) and puts COM_OBL_RC_ACT back."""
+    gcs = r.ap.listeners[0]
+    before = gcs.param("COM_OBL_RC_ACT")
+    r.extra["px4_offboard_loss_params"] = {
+        "COM_OBL_RC_ACT": [before, gcs.param("COM_OBL_RC_ACT", PX4_OFFBOARD_LOSS_HOLD, integer=True)]}
+    try:
+        r.start_graph()
+        r.wait_flying(then_s=FLYING_S)
+        r.mark("action", r.bridge_signal(signal.SIGKILL))
+        with _second_bridge(r) as second:
+            r.wait(second.exited, 60.0, "the second bridge's exit", fail=False)
+            r.extra["held_until_second_exit"] = {"armed": r.series.armed, "mode": r.series.mode}
+        _gcs_land(r)
+    finally:
+        r.extra["px4_offboard_loss_params_after"] = {
+            "COM_OBL_RC_ACT": gcs.param("COM_OBL_RC_ACT", before if before is not None else 0, integer=True)}
 
 
 @contextlib.contextmanager

@@ -73,18 +73,27 @@ def test_px4_estop(px4):
 
 
 def test_px4_sigkill_bridge(px4):
-    """SIGKILL of the bridge while flying: PX4 leaves OFFBOARD within ~3 s (COM_OF_LOSS_T) and,
-    with COM_OBL_RC_ACT 0 and no RC, descends, lands and disarms; the launch exits. The same graph,
-    started again at once over the flying vehicle (issue 41, finding 3: its failure path sent a
-    DISARM), only watches: no command, no DISARM, a non-zero exit."""
+    """SIGKILL of the bridge while flying, PX4's offboard-loss action set to Hold (COM_OBL_RC_ACT 5):
+    PX4 leaves OFFBOARD within ~3 s (COM_OF_LOSS_T) and holds in the air; the launch exits. The same
+    graph, started again at once over the flying vehicle (issue 41, finding 3: its failure path sent
+    a DISARM), only watches: no command, no DISARM, a non-zero exit, and the vehicle still armed in
+    the air when it has gone. Then the GCS lands it and it disarms."""
     v = px4.verdict("px4_sigkill_bridge")
     c = Checks(v)
     c.ran()
+    c.that((v.get("px4_offboard_loss_params") or {}).get("COM_OBL_RC_ACT", [None, None])[1] == 5,
+           f"COM_OBL_RC_ACT set to Hold (5) before the flight ({v.get('px4_offboard_loss_params')})")
     c.second_bridge_watched()
     t = after(v, "left_offboard_t")
     c.that(t is not None and t <= 3.0, f"PX4 leaves OFFBOARD within 3 s of the SIGKILL (after {t} s)")
+    held = v.get("held_until_second_exit") or {}
+    c.that(held.get("armed") is True and held.get("mode") == "AUTO.LOITER",
+           f"PX4 still holds in the air when the second bridge has exited ({held})")
     c.landed_disarmed()
     c.that(v["launch_exited_before_cleanup"], "the launch exits (its required node is gone)")
+    after_params = (v.get("px4_offboard_loss_params_after") or {}).get("COM_OBL_RC_ACT")
+    c.that(after_params == (v["px4_offboard_loss_params"]["COM_OBL_RC_ACT"][0] or 0),
+           f"COM_OBL_RC_ACT put back after the flight ({after_params})")
     assert not c.failed, c.report()
 
 
