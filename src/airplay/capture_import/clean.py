@@ -6,7 +6,8 @@ Four tests, applied in the capture's own frame with thresholds relative to its r
 * low opacity: opacity < ``min_opacity`` (they barely occlude anything);
 * huge: largest standard deviation > max(``huge_factor`` x the median largest one, 0.1 size);
 * far background: farther than ``far_factor`` x size from the centre (sky domes, distant
-  buildings, the trees behind a courtyard);
+  buildings, the trees behind a courtyard); with ``core`` (a centre and radius, e.g. from the
+  capture's cameras: :func:`camera_core`), outside that sphere instead;
 * isolated: in a connected group of occupied cells (cells of size / 25, 26-connected) that
   holds fewer than max(``min_cluster``, 0.05 % of all) Gaussians, or with its 4th-nearest
   neighbour more than ``sparse_factor`` times the median such distance away (floaters in
@@ -36,9 +37,22 @@ class CleanResult:
         return int((~self.keep).sum())
 
 
+def camera_core(camera_positions: np.ndarray, factor: float) -> tuple[np.ndarray, float]:
+    """(centre, radius) of the capture's core from its cameras (source frame and units): the
+    cameras' median position and ``factor`` x the 95th percentile of their distances from it
+    (at least a tenth of the cameras' largest extent, so a tight cluster still has a core)."""
+    pos = np.asarray(camera_positions, float)
+    centre = np.median(pos, axis=0)
+    d = np.linalg.norm(pos - centre, axis=1)
+    extent = float(np.max(pos.max(axis=0) - pos.min(axis=0))) if len(pos) > 1 else 0.0
+    return centre, factor * max(float(np.percentile(d, 95)), 0.1 * extent, 1e-9)
+
+
 def clean_capture(g: Gaussians, *, min_opacity: float = 0.05, huge_factor: float = 20.0, far_factor: float = 3.0,
-                  min_cluster: int = 20, cells_per_size: float = 25.0, sparse_factor: float = 4.0) -> CleanResult:
-    """Decide which Gaussians go into the collision geometry (see the module docstring)."""
+                  min_cluster: int = 20, cells_per_size: float = 25.0, sparse_factor: float = 4.0,
+                  core: tuple[np.ndarray, float] | None = None) -> CleanResult:
+    """Decide which Gaussians go into the collision geometry (see the module docstring).
+    ``core``: (centre (3,), radius), source frame and units; Gaussians outside are far background."""
     from scipy import ndimage
 
     n = len(g)
@@ -56,7 +70,10 @@ def clean_capture(g: Gaussians, *, min_opacity: float = 0.05, huge_factor: float
     drop("low_opacity", g.opacities < min_opacity)
     smax = g.scales.max(axis=1)
     drop("huge", smax > max(huge_factor * float(np.median(smax)), 0.1 * size))
-    drop("far_background", np.linalg.norm(means - centre, axis=1) > far_factor * size)
+    if core is None:
+        drop("far_background", np.linalg.norm(means - centre, axis=1) > far_factor * size)
+    else:
+        drop("far_background", np.linalg.norm(means - np.asarray(core[0], float), axis=1) > float(core[1]))
     cell = size / cells_per_size
     idx = np.floor((means[keep] - means[keep].min(axis=0)) / cell).astype(np.int64)
     shape = tuple(idx.max(axis=0) + 1)

@@ -11,6 +11,16 @@ plane, with either sign of its normal, is a ground candidate when at most 10 % o
 lie below it. Among candidates the one with the largest (inlier share) x (horizontal spread
 / height above it) x (how low the rest of the mass sits) wins: the ground is large, the
 scene is wider than tall, and things stand on the floor, not hang from a ceiling.
+
+With the capture's cameras (their up vectors in source coordinates, camera -y in OpenCV axes):
+the cameras' mean up decides. ``up_from="auto"`` takes the plane whose normal is nearest to it
+when that is within ``CAMERA_PLANE_MAX_DEG`` (the plane's normal is the more precise: a
+camera pitched down tilts its up vector, a floor of thousands of Gaussians does not), else the
+cameras' mean up itself with the floor at the 2nd percentile of the opaque Gaussians' heights;
+``"cameras"`` always the mean up, ``"ground"`` always the plane search above. The angle
+between the cameras' mean up and the nearest plane's normal is kept for the report. Without
+``--scale`` or ``--known-distance`` the scale then comes from the cameras' median height
+above the floor, taken to be ``camera_height_m`` (an assumption the report states).
 """
 
 from __future__ import annotations
@@ -25,10 +35,20 @@ MIN_GROUND_SHARE = 0.04
 """A ground plane holds at least this share of the high-opacity Gaussians."""
 MAX_BELOW_SHARE = 0.10
 RANSAC_ITERATIONS = 400
+CAMERA_PLANE_MAX_DEG = 15.0
+"""A plane within this angle of the cameras' mean up is their ground (``up_from="auto"``)."""
+MIN_CAMERA_UP_AGREEMENT = 0.7
+"""Below this length of the cameras' plain mean up vector they disagree on up (portrait and
+landscape mixed, a camera rolled): ``up_from="auto"`` then uses the ground plane alone."""
+UP_FROM = ("auto", "cameras", "ground")
 
 
 class NoGroundError(ValueError):
     """No plane in the capture qualifies as the ground."""
+
+
+class CameraHeightError(ValueError):
+    """The capture's cameras do not stand over the found floor, so their height gives no scale."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +67,8 @@ class FrameFit:
     up_src: the up direction in source coordinates (unit).
     ground_share: share of the high-opacity Gaussians on the ground plane.
     yaw_deg: rotation about map z applied to put walls on the axes (0 when not found/asked).
-    scale_source: "given", "known-distance", "metres (assumed)" or "auto (assumed ...)".
+    scale_source: "given", "known-distance", "camera height (assumed ...)", "metres (assumed ...)"
+        or "auto (assumed ...)".
     """
 
     scale: float
@@ -58,6 +79,12 @@ class FrameFit:
     yaw_deg: float
     scale_source: str
     notes: list[str] = field(default_factory=list)
+    up_from: str = "ground plane"
+    """What gave the up axis: "ground plane", "ground plane (picked by the cameras)" or "cameras' mean up"."""
+    camera_up_angle_deg: float | None = None
+    """Angle between the cameras' mean up and the nearest ground-plane candidate's normal, degrees."""
+    camera_height_src: float | None = None
+    """The cameras' median height above the found floor, source units (None without cameras)."""
 
     def apply(self, points: np.ndarray) -> np.ndarray:
         return self.scale * (np.asarray(points, float) @ self.rotation.T) + self.translation
@@ -165,10 +192,45 @@ def dominant_wall_yaw(normals_level: np.ndarray, weights: np.ndarray) -> float |
     return float(-(peak if peak < np.pi / 4 else peak - np.pi / 2))
 
 
+def _angle_deg(a: np.ndarray, b: np.ndarray) -> float:
+    return math.degrees(math.acos(float(np.clip(np.dot(a, b), -1.0, 1.0))))
+
+
+def _up_from_cameras(pts: np.ndarray, planes: list[Plane], cam_up: np.ndarray, tol: float, up_from: str,
+                     notes: list[str]) -> tuple[np.ndarray, float, float, str, float | None]:
+    """(up, floor offset, ground share, what gave up, angle to the nearest plane) with cameras."""
+    best: tuple[float, Plane] | None = None
+    for plane in planes:
+        if plane.share < MIN_GROUND_SHARE:
+            continue
+        sign = 1.0 if float(plane.normal @ cam_up) >= 0 else -1.0
+        cand = Plane(sign * plane.normal, sign * plane.offset, plane.share)
+        ang = _angle_deg(cand.normal, cam_up)
+        if best is None or ang < best[0]:
+            best = (ang, cand)
+    angle = None if best is None else best[0]
+    near = best is not None and best[0] <= CAMERA_PLANE_MAX_DEG
+    if near and up_from == "auto":
+        return best[1].normal, best[1].offset, best[1].share, "ground plane (picked by the cameras)", angle
+    h = pts @ cam_up
+    if near:
+        on = np.abs(pts @ best[1].normal - best[1].offset) < tol
+        floor, share = float(np.median(h[on])), best[1].share
+    else:
+        floor, share = float(np.percentile(h, 2)), 0.0
+        notes.append("no ground plane within "
+                     f"{CAMERA_PLANE_MAX_DEG:g} deg of the cameras' up (nearest: "
+                     f"{'none' if angle is None else f'{angle:.1f} deg'}): floor at the 2nd percentile of the "
+                     "opaque Gaussians' heights")
+    return cam_up, floor, share, "cameras' mean up", angle
+
+
 def fit_frame(means: np.ndarray, opacities: np.ndarray, normals: np.ndarray, *, seed: int = 0,
               scale: float | None = None, known_distance: tuple[np.ndarray, np.ndarray, float] | None = None,
               align_yaw: bool = True, auto_width_m: float = 10.0, min_width_m: float = 6.0,
-              max_auto_factor: float = 20.0) -> FrameFit:
+              max_auto_factor: float = 20.0, camera_positions: np.ndarray | None = None,
+              camera_ups: np.ndarray | None = None, camera_height_m: float = 1.5,
+              up_from: str = "auto") -> FrameFit:
     """Find the map frame of a cleaned capture.
 
     Args:
@@ -178,7 +240,14 @@ def fit_frame(means: np.ndarray, opacities: np.ndarray, normals: np.ndarray, *, 
             in source coordinates. Neither: the units are taken as metres unless the capture is
             narrower than ``min_width_m``, in which case it is scaled to ``auto_width_m`` across
             (an assumption the report states; capped at ``max_auto_factor``).
+        camera_positions, camera_ups: (K, 3) the capture's camera centres and up vectors
+            (source frame; see the module docstring). With them and no ``scale`` or
+            ``known_distance``, the cameras' median height above the floor is taken to be
+            ``camera_height_m`` metres.
+        up_from: "auto", "cameras" or "ground" (see the module docstring).
     """
+    if up_from not in UP_FROM:
+        raise ValueError(f"up_from must be one of {', '.join(UP_FROM)}, got {up_from!r}")
     rng = np.random.default_rng(seed)
     opaque = opacities > 0.5
     pts = means[opaque] if opaque.sum() >= 500 else means
@@ -186,10 +255,32 @@ def fit_frame(means: np.ndarray, opacities: np.ndarray, normals: np.ndarray, *, 
         pts = pts[rng.choice(len(pts), 60000, replace=False)]
     centre, size = robust_size(pts)
     tol = 0.01 * size
-    planes = find_planes(pts.astype(np.float64), tol, rng)
-    ground, _ = choose_ground(pts.astype(np.float64), planes, tol)
-    r_up = rotation_to_z(ground.normal)
-    notes = []
+    pts = pts.astype(np.float64)
+    planes = find_planes(pts, tol, rng)
+    notes: list[str] = []
+    cam_up, cam_angle, up_source = None, None, "ground plane"
+    if camera_ups is not None and len(camera_ups):
+        mean = np.asarray(camera_ups, float).mean(axis=0)
+        agreement = float(np.linalg.norm(mean))
+        cam_up = mean / max(agreement, 1e-12)
+        if agreement < MIN_CAMERA_UP_AGREEMENT and up_from == "auto":
+            notes.append(f"the cameras disagree on up (their mean up vector is {agreement:.2f} long; portrait and "
+                         "landscape mixed?): up from the ground plane alone")
+            up_from = "ground"
+    if cam_up is not None and up_from != "ground":
+        up, floor, share, up_source, cam_angle = _up_from_cameras(pts, planes, cam_up, tol, up_from, notes)
+    else:
+        ground, _ = choose_ground(pts, planes, tol)
+        up, floor, share = ground.normal, ground.offset, ground.share
+        if cam_up is not None:
+            cam_angle = _angle_deg(up, cam_up)
+    if cam_angle is not None and cam_angle > CAMERA_PLANE_MAX_DEG:
+        notes.append(f"the cameras' mean up and the nearest ground plane are {cam_angle:.1f} deg apart; "
+                     f"up from the {up_source}")
+    r_up = rotation_to_z(up)
+    cam_height = None
+    if camera_positions is not None and len(camera_positions):
+        cam_height = float(np.median(np.asarray(camera_positions, float) @ up - floor))
     yaw = 0.0
     if align_yaw:
         found = dominant_wall_yaw(normals @ r_up.T, opacities.astype(np.float64))
@@ -206,6 +297,13 @@ def fit_frame(means: np.ndarray, opacities: np.ndarray, normals: np.ndarray, *, 
         s, source = metres / span, "known-distance"
     elif scale is not None:
         s, source = float(scale), "given"
+    elif cam_height is not None:
+        if cam_height <= 2.0 * tol:
+            raise CameraHeightError(f"the cameras' median height above the floor found is {cam_height:.3g} units: they do "
+                             "not stand over it, so it gives no scale; give --scale or --known-distance")
+        s = camera_height_m / cam_height
+        source = (f"camera height (assumed: the cameras' median height above the floor, {cam_height:.4g} units, "
+                  f"is {camera_height_m:g} m; --camera-height)")
     else:
         level = pts @ rotation.T
         width = float(np.mean(np.percentile(level[:, :2], 98, axis=0) - np.percentile(level[:, :2], 2, axis=0)))
@@ -220,5 +318,6 @@ def fit_frame(means: np.ndarray, opacities: np.ndarray, normals: np.ndarray, *, 
             notes.append(f"no metric cue: scaled x{s:.3g} so the capture is {auto_width_m:g} m across; "
                          "give --scale or --known-distance for true metres")
     c_level = s * (rotation @ centre)
-    translation = np.array([-c_level[0], -c_level[1], -s * ground.offset])
-    return FrameFit(s, rotation, translation, ground.normal, ground.share, math.degrees(yaw), source, notes)
+    translation = np.array([-c_level[0], -c_level[1], -s * floor])
+    return FrameFit(s, rotation, translation, up, share, math.degrees(yaw), source, notes, up_source, cam_angle,
+                    cam_height)

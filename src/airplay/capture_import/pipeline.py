@@ -2,11 +2,16 @@
 
 Stages (each timed; the long ones show progress):
 
-1. read   - any supported format (:mod:`airplay.scene.capture_formats`), values checked;
+1. read   - any supported format (:mod:`airplay.scene.capture_formats`), values checked; with
+            ``cameras``, the capture's own cameras too (:mod:`airplay.scene.capture_cameras`),
+            checked to lie in the splat's frame;
 2. clean  - floaters and far background marked (:mod:`.clean`); they stay out of the
             collision geometry, and out of the written splat with ``drop_from_splat``;
-3. frame  - up axis, floor at z = 0, yaw, metric scale (:mod:`.frame`);
-4. views  - camera points in free space, six views each (:mod:`.views`);
+3. frame  - up axis, floor at z = 0, yaw, metric scale (:mod:`.frame`; the cameras' up and
+            height above the floor when given);
+4. views  - camera points in free space, six views each (:mod:`.views`), and up to
+            ``max_capture_views`` of the capture's cameras, one 90 degree view each along
+            their own optical axes;
 5. depth  - depth and alpha rendered with airplay's CPU renderer (or gsplat where present);
 6. fuse   - TSDF fusion (:mod:`.tsdf`); never-observed space counts as occupied;
 7. mesh   - marching cubes, cut for the SDF's parity rule, simplified to a budget (:mod:`.mesh`);
@@ -37,6 +42,12 @@ from airplay.scene.errors import SceneError
 CAMERA_ROUNDS = 3
 """Camera placement rounds: the first from the splat's free space, the later ones from the space
 the fusion so far observed free (see :func:`airplay.capture_import.views.frontier_points`)."""
+DEFAULT_CAMERA_HEIGHT_M = 1.5
+"""Assumed height of the capture's cameras above the floor (a hand-held capture), m; used for the
+scale only when neither ``scale`` nor ``known_distance`` is given."""
+CAMERAS_INSIDE_MIN_SHARE = 0.5
+"""At least this share of the camera centres must lie in the splat's grown box (else the cameras
+are taken to be in another frame)."""
 MIN_SCENE_WIDTH_M = 1.0
 MAX_SCENE_WIDTH_M = 1000.0
 
@@ -62,6 +73,19 @@ class ImportOptions:
     backend: str = "auto"
     seed: int = 0
     progress: bool = True
+    cameras: str | Path | None = None
+    """A COLMAP sparse model folder or a transforms.json with the capture's cameras."""
+    cameras_frame: str = "capture"
+    """"capture": the poses are in the splat's frame; "colmap": undo a transforms.json's
+    ``applied_transform`` (a splat trained on the COLMAP model that nerfstudio converted)."""
+    cameras_transform: str | Path | None = None
+    """nerfstudio's dataparser_transforms.json, for a splat exported by splatfacto."""
+    camera_height_m: float = DEFAULT_CAMERA_HEIGHT_M
+    up_from: str = "auto"
+    max_capture_views: int = 48
+    core_from_cameras: float | None = None
+    """Far background = outside this many times the cameras' 95th-percentile distance from their
+    median (:func:`airplay.capture_import.clean.camera_core`); None: from the splat's size."""
 
 
 @dataclass
@@ -114,6 +138,20 @@ def _check_width(path: Path, width_m: float, source: str) -> None:
                          "scale")
 
 
+def _check_cameras_frame(cams, means: np.ndarray) -> None:
+    """SceneError naming the cameras file when most camera centres lie outside the splat's box
+    (2nd-98th percentile per axis, grown by half its size on each side)."""
+    lo, hi = np.percentile(means, 2, axis=0), np.percentile(means, 98, axis=0)
+    grow = 0.5 * (hi - lo)
+    inside = np.all((cams.positions >= lo - grow) & (cams.positions <= hi + grow), axis=1)
+    if inside.mean() < CAMERAS_INSIDE_MIN_SHARE:
+        raise SceneError(cams.path, f"{int((~inside).sum())} of {len(cams)} camera centres lie outside the capture "
+                                    f"(its box {np.round(lo, 3).tolist()}..{np.round(hi, 3).tolist()}, grown by half): "
+                                    "the cameras are not in the splat's frame. A splat exported by nerfstudio: give "
+                                    "--cameras-transform dataparser_transforms.json; a splat trained on the COLMAP "
+                                    "model with nerfstudio's transforms.json: --cameras-frame colmap", "frame")
+
+
 def _check_out(out_dir: Path) -> None:
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise SceneError(out_dir, "output exists and is not an empty folder; choose a new --out")
@@ -146,12 +184,12 @@ def import_capture(capture_path: str | Path, out_dir: str | Path, options: Impor
 def _run(capture_path: Path, tmp: Path, out_dir: Path, opt: ImportOptions) -> ImportResult:
     from tqdm import tqdm
 
-    from airplay.capture_import.clean import clean_capture
-    from airplay.capture_import.frame import NoGroundError, fit_frame
+    from airplay.capture_import.clean import camera_core, clean_capture
+    from airplay.capture_import.frame import CameraHeightError, NoGroundError, fit_frame
     from airplay.capture_import.mesh import collision_mesh
     from airplay.capture_import.region import NoFreeSpaceError, derive_region
     from airplay.capture_import.tsdf import TsdfVolume
-    from airplay.capture_import.views import camera_points, cube_viewmats, frontier_points
+    from airplay.capture_import.views import camera_points, cube_viewmats, farthest_indices, frontier_points
     from airplay.render.api import render
     from airplay.scene.camera import CameraMount, PinholeCamera
     from airplay.scene.capture_formats import read_capture
@@ -165,9 +203,25 @@ def _run(capture_path: Path, tmp: Path, out_dir: Path, opt: ImportOptions) -> Im
         print(f"importing {capture_path}", file=sys.stderr, flush=True)
     capture = read_capture(capture_path)
     g_src = capture.gaussians
+    cams_src = None
+    if opt.cameras is not None:
+        from airplay.scene.capture_cameras import read_cameras
+
+        if opt.cameras_frame not in ("capture", "colmap"):
+            raise SceneError(opt.cameras, f"--cameras-frame must be capture or colmap, got {opt.cameras_frame!r}")
+        if not opt.camera_height_m > 0:
+            raise SceneError(opt.cameras, f"--camera-height must be positive, got {opt.camera_height_m}", "camera_height")
+        cams_src = read_cameras(opt.cameras, undo_applied_transform=opt.cameras_frame == "colmap",
+                                dataparser_transforms=opt.cameras_transform)
+        _check_cameras_frame(cams_src, g_src.means.astype(np.float64))
     stages.done("read")
 
-    cleaned = clean_capture(g_src)
+    core = None
+    if opt.core_from_cameras is not None:
+        if cams_src is None:
+            raise SceneError(capture_path, "--core-from-cameras needs --cameras", "core_from_cameras")
+        core = camera_core(cams_src.positions, opt.core_from_cameras)
+    cleaned = clean_capture(g_src, core=core)
     kept = g_src.subset(cleaned.keep)
     if len(kept) < 100:
         raise SceneError(capture_path, f"only {len(kept)} Gaussians remain after cleaning "
@@ -184,9 +238,14 @@ def _run(capture_path: Path, tmp: Path, out_dir: Path, opt: ImportOptions) -> Im
         raise SceneError(capture_path, f"--scale must be positive, got {opt.scale}", "scale")
     try:
         frame = fit_frame(kept.means.astype(np.float64), kept.opacities, _normals(kept), seed=opt.seed,
-                          scale=opt.scale, known_distance=known, align_yaw=opt.align_yaw)
+                          scale=opt.scale, known_distance=known, align_yaw=opt.align_yaw,
+                          camera_positions=None if cams_src is None else cams_src.positions,
+                          camera_ups=None if cams_src is None else cams_src.ups,
+                          camera_height_m=opt.camera_height_m, up_from=opt.up_from)
     except NoGroundError as err:
         raise SceneError(capture_path, str(err), "ground") from None
+    except CameraHeightError as err:
+        raise SceneError(cams_src.path, str(err), "camera height") from None
     except ValueError as err:
         raise SceneError(capture_path, str(err), "scale") from None
     g_map = kept.transformed(frame.scale, frame.rotation, frame.translation)
@@ -207,26 +266,39 @@ def _run(capture_path: Path, tmp: Path, out_dir: Path, opt: ImportOptions) -> Im
     per_round = [opt.camera_points - (CAMERA_ROUNDS - 1) * later] + [later] * (CAMERA_ROUNDS - 1)
     cams = camera_points(g_map.means, g_map.opacities, lower, upper, band, per_round[0], clearance_m=clearance,
                          spacing_m=_spacing(g_map.means), seed=opt.seed)
-    if len(cams) == 0:
+    cams_map = None if cams_src is None else cams_src.transformed(frame.scale, frame.rotation, frame.translation)
+    capture_views = np.zeros((0, 4, 4))
+    if cams_map is not None and opt.max_capture_views > 0:
+        # spread over position and viewing direction (a direction counts like a 2 m step)
+        key = np.hstack([cams_map.positions, 2.0 * cams_map.forwards])
+        chosen = farthest_indices(key, opt.max_capture_views, seed=opt.seed)
+        capture_views = cams_map.viewmats()[chosen]
+    if len(cams) == 0 and len(capture_views) == 0:
         raise SceneError(capture_path, "no free space above the ground to place cameras in", "ground")
     stages.done("views")
 
     cam = PinholeCamera.from_fov(opt.view_px, opt.view_px, 90.0)
     vol = TsdfVolume.empty(lower, upper, voxel)
     max_range = float(np.linalg.norm(upper - lower))
-    bar = tqdm(total=opt.camera_points, desc="depth+fuse", unit="point", disable=not opt.progress, file=sys.stderr)
-    new = cams
-    for r in range(CAMERA_ROUNDS):
-        if r > 0:  # later rounds: into the free space the earlier ones found, away from them
-            new = frontier_points(vol.field(), vol.origin_m, vol.voxel_m, band, cams, per_round[r],
-                                  clearance_m=clearance, seed=opt.seed + r, centre_means=g_map.means)
-            cams = np.vstack([cams, new])
-        viewmats = cube_viewmats(new)
+    bar = tqdm(total=len(capture_views) + 6 * opt.camera_points, desc="depth+fuse", unit="view",
+               disable=not opt.progress, file=sys.stderr)
+
+    def fuse(viewmats: np.ndarray) -> None:
         for i in range(0, len(viewmats), 6):
             out = render(g_map, viewmats[i:i + 6], cam.K, cam.width, cam.height, backend=opt.backend)
             for j in range(len(out.depth)):
                 vol.integrate(viewmats[i + j], cam.K, out.depth[j], out.alpha[j], max_range_m=max_range)
-            bar.update(1)
+            bar.update(len(out.depth))
+
+    fuse(capture_views)  # the capture's own cameras first: what the splat was fitted to see
+    placed = np.linalg.inv(capture_views)[:, :3, 3] if len(capture_views) else np.zeros((0, 3))
+    new = cams
+    for r in range(CAMERA_ROUNDS):
+        if r > 0:  # later rounds: into the free space the earlier ones found, away from them
+            new = frontier_points(vol.field(), vol.origin_m, vol.voxel_m, band, np.vstack([cams, placed]),
+                                  per_round[r], clearance_m=clearance, seed=opt.seed + r, centre_means=g_map.means)
+            cams = np.vstack([cams, new])
+        fuse(cube_viewmats(new))
     bar.close()
     stages.done("fuse")
 
@@ -276,13 +348,26 @@ def _run(capture_path: Path, tmp: Path, out_dir: Path, opt: ImportOptions) -> Im
         "yaw_deg": round(frame.yaw_deg, 3), "scale": round(frame.scale, 6), "scale_source": frame.scale_source,
         "rotation": np.round(frame.rotation, 6).tolist(), "translation_m": np.round(frame.translation, 6).tolist(),
         "width_m": round(width, 3), "volume_lower_m": lower.round(3).tolist(), "volume_upper_m": upper.round(3).tolist(),
-        "voxel_m": round(voxel, 4), "camera_points": len(cams), "views": 6 * len(cams),
+        "voxel_m": round(voxel, 4), "camera_points": len(cams), "free_space_views": 6 * len(cams),
+        "capture_views": len(capture_views), "views": 6 * len(cams) + len(capture_views),
         "observed_fraction": round(vol.observed_fraction(), 4),
         "mesh_vertices": len(mesh.vertices), "mesh_faces": len(mesh.faces),
         "mesh_watertight": bool(mesh.is_watertight),
         "navigable_area_m2": round(region.area_m2, 2), "z_band_m": [region.z_min, region.z_max],
-        "notes": frame.notes,
+        "up_axis_from": frame.up_from,
+        "notes": list(frame.notes),
     }
+    if cams_map is not None:
+        figures["cameras"] = {"file": str(cams_src.path), "format": cams_src.format, "count": len(cams_src),
+                              "frame": opt.cameras_frame, "transform": None if opt.cameras_transform is None
+                              else str(opt.cameras_transform)}
+        figures["cameras_up_vs_ground_deg"] = (None if frame.camera_up_angle_deg is None
+                                               else round(frame.camera_up_angle_deg, 3))
+        figures["camera_height_units"] = round(frame.camera_height_src, 6)
+        figures["camera_height_m"] = round(frame.scale * frame.camera_height_src, 4)
+        if core is not None:
+            figures["core_from_cameras"] = {"centre": np.round(core[0], 6).tolist(), "radius": round(core[1], 6)}
+        figures["notes"] += list(cams_src.notes)
     from airplay.capture_import.report import write_report
     from airplay.scene.scene import Scene
 
@@ -292,7 +377,8 @@ def _run(capture_path: Path, tmp: Path, out_dir: Path, opt: ImportOptions) -> Im
         raise SceneError(capture_path, f"the derived scene does not validate: {err}") from None
     stages.done("check")
     figures["stage_s"] = dict(stages.times)
-    write_report(tmp / "import", figures, g_map, fieldv, vol.origin_m, vol.voxel_m, region, mesh, cams)
+    write_report(tmp / "import", figures, g_map, fieldv, vol.origin_m, vol.voxel_m, region, mesh, cams,
+                 capture_cams=None if cams_map is None else cams_map.positions)
     stages.done("report")
     figures["stage_s"] = dict(stages.times)
     figures["total_s"] = round(sum(stages.times.values()), 2)

@@ -1,7 +1,8 @@
 """The import report: ``import/report.html`` with PNGs beside it (map frame, metres).
 
 * ``topdown.png``  - the fused field at the middle of the flight band: observed free, solid,
-                     never observed (counted as solid); the navigable polygon; camera points.
+                     never observed (counted as solid); the navigable polygon; the sampled
+                     free-space camera points and the capture's own camera positions.
 * ``heights.png``  - how the Gaussians sit over the found floor (z = 0) and the flight band.
 * ``overview.png`` - an oblique view of the splat, of the derived mesh, and both blended.
 """
@@ -47,8 +48,9 @@ def _overview(path: Path, g_map, mesh, region) -> None:
 
 
 def write_report(folder: Path, figures: dict, g_map, field: np.ndarray, origin: np.ndarray, voxel: float,
-                 region, mesh, cams: np.ndarray) -> None:
-    """Write report.html and its PNGs into ``folder`` (created)."""
+                 region, mesh, cams: np.ndarray, capture_cams: np.ndarray | None = None) -> None:
+    """Write report.html and its PNGs into ``folder`` (created). ``cams``: (K, 3) the sampled
+    free-space camera points; ``capture_cams``: (C, 3) the capture's camera centres; map frame."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -66,7 +68,10 @@ def write_report(folder: Path, figures: dict, g_map, field: np.ndarray, origin: 
     ax.imshow(img.transpose(1, 0, 2), origin="lower", extent=extent, interpolation="nearest")
     poly = np.vstack([region.polygon, region.polygon[:1]])
     ax.plot(poly[:, 0], poly[:, 1], "-", color="tab:green", lw=2, label="navigable polygon")
-    ax.plot(cams[:, 0], cams[:, 1], "x", color="tab:red", ms=5, label="render cameras")
+    ax.plot(cams[:, 0], cams[:, 1], "x", color="tab:red", ms=5, label="free-space cameras")
+    if capture_cams is not None and len(capture_cams):
+        ax.plot(capture_cams[:, 0], capture_cams[:, 1], "^", color="tab:blue", ms=4, mfc="none",
+                label="capture's cameras")
     ax.set_xlabel("map x (m)")
     ax.set_ylabel("map y (m)")
     ax.set_title(f"z = {origin[2] + voxel * k:.2f} m: white free, dark solid, grey never observed")
@@ -98,6 +103,8 @@ def write_report(folder: Path, figures: dict, g_map, field: np.ndarray, origin: 
     for key, value in figures.items():
         if key == "stage_s":
             value = ", ".join(f"{k} {v:.1f} s" for k, v in value.items())
+        elif isinstance(value, dict) and key != "dropped":
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
         elif key == "dropped":
             value = ", ".join(f"{k} {v:,}" for k, v in value.items()) + f" (of {figures['gaussians']:,})"
         rows.append(f"<tr><th>{html.escape(key)}</th><td>{html.escape(str(value))}</td></tr>")

@@ -136,6 +136,21 @@ def farthest_points(points: np.ndarray, count: int, existing: np.ndarray | None 
     return points[chosen]
 
 
+def farthest_indices(points: np.ndarray, count: int, seed: int = 0) -> np.ndarray:
+    """Indices of ``count`` of ``points`` (K, D) by farthest-point sampling from a seeded random
+    start (all of them, in order, when there are no more than ``count``)."""
+    n = len(points)
+    if n <= count:
+        return np.arange(n)
+    chosen = [int(np.random.default_rng(seed).integers(n))]
+    d = np.linalg.norm(points - points[chosen[0]], axis=1)
+    while len(chosen) < count:
+        k = int(np.argmax(d))
+        chosen.append(k)
+        d = np.minimum(d, np.linalg.norm(points - points[k], axis=1))
+    return np.sort(np.asarray(chosen))
+
+
 def frontier_points(field: np.ndarray, origin: np.ndarray, voxel: float, z_band: tuple[float, float],
                     existing: np.ndarray, count: int, *, clearance_m: float = 0.5, seed: int = 0,
                     centre_means: np.ndarray | None = None) -> np.ndarray:

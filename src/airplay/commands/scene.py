@@ -41,12 +41,22 @@ def _cmd_scene_import(args: argparse.Namespace) -> int:
                          known_distance=tuple(args.known_distance) if args.known_distance else None,
                          align_yaw=not args.no_yaw, voxel_m=args.voxel, max_faces=args.max_faces,
                          camera_points=args.camera_points,
-                         drop_from_splat=args.drop_from_splat, backend=args.backend, seed=args.seed)
+                         drop_from_splat=args.drop_from_splat, backend=args.backend, seed=args.seed,
+                         cameras=args.cameras, cameras_frame=args.cameras_frame,
+                         cameras_transform=args.cameras_transform, camera_height_m=args.camera_height,
+                         up_from=args.up_from, max_capture_views=args.capture_views,
+                         core_from_cameras=args.core_from_cameras)
     result = import_capture(args.capture, args.out, opts)
     f = result.figures
+    cams = ""
+    if "cameras" in f:
+        angle = f["cameras_up_vs_ground_deg"]
+        cams = (f"; {f['cameras']['count']} cameras ({f['cameras']['format']}), {f['capture_views']} of them rendered, "
+                f"up from the {f['up_axis_from']}"
+                + ("" if angle is None else f" ({angle:.1f} deg between the cameras' up and the ground plane)"))
     print(f"imported {f['capture']} ({f['format']}, {f['gaussians']:,} Gaussians) into {result.out_dir} "
           f"in {f['total_s']:.1f} s: scale {f['scale']:.4g} ({f['scale_source']}), mesh {f['mesh_faces']:,} faces, "
-          f"navigable {f['navigable_area_m2']:.1f} m^2; report: {result.out_dir / 'import' / 'report.html'}")
+          f"navigable {f['navigable_area_m2']:.1f} m^2{cams}; report: {result.out_dir / 'import' / 'report.html'}")
     return 0
 
 
@@ -154,6 +164,27 @@ def register(sub) -> None:
     imp.add_argument("--known-distance", type=float, nargs=7, default=None,
                      metavar=("X1", "Y1", "Z1", "X2", "Y2", "Z2", "METRES"),
                      help="two points in the capture's coordinates and their distance in metres")
+    imp.add_argument("--cameras", default=None, metavar="PATH",
+                     help="the capture's cameras: a COLMAP sparse model folder (cameras, images, points3D .bin/.txt) "
+                          "or a nerfstudio / instant-ngp transforms.json; gives up axis, scale (camera height) "
+                          "and depth views")
+    imp.add_argument("--cameras-frame", default="capture", choices=("capture", "colmap"),
+                     help="capture: the poses are in the splat's frame; colmap: undo a transforms.json's "
+                          "applied_transform (splat trained on the COLMAP model)")
+    imp.add_argument("--cameras-transform", default=None, metavar="JSON",
+                     help="nerfstudio's dataparser_transforms.json, for a splat exported by splatfacto")
+    from airplay.capture_import.pipeline import DEFAULT_CAMERA_HEIGHT_M
+
+    imp.add_argument("--camera-height", type=float, default=DEFAULT_CAMERA_HEIGHT_M, metavar="M",
+                     help="assumed median height of the cameras above the floor, m (the scale when neither "
+                          f"--scale nor --known-distance is given; default {DEFAULT_CAMERA_HEIGHT_M:g}, hand-held)")
+    imp.add_argument("--up-from", default="auto", choices=("auto", "cameras", "ground"),
+                     help="with --cameras: auto takes the ground plane the cameras' mean up points to (their "
+                          "mean up if none is within 15 deg); cameras / ground force one")
+    imp.add_argument("--capture-views", type=int, default=48, metavar="N",
+                     help="at most this many of the capture's cameras render a depth view each")
+    imp.add_argument("--core-from-cameras", type=float, default=None, metavar="FACTOR",
+                     help="far background: outside FACTOR x the cameras' 95th-percentile distance from their median")
     imp.add_argument("--no-yaw", action="store_true", help="keep the captured yaw (no wall alignment)")
     imp.add_argument("--voxel", type=float, default=0.1, help="fusion voxel size, m (grown for large captures)")
     imp.add_argument("--max-faces", type=int, default=200_000, help="collision mesh face budget")
