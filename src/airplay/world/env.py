@@ -28,21 +28,25 @@ protocol's success radius of the goal), ``collision`` (sphere against the mesh),
 ``out_of_bounds`` (left the navigable polygon or height band) - these terminate - or
 ``timeout`` (the protocol's time limit for the task), which truncates.
 
-Reward (for RL users; evaluation uses the metrics, not the reward): ``reward_progress`` x the
-progress towards the goal in metres, plus ``reward_success`` (+10) on success and
-``reward_collision`` (-10) on collision or leaving the region. ``progress="euclidean"`` (the
-default) measures it as the drop in straight-line distance each control period;
+Configuration: one :class:`~airplay.world.env_config.EnvConfig` (or its keywords), shared with
+:func:`~airplay.world.env_factory.make_env` and :class:`~airplay.world.vector_env.AirPlayVectorEnv`.
+
+Reward (for RL users; evaluation uses the metrics, not the reward; ``config.reward``, a
+:class:`~airplay.world.env_config.RewardConfig`): ``progress_weight`` (keyword ``reward_progress``) x
+the progress towards the goal in metres, plus ``success`` (``reward_success``, +10) on success and
+``collision`` (``reward_collision``, -10) on collision or leaving the region. ``progress="euclidean"``
+(the default) measures it as the drop in straight-line distance each control period;
 ``progress="geodesic"`` as the drop, over the step, of the goal's cost-to-go around obstacles
 (:mod:`airplay.world.geodesic`), added after the periods' bonuses.
 
-``observations`` picks the keys: any of "rgb", "depth", "state" and "goal" (the ``goal``
+``config.observations`` picks the keys: any of "rgb", "depth", "state" and "goal" (the ``goal``
 vector of PointGoal or the ``goal_image`` of ImageGoal; goal-free tasks have none); images
 that are not asked for are not rendered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import gymnasium as gym
@@ -50,60 +54,19 @@ import numpy as np
 
 from airplay.episode_status import EpisodeStatus
 from airplay.frames import map_to_heading_xyz
-from airplay.render.api import Backend
-from airplay.sim.disturbance import Disturbance
 from airplay.sim.flight import CODE_STATUS, FlightSim
 from airplay.tasks.sampler import SETTINGS, Task, sample_tasks
-from airplay.world import World
-from airplay.world.geodesic import check_progress, cost_to_go, field_cache, geodesic_progress, goal_field
+from airplay.world.env_config import (FAILURE_REWARD, OBSERVATION_KEYS, SUCCESS_REWARD, TASK_ORDERS,  # noqa: F401
+                                      EnvConfig, check_action_repeat, check_reward_weights, env_config,
+                                      observation_keys)
+from airplay.world.geodesic import cost_to_go, field_cache, geodesic_progress, goal_field
+from airplay.world.world import World
 
 MAX_DEPTH_M = 100.0
-SUCCESS_REWARD = 10.0
-FAILURE_REWARD = -10.0
-OBSERVATION_KEYS = ("rgb", "depth", "state", "goal")
-"""What ``observations`` may name ("goal": the goal vector or goal image of the setting)."""
-TASK_ORDERS = ("cycle", "random")
 
 # step() runs 50 times per simulated second: the statuses without enum attribute lookups
 _RUNNING, _SUCCESS, _TIMEOUT = EpisodeStatus.RUNNING, EpisodeStatus.SUCCESS, EpisodeStatus.TIMEOUT
 _COLLISION, _OUT_OF_BOUNDS = EpisodeStatus.COLLISION, EpisodeStatus.OUT_OF_BOUNDS
-
-
-def observation_keys(observations: Sequence[str] | None, setting: str) -> tuple[str, ...]:
-    """The observation dict's keys for ``observations`` (None: all of them) in ``setting``;
-    ValueError naming ``observations`` for an unknown key, a repeated one, an empty list or a
-    goal asked of a goal-free setting."""
-    goal_key = {"pointgoal": "goal", "imagegoal": "goal_image"}.get(setting)
-    if observations is None:
-        return ("rgb", "depth", "state") + ((goal_key,) if goal_key else ())
-    if isinstance(observations, str) or not isinstance(observations, Sequence):
-        raise ValueError(f"observations must be a list of keys from {', '.join(OBSERVATION_KEYS)}, "
-                         f"got {observations!r}")
-    names = list(observations)
-    for name in names:
-        if name not in OBSERVATION_KEYS:
-            raise ValueError(f"observations: unknown key {name!r}; choose from {', '.join(OBSERVATION_KEYS)}")
-    if len(set(names)) != len(names) or not names:
-        raise ValueError(f"observations must name each key once and at least one, got {names!r}")
-    if "goal" in names and goal_key is None:
-        raise ValueError(f"observations: {setting!r} tasks withhold the goal; leave 'goal' out")
-    return tuple(goal_key if name == "goal" else name for name in names)
-
-
-def check_reward_weights(reward_progress: float, reward_success: float, reward_collision: float) -> None:
-    """ValueError naming the weight that is not a finite number."""
-    for name, value in (("reward_progress", reward_progress), ("reward_success", reward_success),
-                        ("reward_collision", reward_collision)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
-                or not np.isfinite(value):
-            raise ValueError(f"{name} must be a finite number, got {value!r}")
-
-
-def check_action_repeat(action_repeat) -> int:
-    """``action_repeat`` as an int; ValueError naming it unless it is an integer >= 1."""
-    if isinstance(action_repeat, bool) or not isinstance(action_repeat, (int, np.integer)) or action_repeat < 1:
-        raise ValueError(f"action_repeat must be an integer >= 1 (control periods per step), got {action_repeat!r}")
-    return int(action_repeat)
 
 
 def repeated_metadata(metadata: dict, action_repeat: int) -> dict:
@@ -123,60 +86,56 @@ class AirPlayEnv(gym.Env):
     """A quadrotor in one scene, given tasks of one setting (pointgoal, imagegoal, goalfree).
 
     Args:
-        world: a :class:`World` or a scene folder.
-        setting: "pointgoal", "imagegoal" or "goalfree".
+        world: a :class:`World` or a scene folder (loaded with ``config.cache_dir``; its camera at
+            ``config.image_size`` where one is given).
+        config: an :class:`~airplay.world.env_config.EnvConfig`, or the setting's name ("pointgoal",
+            "imagegoal" or "goalfree"); ``options`` (its field names, or the flat reward keywords
+            ``reward_progress``, ``reward_success``, ``reward_collision``, ``progress``) change it.
+            What matters here: ``setting``; ``observations`` (module docstring; None: all keys);
+            ``num_tasks``, ``task_seed`` and ``task_order`` (None: "cycle": ``reset`` takes the tasks in
+            order and a reset seed re-samples them; "random": ``reset`` draws one of ``tasks`` with the
+            environment's seeded generator); ``render_backend``; ``render_images`` (False: zero RGB
+            and depth, for state-only uses such as collecting the expert's commands fast);
+            ``render_mode``; ``action_repeat`` and ``reward`` (module docstring); ``disturbance``
+            (wind, gusts or a velocity impulse, :mod:`airplay.sim.disturbance`;
+            ``reset(options={"disturbance": ...})`` replaces it for one episode), its gusts seeded by
+            ``disturbance_seed`` and the task's id, and so is the vehicle's position-estimate error
+            where ``world.estimate_error`` has one (:mod:`airplay.sim.estimate_error`: the policy then
+            sees the estimate, the task's rules judge the truth).
         tasks: the tasks to fly, in order (``reset`` cycles through them); default: sample
             ``num_tasks`` with the protocol's sampler from the seed given to ``reset``.
-        render_backend: renderer backend ("auto", "cpu", "gsplat").
-        render_images: False skips RGB and depth (zeros) for state-only uses such as
-            collecting the expert's commands fast.
-        disturbance: wind, gusts or a velocity impulse acting on the vehicle
-            (:mod:`airplay.sim.disturbance`; None: none); ``reset(options={"disturbance": ...})``
-            replaces it for one episode. Its gusts are seeded by ``disturbance_seed`` and the task's id,
-            and so is the vehicle's position-estimate error where ``world.estimate_error`` has one
-            (:mod:`airplay.sim.estimate_error`: the policy then sees the estimate, the task's rules
-            judge the truth).
-        observations: the observation keys (see the module docstring; None: all of them).
-        reward_progress, reward_success, reward_collision: the reward's weights (module docstring).
-        task_order: "cycle" (``reset`` takes the tasks in order; a seed re-samples them) or
-            "random" (``reset`` draws one of ``tasks`` with the environment's seeded generator).
-        action_repeat: control periods each ``step`` applies its action for (module docstring).
-        progress: "euclidean" or "geodesic": how the reward measures progress (module docstring).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
 
-    def __init__(self, world: World | str | Path, setting: str = "pointgoal", tasks: list[Task] | None = None,
-                 num_tasks: int = 16, render_backend: Backend = "auto", render_images: bool = True,
-                 render_mode: str | None = None, disturbance: Disturbance | None = None,
-                 disturbance_seed: int = 0, observations: Sequence[str] | None = None,
-                 reward_progress: float = 1.0, reward_success: float = SUCCESS_REWARD,
-                 reward_collision: float = FAILURE_REWARD, task_order: str = "cycle",
-                 action_repeat: int = 1, progress: str = "euclidean") -> None:
+    def __init__(self, world: World | str | Path, config: EnvConfig | Mapping | str | None = None, *,
+                 tasks: list[Task] | None = None, **options) -> None:
         super().__init__()
-        self.action_repeat = check_action_repeat(action_repeat)
-        self.progress = check_progress(progress)
-        self.metadata = repeated_metadata(self.metadata, self.action_repeat)
+        config = self.config = env_config(config, **options)
+        setting = config.setting
         if setting not in SETTINGS:
-            raise ValueError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
-        self.observation_keys = observation_keys(observations, setting)
-        check_reward_weights(reward_progress, reward_success, reward_collision)
-        self.reward_progress = float(reward_progress)
-        self.reward_success, self.reward_collision = float(reward_success), float(reward_collision)
-        if task_order not in TASK_ORDERS:
-            raise ValueError(f"task_order must be one of {', '.join(TASK_ORDERS)}, got {task_order!r}")
+            raise ValueError(f"setting: AirPlayEnv flies one of {', '.join(SETTINGS)}, got {setting!r} "
+                             "(vln: airplay.world.env_factory.make_env or AirPlayVLNEnv)")
+        self.action_repeat = config.action_repeat
+        self.progress = config.reward.progress
+        self.metadata = repeated_metadata(self.metadata, self.action_repeat)
+        self.observation_keys = observation_keys(config.observations, setting)
+        self.reward_progress = config.reward.progress_weight
+        self.reward_success, self.reward_collision = config.reward.success, config.reward.collision
+        task_order = config.task_order or "cycle"
         if task_order == "random" and not tasks:
             raise ValueError("task_order='random' draws from the given tasks; pass tasks=[...]")
         self.task_order = task_order
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        self.world = world if isinstance(world, World) else World.load(world)
+        render_mode = config.render_mode
+        self.world = world if isinstance(world, World) else World.load(world, cache_dir=config.cache_dir)
+        if config.image_size is not None:
+            self.world = self.world.with_camera_size(*config.image_size)
         self.setting = setting
         self.render_mode = render_mode
-        self.render_backend = render_backend
-        self.render_images = render_images
+        self.render_backend = config.render_backend
+        self.render_images = config.render_images
         self._given_tasks = list(tasks) if tasks is not None else None
-        self._num_tasks = num_tasks
+        self._num_tasks = config.num_tasks
         self._tasks: list[Task] = self._given_tasks or []
         self._next_task = 0
         spec = self.world.scene.spec
@@ -219,8 +178,8 @@ class AirPlayEnv(gym.Env):
         self.trajectory: list[np.ndarray] = []
         self._dt = self.world.vehicle.control_dt_s
         self._success_radius_m = self.world.protocol.success_radius_m
-        self.disturbance = disturbance
-        self.disturbance_seed = int(disturbance_seed)
+        self.disturbance = config.disturbance
+        self.disturbance_seed = config.disturbance_seed
         self._disturb = None  # this episode's DisturbanceRun, or None
         self._estimate = None  # this episode's EstimateErrorRun (world.estimate_error), or None
         self._fields = field_cache(self.world) if self.progress == "geodesic" else None

@@ -1,4 +1,4 @@
-"""Many vehicles as one batch: :class:`AirPlayVectorEnv`, and the factories behind the Gymnasium ids.
+"""Many vehicles as one batch: :class:`AirPlayVectorEnv`, the ``vector_entry_point`` of the Gymnasium ids.
 
 ``AirPlayVectorEnv`` is Gymnasium's ``VectorEnv`` over N vehicles in one scene, or in several
 (``scene`` a list: sub-environment i flies in ``scene[i % len(scene)]``). Each step is, per
@@ -7,6 +7,12 @@ and one compiled collision and bounds call against its SDF and region
 (:meth:`~airplay.sim.flight.FlightSim.check`), then the episode bookkeeping for all N in numpy,
 and each scene's camera views rendered in one call (:class:`airplay.world.camera_batch.CameraBatch`:
 threads across cameras, pose-cell cuts shared).
+
+Configuration: one :class:`~airplay.world.env_config.EnvConfig` (or its keywords), as
+:func:`~airplay.world.env_factory.make_env` takes. The parts: :mod:`airplay.world.vector_scenes` (the
+vehicles of each scene), :mod:`airplay.world.vector_episodes` (the rows' episodes and their batched
+start), :mod:`airplay.world.vector_reward` (reward and termination) and
+:mod:`airplay.world.vector_observe` (the observations).
 
 Sub-environment i behaves as the single environment :func:`make_env` gives for its scene, step
 for step: the same tasks (one pool per scene, setting and ``task_seed``), the same draw of a
@@ -42,232 +48,29 @@ Timings: ``timings`` accumulates seconds per part (``dynamics``, ``collision``, 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from pathlib import Path
-from threading import Lock
+from collections.abc import Mapping, Sequence
 
-import gymnasium
 import numpy as np
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from airplay.episode_status import EpisodeStatus
-from airplay.frames import map_to_heading_xyz
-from airplay.render.api import Backend
-from airplay.sim.flight import FlightSim
-from airplay.tasks.sampler import SETTINGS, Task, sample_tasks
-from airplay.world.camera_batch import CameraBatch
-from airplay.world.env import (FAILURE_REWARD, MAX_DEPTH_M, SUCCESS_REWARD, AirPlayEnv, check_action_repeat,
-                               check_reward_weights, observation_keys, repeated_metadata)
-from airplay.world.geodesic import (check_progress, cost_to_go, cost_to_go_rows, field_cache, geodesic_progress,
-                                    goal_field)
-from airplay.world.vln_env import INSTRUCTION_KEY, AirPlayVLNEnv, split_observations, vln_tasks
-from airplay.world.world import World
-
-GYM_SETTINGS = SETTINGS + ("vln",)
-"""The settings of the registered ids: the protocol's three and VLN."""
-DEFAULT_OBSERVATIONS = ("rgb", "depth", "goal")
-"""The registered environments' default keys ("goal" left out for goal-free tasks; the state
-only where asked for)."""
-
-# status codes of the batch: FlightSim's 0-2, then the two the episode adds
-_RUNNING, _COLLISION, _OUT_OF_BOUNDS, _SUCCESS, _TIMEOUT = 0, 1, 2, 3, 4
-_STATUS_NAMES = np.array([EpisodeStatus.RUNNING.value, EpisodeStatus.COLLISION.value,
-                          EpisodeStatus.OUT_OF_BOUNDS.value, EpisodeStatus.SUCCESS.value,
-                          EpisodeStatus.TIMEOUT.value], dtype=object)
-
-_WORLDS: dict = {}
-_TASKS: dict = {}
-_CACHE_LOCK = Lock()
+from airplay.tasks.sampler import Task
+from airplay.world.env import repeated_metadata
+from airplay.world.env_config import (GYM_SETTINGS, INSTRUCTION_KEY, EnvConfig, env_config,  # noqa: F401
+                                      image_size_of, observation_keys, split_observations)
+from airplay.world.env_factory import (DEFAULT_OBSERVATIONS, gym_config, gym_observations, load_world,  # noqa: F401
+                                       make_env, scene_tasks, single_env, task_pool)
+from airplay.world.vector_episodes import RUNNING, EpisodeRows
+from airplay.world.vector_observe import BatchObserver
+from airplay.world.vector_reward import add_geodesic_progress, outcome, period
+from airplay.world.vector_scenes import Fleet, SceneBatch, merge_spaces, scene_entries
 
 
-def gym_observations(observations: Sequence[str] | None, setting: str) -> tuple[str, ...]:
-    """``observations`` for the registered environments: None gives :data:`DEFAULT_OBSERVATIONS`
-    (without "goal" for goal-free tasks; rgb, depth and the instruction for "vln")."""
-    if observations is None:
-        if setting == "vln":
-            return ("rgb", "depth", INSTRUCTION_KEY)
-        return tuple(k for k in DEFAULT_OBSERVATIONS if k != "goal" or setting != "goalfree")
-    return observations
-
-
-def image_size_of(image_size) -> tuple[int, int] | None:
-    """(width, height) from an int (square) or a (width, height) pair; None stays None.
-    ValueError naming ``image_size`` otherwise."""
-    if image_size is None:
-        return None
-    size = (image_size, image_size) if isinstance(image_size, (int, np.integer)) else image_size
-    try:
-        w, h = size
-    except (TypeError, ValueError):
-        raise ValueError(f"image_size must be an int or a (width, height) pair, got {image_size!r}") from None
-    for v in (w, h):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"image_size must be >= 1 pixel (an int or a (width, height) pair), got {image_size!r}")
-    return int(w), int(h)
-
-
-def load_world(scene, image_size=None, cache_dir: str | Path | None = None) -> World:
-    """A :class:`World` from ``scene`` (a World, or a scene folder: loaded once per process and
-    kept, with its caches under ``cache_dir``), its camera at ``image_size``. ValueError naming
-    ``scene`` when it does not load."""
-    size = image_size_of(image_size)
-    if isinstance(scene, World):
-        world = scene
-    elif isinstance(scene, (str, Path)):
-        key = (str(Path(scene).resolve()), None if cache_dir is None else str(Path(cache_dir).resolve()))
-        with _CACHE_LOCK:
-            world = _WORLDS.get(key)
-            if world is None:
-                try:
-                    world = World.load(scene, cache_dir=cache_dir)
-                except (OSError, ValueError, KeyError, TypeError) as e:
-                    raise ValueError(f"scene {str(scene)!r} does not load: {e}") from e
-                _WORLDS[key] = world
-    else:
-        raise ValueError(f"scene must be a scene folder or a World, got {scene!r}")
-    return world if size is None else world.with_camera_size(*size)
-
-
-def task_pool(world: World, setting: str, num_tasks: int = 16, task_seed: int = 0) -> list[Task]:
-    """The protocol's tasks for ``world`` (``num_tasks`` sampled with ``task_seed``), sampled once
-    per process for each scene, setting, count and seed (the sampler plans A* paths: ~0.1 s a task)."""
-    if setting not in SETTINGS:
-        raise ValueError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
-    if isinstance(num_tasks, bool) or not isinstance(num_tasks, (int, np.integer)) or num_tasks < 1:
-        raise ValueError(f"num_tasks must be an integer >= 1, got {num_tasks!r}")
-    key = (id(world.scene.spec), world.scene.name, id(world.protocol), setting, int(num_tasks), int(task_seed))
-    with _CACHE_LOCK:
-        entry = _TASKS.get(key)
-        if entry is None or entry[0] is not world.scene.spec:
-            tasks = sample_tasks(world.scene, world.grid, int(num_tasks), int(task_seed), setting, world.protocol)
-            entry = _TASKS[key] = (world.scene.spec, tasks)
-    return list(entry[1])
-
-
-def scene_tasks(world: World, setting: str, tasks=None, num_tasks: int = 16,
-                task_seed: int = 0) -> tuple[list[Task], list[str] | None]:
-    """The tasks of one scene and, for "vln", their instructions (else None): ``tasks`` as given
-    (for "vln": :class:`~airplay.vln.episodes.VLNEpisode` s, which ``airplay/VLN-v0``'s entry
-    points in :mod:`airplay.vln.gym_env` make when none are given), or the protocol's
-    ``num_tasks`` sampled with ``task_seed``."""
-    if setting != "vln":
-        return (task_pool(world, setting, num_tasks, task_seed) if tasks is None else list(tasks)), None
-    if tasks is None:
-        raise ValueError("tasks: the vln setting flies given VLN episodes; gymnasium.make('airplay/VLN-v0') "
-                         "(airplay.vln.gym_env) makes the default ones")
-    return vln_tasks(list(tasks), world.protocol)
-
-
-def _check_setting(setting: str) -> None:
-    if setting not in GYM_SETTINGS:
-        raise ValueError(f"unknown setting {setting!r}; choose one of {', '.join(GYM_SETTINGS)}")
-
-
-def _single_env(world: World, setting: str, tasks: list[Task], texts: list[str] | None, observations,
-                **kwargs) -> AirPlayEnv:
-    """The one-vehicle environment of ``setting`` over ``tasks`` (drawn at random per episode)."""
-    if setting == "vln":
-        keys, with_instruction = split_observations(observations)
-        return AirPlayVLNEnv(world, tasks, texts, with_instruction, observations=keys, **kwargs)
-    return AirPlayEnv(world, setting, tasks=tasks, observations=gym_observations(observations, setting),
-                      task_order="random", **kwargs)
-
-
-def make_env(scene, setting: str = "pointgoal", *, image_size=None, observations: Sequence[str] | None = None,
-             tasks: list | None = None, num_tasks: int = 16, task_seed: int = 0,
-             reward_progress: float = 1.0, reward_success: float = SUCCESS_REWARD,
-             reward_collision: float = FAILURE_REWARD, render_backend: Backend = "auto",
-             render_mode: str | None = None, cache_dir: str | Path | None = None,
-             action_repeat: int = 1, progress: str = "euclidean") -> AirPlayEnv:
-    """One vehicle: the environment ``gymnasium.make("airplay/PointGoal-v0", scene=...)`` builds.
-
-    Args:
-        scene: a scene folder (kept per process: many environments share its World) or a
-            :class:`World` (``gymnasium.make`` cannot copy one into the spec: a checker that
-            remakes the environment from its spec needs the folder).
-        setting: "pointgoal", "imagegoal", "goalfree" or "vln" (:class:`AirPlayVLNEnv`).
-        image_size: the camera's size, an int (square) or (width, height), the scene camera's
-            field of view (None: the scene camera's size).
-        observations: keys from "rgb", "depth", "goal", "state" ("instruction" for "vln"; default:
-            rgb, depth and the goal, or the instruction).
-        tasks: the episodes' tasks (for "vln": VLNEpisode s; default: ``num_tasks`` sampled by the
-            protocol with ``task_seed``); each ``reset`` draws one with the environment's seeded generator.
-        reward_progress, reward_success, reward_collision: the reward's weights
-            (:mod:`airplay.world.env`; collision also covers leaving the region).
-        render_backend: "auto", "cpu" or "gsplat".
-        cache_dir: where a scene folder's caches (SDF, level-of-detail tree) go (None: airplay's).
-        action_repeat: control periods (50 Hz) each step applies its action for, an integer >= 1
-            (:class:`AirPlayEnv`: the episode ends at the period it ends in, the reward is the
-            periods' sum, one observation per step).
-        progress: "euclidean" (straight-line) or "geodesic" (cost-to-go around obstacles,
-            :mod:`airplay.world.geodesic`): how the reward measures progress to the goal.
-
-    Episodes end as the protocol says (success radius, collision, bounds, the task's time limit).
-    """
-    if isinstance(scene, (list, tuple)):
-        raise ValueError("scene: gymnasium.make builds one environment from one scene; a list of scenes is for "
-                         "gymnasium.make_vec / AirPlayVectorEnv")
-    _check_setting(setting)
-    check_action_repeat(action_repeat)
-    check_progress(progress)
-    world = load_world(scene, image_size, cache_dir)
-    tasks, texts = scene_tasks(world, setting, tasks, num_tasks, task_seed)
-    return _single_env(world, setting, tasks, texts, observations, render_backend=render_backend,
-                       render_mode=render_mode, reward_progress=reward_progress, reward_success=reward_success,
-                       reward_collision=reward_collision, action_repeat=action_repeat, progress=progress)
-
-
-def make_vector_env(num_envs: int = 1, scene=None, setting: str = "pointgoal", **kwargs) -> "AirPlayVectorEnv":
+def make_vector_env(num_envs: int = 1, scene=None, config: EnvConfig | str | None = None, *,
+                    tasks: list | None = None, **options) -> "AirPlayVectorEnv":
     """The ``vector_entry_point`` of the registered ids: ``gymnasium.make_vec(id, num_envs=N, scene=...)``."""
-    return AirPlayVectorEnv(num_envs, scene, setting, **kwargs)
-
-
-def _merge_spaces(spaces: list, what: str):
-    """One space holding every scene's observations: Boxes of one shape and dtype widened to
-    the union of their bounds, Text spaces to the union of their characters and lengths.
-    ValueError naming ``what`` where the shapes differ."""
-    first = spaces[0]
-    if all(s == first for s in spaces[1:]):
-        return first
-    if isinstance(first, gymnasium.spaces.Dict):
-        return gymnasium.spaces.Dict({k: _merge_spaces([s[k] for s in spaces], f"{what}[{k!r}]") for k in first})
-    if isinstance(first, gymnasium.spaces.Text):
-        return gymnasium.spaces.Text(max(s.max_length for s in spaces), min_length=min(s.min_length for s in spaces),
-                                     charset="".join(sorted(set().union(*(s.character_set for s in spaces)))))
-    if isinstance(first, gymnasium.spaces.Box) and all(s.shape == first.shape and s.dtype == first.dtype
-                                                        for s in spaces):
-        return gymnasium.spaces.Box(np.min([s.low for s in spaces], axis=0), np.max([s.high for s in spaces], axis=0),
-                                    first.shape, first.dtype)
-    raise ValueError(f"{what}: the scenes' spaces differ ({', '.join(map(str, spaces))})")
-
-
-class _Scene:
-    """One scene of the batch: its World, the sub-environments in it (``rows``), their flight
-    model and collision kernels, their cameras, tasks and (VLN) instructions."""
-
-    def __init__(self, index: int, world: World, rows: np.ndarray, tasks: list[Task], texts: list[str] | None,
-                 render_backend: Backend, threads: int | None) -> None:
-        self.index, self.world, self.rows = index, world, rows
-        self.tasks, self.texts = tasks, texts
-        self.flight = FlightSim(world.vehicle, world.checker, len(rows))
-        self.camera = CameraBatch(world, len(rows), render_backend, threads, MAX_DEPTH_M)
-        self.local = np.full(int(rows.max()) + 1, -1, dtype=np.int64)
-        self.local[rows] = np.arange(len(rows))  # sub-environment -> row of this scene's batch
-
-
-def _scene_entries(scene, num_envs: int) -> list:
-    """The scene argument as a list of entries (one scene: a list of one)."""
-    if not isinstance(scene, (list, tuple)):
-        return [scene]
-    if not scene:
-        raise ValueError("scene: an empty list; give a scene, or a list of scenes (one per sub-environment, "
-                         "or cycled)")
-    if len(scene) > num_envs:
-        raise ValueError(f"scene: {len(scene)} scenes for num_envs={num_envs}; give at most one per "
-                         "sub-environment")
-    return list(scene)
+    return AirPlayVectorEnv(num_envs, scene, config, tasks=tasks, **options)
 
 
 class AirPlayVectorEnv(VectorEnv):
@@ -277,42 +80,38 @@ class AirPlayVectorEnv(VectorEnv):
         num_envs: N, the number of sub-environments (>= 1).
         scene: a scene (folder or :class:`World`) for every sub-environment, or a list of scenes:
             sub-environment i flies in ``scene[i % len(scene)]`` (at most N scenes).
-        setting, image_size, observations, num_tasks, task_seed, reward_progress, reward_success,
-            reward_collision, render_backend, cache_dir, action_repeat: as :func:`make_env`, for every
-            sub-environment.
+        config: an :class:`~airplay.world.env_config.EnvConfig` (or a setting's name) for every
+            sub-environment, as :func:`make_env` takes it; ``options`` (its field names, or the flat
+            reward keywords) change it. ``threads``: render threads (default: the CPUs this process
+            may use; the images do not depend on it); ``render_mode`` "rgb_array": ``render()`` gives
+            the N last camera images. A disturbance, ``render_images=False`` and ``task_order="cycle"``
+            are the single environment's only.
         tasks: as :func:`make_env`'s for one scene; with a list of scenes, a list of task lists
             (one per scene, None entries sampled).
-        threads: render threads (default: the CPUs this process may use); the images do not
-            depend on it.
-        render_mode: None or "rgb_array" (``render()`` gives the N last camera images).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50, "autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(self, num_envs: int, scene, setting: str = "pointgoal", *, image_size=None,
-                 observations: Sequence[str] | None = None, tasks: list | None = None, num_tasks: int = 16,
-                 task_seed: int = 0, reward_progress: float = 1.0, reward_success: float = SUCCESS_REWARD,
-                 reward_collision: float = FAILURE_REWARD, render_backend: Backend = "auto",
-                 threads: int | None = None, render_mode: str | None = None,
-                 cache_dir: str | Path | None = None, action_repeat: int = 1,
-                 progress: str = "euclidean") -> None:
+    def __init__(self, num_envs: int, scene, config: EnvConfig | Mapping | str | None = None, *,
+                 tasks: list | None = None, **options) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
-        _check_setting(setting)
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        config = self.config = gym_config(env_config(config, **options))
+        for name, value, alone in (("disturbance", config.disturbance, None), ("render_images", config.render_images,
+                                                                                 True)):
+            if value != alone:
+                raise ValueError(f"{name}: {value!r} is the single environment's only (AirPlayEnv)")
+        setting = config.setting
         if setting == "vln":
-            keys, with_instruction = split_observations(observations)
+            keys, with_instruction = split_observations(config.observations)
             keys = observation_keys(keys, "goalfree") + ((INSTRUCTION_KEY,) if with_instruction else ())
         else:
-            keys = observation_keys(gym_observations(observations, setting), setting)
-        check_reward_weights(reward_progress, reward_success, reward_collision)
-        self.action_repeat = check_action_repeat(action_repeat)
+            keys = observation_keys(config.observations, setting)
+        self.action_repeat = config.action_repeat
         self.metadata = repeated_metadata(self.metadata, self.action_repeat)
-        self.progress = check_progress(progress)
-        image_size_of(image_size)
+        self.progress = config.reward.progress
         n = self.num_envs = int(num_envs)
-        entries = _scene_entries(scene, n)
+        entries = scene_entries(scene, n)
         several = isinstance(scene, (list, tuple))
         if several and tasks is not None and (len(tasks) != len(entries) or any(
                 t is not None and not isinstance(t, (list, tuple)) for t in tasks)):
@@ -322,7 +121,7 @@ class AirPlayVectorEnv(VectorEnv):
         worlds = []
         for j, entry in enumerate(entries):
             try:
-                worlds.append(load_world(entry, image_size, cache_dir))
+                worlds.append(load_world(entry, config.image_size, config.cache_dir))
             except ValueError as e:
                 raise ValueError(f"scene[{j}]: {e}" if several else str(e)) from e
         sizes = [(w.scene.spec.camera.intrinsics.width, w.scene.spec.camera.intrinsics.height) for w in worlds]
@@ -330,62 +129,44 @@ class AirPlayVectorEnv(VectorEnv):
             raise ValueError("image_size: the scenes' cameras differ in size ("
                              + ", ".join(f"scene[{j}] {w}x{h}" for j, (w, h) in enumerate(sizes))
                              + "); pass image_size to render every scene at one size")
-        self.setting, self.render_mode = setting, render_mode
+        self.setting, self.render_mode = setting, config.render_mode
         self.observation_keys = keys
         assignment = np.arange(n) % len(entries)  # sub-environment i -> scene entry
-        kwargs = dict(render_backend=render_backend, reward_progress=reward_progress,
-                      reward_success=reward_success, reward_collision=reward_collision, progress=progress)
-        self.scenes: list[_Scene] = []
+        proto_config = config.replace(render_images=False)
+        self.scenes: list[SceneBatch] = []
         obs_spaces, act_spaces = [], []
         for j, world in enumerate(worlds):
-            scene_tasks_j, texts = scene_tasks(world, setting, per_scene_tasks[j], num_tasks, task_seed)
+            scene_tasks_j, texts = scene_tasks(world, config, per_scene_tasks[j])
             if not scene_tasks_j:
                 raise ValueError(f"tasks{f'[{j}]' if several else ''} must hold at least one task")
             # One single environment gives the spaces (exactly those of make_env's).
-            proto = _single_env(world, setting, scene_tasks_j, texts, observations, render_images=False, **kwargs)
+            proto = single_env(world, proto_config, scene_tasks_j, texts)
             obs_spaces.append(proto.observation_space)
             act_spaces.append(proto.action_space)
-            self.scenes.append(_Scene(j, world, np.flatnonzero(assignment == j), scene_tasks_j, texts,
-                                      render_backend, threads))
+            self.scenes.append(SceneBatch(j, world, np.flatnonzero(assignment == j), scene_tasks_j, texts,
+                                          config.render_backend, config.threads))
         if any(a != act_spaces[0] for a in act_spaces[1:]):
             raise ValueError("scene: the scenes' vehicles take different command limits ("
                              + ", ".join(f"scene[{j}] {a}" for j, a in enumerate(act_spaces))
                              + "); one batch needs one action space")
-        self.single_observation_space = _merge_spaces(obs_spaces, "observations")
+        self.single_observation_space = merge_spaces(obs_spaces, "observations")
         self.single_action_space = act_spaces[0]
         self.observation_space = batch_space(self.single_observation_space, n)
         self.action_space = batch_space(self.single_action_space, n)
-        first = self.scenes[0]
-        self.world, self.worlds = first.world, worlds
+        self.world, self.worlds = self.scenes[0].world, worlds
         self.scene_of = assignment
-        self.reward_progress = float(reward_progress)
-        self.reward_success, self.reward_collision = float(reward_success), float(reward_collision)
-        cam = first.world.scene.spec.camera.intrinsics
-        self._hw = (cam.height, cam.width)
-        self._want_rgb = "rgb" in keys or render_mode == "rgb_array"
-        self._want_depth = "depth" in keys
-        self._dt = np.empty(n)
-        self._radius = np.empty(n)
-        for s in self.scenes:
-            self._dt[s.rows] = s.world.vehicle.control_dt_s
-            self._radius[s.rows] = s.world.protocol.success_radius_m
+        self.reward = config.reward
+        self.reward_progress, self.reward_success, self.reward_collision = \
+            config.reward.progress_weight, config.reward.success, config.reward.collision
+        cam = self.world.scene.spec.camera.intrinsics
+        hw = (cam.height, cam.width)
+        self.fleet = Fleet(self.scenes, assignment)
+        self._episodes = EpisodeRows(self.fleet, self.progress == "geodesic", "goal_image" in keys, hw)
+        self._observer = BatchObserver(self.fleet, self._episodes, keys,
+                                       "rgb" in keys or config.render_mode == "rgb_array", hw)
         self._rngs = [seeding.np_random(None)[0] for _ in range(n)]
-        self._goals = np.zeros((n, 3))
-        self._time_limits = np.zeros(n)
-        self._steps = np.zeros(n, dtype=np.int64)
-        self._distance = np.zeros(n)
-        self._min_distance = np.zeros(n)
-        self._geodesic = self.progress == "geodesic"
-        self._goal_fields: list = [None] * n  # each row's cost-to-go field (geodesic progress)
-        self._cost_to_go = np.full(n, np.inf)  # its value at the vehicle after the last step, m
-        self._path_length = np.zeros(n)
-        self._status = np.zeros(n, dtype=np.int64)
-        self._task_ids = np.full(n, None, dtype=object)
-        self._instructions = [""] * n
         self._autoreset = np.zeros(n, dtype=bool)
         self._parked = np.zeros(n, dtype=bool)
-        self._goal_images = np.zeros((n, *self._hw, 3), np.uint8) if setting == "imagegoal" else None
-        self._last_rgb: np.ndarray | None = None
         self._started = False
         self.closed = False
         self.reset_timings()
@@ -411,10 +192,10 @@ class AirPlayVectorEnv(VectorEnv):
             self._np_random, self._np_random_seed = seeding.np_random(seeds[0])
         self._started = True
         self._parked[:] = False
-        self._reset_rows(np.arange(n))
+        self._episodes.start(np.arange(n), self._rngs)
         self._autoreset[:] = False
         obs = self._observe()
-        return obs, self._infos()
+        return obs, self._episodes.infos()
 
     def step(self, actions):
         if not self._started:
@@ -434,76 +215,46 @@ class AirPlayVectorEnv(VectorEnv):
             i = int(np.flatnonzero(~finite)[0])
             raise ValueError(f"actions must be finite; sub-environment {i} got {cmd[i].tolist()}")
         t1 = time.perf_counter()
+        ep = self._episodes
         reward = np.zeros(n)
-        status = self._status.copy()
+        status = ep.status.copy()
         live = ~self._autoreset & ~parked  # flying this step (the rows to reset move under a zero command, then restart)
         ended = parked.copy()  # parked, or ended in an earlier period of this step: held where they are
-        pos = self._gather("position")
+        pos = self.fleet.gather("position")
         t_dyn = t_col = 0.0
         for _ in range(self.action_repeat):
             before = pos
             ta = time.perf_counter()
-            held = self._hold(np.flatnonzero(ended)) if ended.any() else None
-            if len(self.scenes) == 1:
-                self.scenes[0].flight.move(cmd)
-            else:
-                for s in self.scenes:
-                    s.flight.move(cmd[s.rows])
+            held = self.fleet.hold(np.flatnonzero(ended)) if ended.any() else None
+            self.fleet.move(cmd)
             if held is not None:
-                self._put_back(held)
+                self.fleet.put_back(held)
             tb = time.perf_counter()
-            if len(self.scenes) == 1:
-                codes = self.scenes[0].flight.check()
-            else:
-                codes = np.empty(n, dtype=np.int8)
-                for s in self.scenes:
-                    codes[s.rows] = s.flight.check()
+            codes = self.fleet.check()
             tc = time.perf_counter()
             t_dyn += tb - ta
             t_col += tc - tb
-            pos = self._gather("position")
-            dx, dy, dz = pos[:, 0] - before[:, 0], pos[:, 1] - before[:, 1], pos[:, 2] - before[:, 2]
-            moved = np.sqrt(dx * dx + dy * dy + dz * dz)  # the single environment's kernel's sums
-            gx, gy, gz = self._goals[:, 0] - pos[:, 0], self._goals[:, 1] - pos[:, 1], self._goals[:, 2] - pos[:, 2]
-            distance = np.sqrt(gx * gx + gy * gy + gz * gz)
-            self._steps[live] += 1
-            self._path_length[live] += moved[live]
-            self._min_distance[live] = np.minimum(self._min_distance[live], distance[live])
-            r = self._distance - distance if not self._geodesic else np.zeros(n)
-            if self.reward_progress != 1.0:
-                r *= self.reward_progress
-            self._distance[live] = distance[live]
-            st = codes.astype(np.int64)
-            running = st == _RUNNING
-            st[running & (distance <= self._radius)] = _SUCCESS
-            running = st == _RUNNING
-            st[running & (self._steps * self._dt >= self._time_limits - 1e-9)] = _TIMEOUT
-            r[st == _SUCCESS] += self.reward_success
-            r[(st == _COLLISION) | (st == _OUT_OF_BOUNDS)] += self.reward_collision
-            reward[live] += r[live]
-            status[live] = st[live]
-            stopped = live & (st != _RUNNING)
+            pos = self.fleet.gather("position")
+            period(ep, self.reward, codes, before, pos, live, reward, status)
+            stopped = live & (status != RUNNING)
             ended |= stopped
             live &= ~stopped
             if not live.any():
                 break
-        if self._geodesic:
-            self._add_geodesic_progress(reward, np.flatnonzero(~self._autoreset & ~parked), pos)
+        if ep.geodesic:
+            add_geodesic_progress(ep, self.reward, reward, np.flatnonzero(~self._autoreset & ~parked), pos)
         t3 = time.perf_counter()
-        terminated = (status == _SUCCESS) | (status == _COLLISION) | (status == _OUT_OF_BOUNDS)
-        truncated = status == _TIMEOUT
-        terminated[parked] = False
-        truncated[parked] = False
-        self._status = status
+        terminated, truncated = outcome(status, parked)
+        ep.status = status
         if len(resets):
-            self._reset_rows(resets)
+            self._episodes.start(resets, self._rngs)
             reward[resets] = 0.0
             terminated[resets] = False
             truncated[resets] = False
         self._autoreset = terminated | truncated
         t4 = time.perf_counter()
         obs = self._observe()
-        infos = self._infos()
+        infos = self._episodes.infos()
         tm = self.timings
         tm["dynamics"] += t_dyn
         tm["collision"] += t_col
@@ -522,10 +273,10 @@ class AirPlayVectorEnv(VectorEnv):
         rows = np.unique(np.asarray(rows, dtype=np.int64).reshape(-1))
         if len(rows) and (rows.min() < 0 or rows.max() >= self.num_envs):
             raise ValueError(f"rows must be sub-environment indices in 0..{self.num_envs - 1}, got {rows.tolist()}")
-        self._reset_rows(rows)
+        self._episodes.start(rows, self._rngs)
         self._autoreset[rows] = False
         self._parked[rows] = False
-        return self._observe(), self._infos()
+        return self._observe(), self._episodes.infos()
 
     def start(self, rows, tasks: Sequence[Task]) -> tuple[dict, dict]:
         """Start an episode of ``tasks[k]`` now in sub-environment ``rows[k]`` (a task of that
@@ -548,10 +299,10 @@ class AirPlayVectorEnv(VectorEnv):
         if not self._started:
             self._started = True
             self._parked[:] = True  # the rows not started wait
-        self._reset_rows(rows, tasks)
+        self._episodes.start(rows, self._rngs, tasks)
         self._autoreset[rows] = False
         self._parked[rows] = False
-        info = self._infos()
+        info = self._episodes.infos()
         return self._observe(rows), {k: v[rows] for k, v in info.items()}
 
     def park(self, rows) -> None:
@@ -570,12 +321,12 @@ class AirPlayVectorEnv(VectorEnv):
         """The N vehicles' map positions (N, 3) m (ENU) and orientations (N, 4), base_link in map
         as quaternions (x, y, z, w) (float64 copies, sub-environment order): the pose part of the
         ``state`` observation, unrounded."""
-        return self._gather("position"), self._gather("quat_xyzw")
+        return self.fleet.gather("position"), self.fleet.gather("quat_xyzw")
 
     @property
     def goals(self) -> np.ndarray:
         """The N running episodes' goal positions (N, 3), map ENU m (a copy)."""
-        return self._goals.copy()
+        return self._episodes.goals.copy()
 
     @property
     def tasks(self) -> list:
@@ -605,9 +356,10 @@ class AirPlayVectorEnv(VectorEnv):
 
     def render(self):
         """The N last camera images (rgb_array mode), a tuple of (H, W, 3) uint8."""
-        if self.render_mode is None or self._last_rgb is None:
+        last = self._observer.last_rgb
+        if self.render_mode is None or last is None:
             return None
-        return tuple(self._last_rgb)
+        return tuple(last)
 
     def close_extras(self, **kwargs) -> None:
         for s in self.scenes:
@@ -618,156 +370,10 @@ class AirPlayVectorEnv(VectorEnv):
         self.timings = {"dynamics": 0.0, "collision": 0.0, "render": 0.0, "other": 0.0, "steps": 0}
         self._last_render_s = 0.0
 
-    # -- internals -------------------------------------------------------------------------------
-    def _gather(self, name: str) -> np.ndarray:
-        """The vehicles' ``name`` (a :class:`~airplay.sim.dynamics.QuadrotorBatch` property) for
-        all N sub-environments, in sub-environment order (a copy)."""
-        if len(self.scenes) == 1:
-            return np.array(getattr(self.scenes[0].flight.vehicles, name))
-        first = getattr(self.scenes[0].flight.vehicles, name)
-        out = np.empty((self.num_envs, *first.shape[1:]), first.dtype)
-        for s in self.scenes:
-            out[s.rows] = getattr(s.flight.vehicles, name)
-        return out
-
-    def _hold(self, rows: np.ndarray) -> list:
-        """Copies of the vehicle state of sub-environments ``rows``, for :meth:`_put_back`."""
-        held = []
-        for s in self.scenes:
-            mine = s.local[rows[self.scene_of[rows] == s.index]]
-            if len(mine):
-                v = s.flight.vehicles
-                held.append((v, mine, v.state[mine], v.rotation[mine], v.angular_velocity_body[mine]))
-        return held
-
-    def _put_back(self, held: list) -> None:
-        """Restore the vehicle state :meth:`_hold` copied (undoing a move of the batch for those rows)."""
-        for v, mine, state, rotation, omega in held:
-            v.state[mine] = state
-            v.rotation[mine] = rotation
-            v.angular_velocity_body[mine] = omega
-
-    def _reset_rows(self, rows: np.ndarray, given: Sequence[Task] | None = None) -> None:
-        """New episodes for sub-environments ``rows``: each draws a task of its scene with its
-        generator, as :meth:`AirPlayEnv.reset` does with ``task_order="random"``, or flies
-        ``given[k]`` in row ``rows[k]``."""
-        rows = np.asarray(rows, dtype=np.int64)
-        for s in self.scenes:
-            in_scene = self.scene_of[rows] == s.index
-            mine = rows[in_scene]
-            if len(mine) == 0:
-                continue
-            if given is None:
-                draws = [int(self._rngs[i].integers(len(s.tasks))) for i in mine]
-                tasks = [s.tasks[k] for k in draws]
-            else:
-                draws, tasks = None, [t for t, here in zip(given, in_scene) if here]
-            starts = np.array([t.start_position for t in tasks], dtype=np.float64).reshape(-1, 3)
-            s.flight.reset_rows(s.local[mine], starts, np.array([t.start_yaw for t in tasks], dtype=np.float64))
-            pos = s.flight.vehicles.position
-            for i, task in zip(mine, tasks):
-                self._goals[i] = np.ascontiguousarray(task.goal_position, dtype=np.float64).reshape(3)
-                self._time_limits[i] = task.time_limit_s
-                self._distance[i] = self._min_distance[i] = float(np.linalg.norm(task.goal_position
-                                                                                 - pos[s.local[i]]))
-                if self._geodesic:
-                    fields = field_cache(s.world)
-                    self._goal_fields[i] = goal_field(fields, self._goals[i])
-                    self._cost_to_go[i] = cost_to_go(fields, self._goal_fields[i], pos[s.local[i]])[0]
-            self._task_ids[mine] = [t.task_id for t in tasks]
-            if s.texts is not None and draws is not None:
-                for i, k in zip(mine, draws):
-                    self._instructions[i] = s.texts[k]
-            if self._goal_images is not None and "goal_image" in self.observation_keys:
-                goals = np.array([t.goal_position for t in tasks], dtype=np.float64).reshape(-1, 3)
-                yaws = np.array([t.goal_yaw for t in tasks], dtype=np.float64)
-                imgs = np.empty((len(mine), *self._hw, 3), np.uint8)
-                s.camera.render(goals, yaws, imgs, None)
-                self._goal_images[mine] = imgs
-        self._steps[rows] = 0
-        self._path_length[rows] = 0.0
-        self._status[rows] = np.where(self._distance[rows] <= self._radius[rows], _SUCCESS, _RUNNING)
-
-    def _add_geodesic_progress(self, reward: np.ndarray, rows: np.ndarray, pos: np.ndarray) -> None:
-        """Add ``reward_progress`` x the drop of each row's cost-to-go over this step (rows flown
-        this step; ``pos`` the batch's map positions after it) to ``reward``, as
-        :class:`AirPlayEnv` does after a step's periods."""
-        for s in self.scenes:
-            mine = rows[self.scene_of[rows] == s.index]
-            if len(mine) == 0:
-                continue
-            after = cost_to_go_rows(field_cache(s.world), [self._goal_fields[i] for i in mine], pos[mine])
-            progress = geodesic_progress(self._cost_to_go[mine], after)
-            if self.reward_progress != 1.0:
-                progress = progress * self.reward_progress
-            reward[mine] += progress
-            self._cost_to_go[mine] = after
-
     def _observe(self, rows: np.ndarray | None = None) -> dict:
-        """The observations of all rows, or of ``rows`` only (rendering only those); parked rows'
-        images are zeros."""
-        n, (h, w) = self.num_envs, self._hw
-        t = time.perf_counter()
-        every = rows is None and not self._parked.any()
-        shown = None if every else (np.arange(n) if rows is None else rows)
-        if shown is not None:
-            shown = shown[~self._parked[shown]]
-        blank = np.zeros if not every else np.empty
-        rgb = blank((n, h, w, 3), np.uint8) if self._want_rgb else None
-        depth = blank((n, h, w, 1), np.float32) if self._want_depth else None
-        if rgb is not None or depth is not None:
-            if len(self.scenes) == 1:
-                v = self.scenes[0].flight.vehicles
-                self.scenes[0].camera.render(v.position, v.yaw, rgb, depth, which=shown)
-            else:  # each scene's cameras as one batch, into the rows of its sub-environments
-                pos, yaw = self._gather("position"), self._gather("yaw")
-                for s in self.scenes:
-                    which = s.rows if shown is None else shown[self.scene_of[shown] == s.index]
-                    s.camera.render(pos, yaw, rgb, depth, which=which)
-        self._last_render_s = time.perf_counter() - t
+        """The observations of all rows, or of ``rows`` only (:class:`BatchObserver`), timed."""
+        obs = self._observer.observe(self._parked, rows)
+        self._last_render_s = self._observer.last_render_s
         self.timings["render"] += self._last_render_s
-        if rows is None:
-            self._last_rgb = rgb
-        obs = self._observation_dict(rgb, depth)
-        return obs if rows is None else {k: (tuple(v[i] for i in rows) if isinstance(v, tuple) else v[rows])
-                                         for k, v in obs.items()}
-
-    def _observation_dict(self, rgb, depth) -> dict:
-        n, keys = self.num_envs, self.observation_keys
-        obs = {}
-        if "rgb" in keys:
-            obs["rgb"] = rgb
-        if "depth" in keys:
-            obs["depth"] = depth
-        if "state" in keys:
-            obs["state"] = np.concatenate([self._gather(k) for k in ("position", "quat_xyzw", "velocity",
-                                                                     "angular_velocity_body")],
-                                          axis=1).astype(np.float32)
-        if "goal" in keys:
-            pos, yaw = self._gather("position"), self._gather("yaw")
-            goal = np.empty((n, 3), np.float32)
-            for i in range(n):  # the single environment's arithmetic, one vehicle at a time
-                d = self._goals[i] - pos[i]
-                goal[i] = map_to_heading_xyz(d[0], d[1], d[2], float(yaw[i]))
-            obs["goal"] = goal
-        elif "goal_image" in keys:
-            obs["goal_image"] = self._goal_images.copy()
-        if INSTRUCTION_KEY in keys:
-            obs[INSTRUCTION_KEY] = tuple(self._instructions)
         return obs
 
-    def _infos(self) -> dict:
-        n, ones = self.num_envs, np.ones(self.num_envs, dtype=bool)
-        info = {
-            "status": _STATUS_NAMES[self._status],
-            "task_id": self._task_ids.copy(),
-            "steps": self._steps.copy(),
-            "time_s": self._steps * self._dt,
-            "distance_to_goal_m": self._distance.copy(),
-            "min_distance_m": self._min_distance.copy(),
-            "path_length_m": self._path_length.copy(),
-        }
-        for key in list(info):
-            info["_" + key] = ones.copy()
-        assert len(info["status"]) == n
-        return info

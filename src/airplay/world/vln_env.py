@@ -23,8 +23,8 @@ import gymnasium as gym
 
 from airplay.tasks.sampler import Task
 from airplay.world.env import AirPlayEnv
+from airplay.world.env_config import INSTRUCTION_KEY, EnvConfig, env_config, split_observations  # noqa: F401
 
-INSTRUCTION_KEY = "instruction"
 INSTRUCTION_MAX_CHARS = 1024
 """The Text space's length limit, unless an instruction is longer."""
 INSTRUCTION_CHARSET = "".join(sorted(set(string.printable) - set("\t\n\r\x0b\x0c") | {"\n"}))
@@ -38,25 +38,6 @@ def instruction_space(instructions: Sequence[str]) -> gym.spaces.Text:
     longest = max((len(s) for s in instructions), default=1)
     return gym.spaces.Text(max(INSTRUCTION_MAX_CHARS, longest), min_length=1,
                            charset="".join(sorted(set(INSTRUCTION_CHARSET) | extra)))
-
-
-def split_observations(observations: Sequence[str] | None) -> tuple[tuple[str, ...], bool]:
-    """(the image/state keys, whether the instruction is asked for) from a VLN ``observations``
-    list (None: rgb, depth and the instruction). ValueError naming ``observations``."""
-    if observations is None:
-        return ("rgb", "depth"), True
-    if isinstance(observations, str) or not isinstance(observations, Sequence):
-        raise ValueError(f"observations must be a list of keys from rgb, depth, state, {INSTRUCTION_KEY}, "
-                         f"got {observations!r}")
-    names = list(observations)
-    if "goal" in names:
-        raise ValueError("observations: VLN withholds the goal (the instruction describes the route); "
-                         "leave 'goal' out")
-    rest = tuple(n for n in names if n != INSTRUCTION_KEY)
-    if not rest:
-        raise ValueError(f"observations must name at least one of rgb, depth, state besides "
-                         f"{INSTRUCTION_KEY!r}, got {names!r}")
-    return rest, INSTRUCTION_KEY in names
 
 
 def vln_tasks(episodes, protocol) -> tuple[list[Task], list[str]]:
@@ -80,11 +61,14 @@ class AirPlayVLNEnv(AirPlayEnv):
         tasks: the episodes' tasks (goal-free); each ``reset`` draws one with the seeded generator.
         instructions: one per task (the same order), or a dict task_id -> text.
         with_instruction: False leaves ``instruction`` out of the observations.
-        kwargs: :class:`AirPlayEnv`'s (``observations`` without the instruction).
+        config, options: :class:`AirPlayEnv`'s (``observations`` without the instruction); the setting
+            is "goalfree" and the tasks are drawn at random.
     """
 
-    def __init__(self, world, tasks: list[Task], instructions, with_instruction: bool = True, **kwargs) -> None:
-        super().__init__(world, "goalfree", tasks=list(tasks), task_order="random", **kwargs)
+    def __init__(self, world, tasks: list[Task], instructions, with_instruction: bool = True,
+                 config: EnvConfig | None = None, **options) -> None:
+        config = env_config(config, **options).replace(setting="goalfree", task_order="random")
+        super().__init__(world, config, tasks=list(tasks))
         if isinstance(instructions, dict):
             self._texts = dict(instructions)
         else:
