@@ -24,7 +24,8 @@ COMMAND_MODULES: tuple[str, ...] = ("airplay.commands.bridge", "airplay.policies
                                     "airplay.eval.protocol_command",
                                     "airplay.commands.vln",
                                     "airplay.nodes.bridge_control", "airplay.report.command",
-                                    "airplay.view.command", "airplay.commands.aeroground")
+                                    "airplay.view.command", "airplay.commands.aeroground",
+                                    "airplay.commands.export")
 """Modules that add sub-commands: each has ``register(sub)`` taking the sub-parsers object
 and setting ``func`` on its parsers. Their heavy imports stay inside the handlers."""
 
@@ -46,11 +47,16 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                      episodes=args.episodes, seed=args.seed, render_backend=render_backend,
                      render_images=not args.no_images, bootstrap=args.bootstrap,
                      checkpoint=args.checkpoint or "", execution_horizon=args.execution_horizon,
+                     policy_backend=args.policy_backend,
                      policy_budget_ms=args.policy_budget_ms, wind=args.wind, vehicle=args.vehicle,
                      command=args.command_line)
     if args.vehicle and args.runtime == "ros":
         print("error: --vehicle: the ROS graph's sim flies config/vehicle.yaml; evaluate a vehicle profile in "
               "process (--runtime inprocess)", file=sys.stderr)
+        return 2
+    if args.policy_backend != "torch" and (args.runtime == "ros" or args.policy not in ("cnn_bc", "act", "dp")):
+        print(f"error: --policy-backend {args.policy_backend}: for a learned cnn_bc, act or dp flown in process (the "
+              "ROS graph's policy node takes the parameter policy_backend)", file=sys.stderr)
         return 2
     if not cfg.policy_budget_ms >= 0:
         print(f"error: --policy-budget-ms must be >= 0 (0: none), got {args.policy_budget_ms}", file=sys.stderr)
@@ -236,6 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--checkpoint", default=None, metavar="DIR",
                     help="checkpoint folder of a learned policy (the --out of airplay train; for ppo_depth "
                          "OUT/checkpoint of examples/ppo_pointgoal.py)")
+    ev.add_argument("--policy-backend", default="torch", choices=("torch", "onnxruntime"),
+                    help="what runs a learned cnn_bc, act or dp: torch (default) or onnxruntime on one thread, from "
+                         "the checkpoint's ONNX export (airplay export --onnx; --checkpoint: the export folder or a "
+                         "checkpoint exported into CHECKPOINT/onnx); episodes then fly one at a time")
     ev.add_argument("--execution-horizon", type=int, default=0, metavar="H",
                     help="controls executed per predicted chunk (default: the policy's own, e.g. ACT 50, DP 16)")
     ev.add_argument("--policy-budget-ms", type=float, default=0.0, metavar="MS",

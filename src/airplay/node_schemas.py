@@ -20,6 +20,10 @@ SETTINGS = ("pointgoal", "imagegoal", "goalfree", "vln")
 
 RENDER_BACKENDS = ("auto", "cpu", "gsplat")
 
+POLICY_BACKENDS = ("torch", "onnxruntime")
+"""What runs a learned policy (cnn_bc, act, dp): torch from the checkpoint, or onnxruntime from its
+ONNX export (``airplay export --onnx``; :mod:`airplay.policies.onnx_runtime`)."""
+
 EPISODE = NodeSchema("episode", (
     Param("scenes", "scenes", "scene folders, comma-separated, or a folder of scenes; relative paths are taken "
                               "from each node's working folder", nonempty=True),
@@ -43,6 +47,10 @@ CHECKPOINT = Param("checkpoint", "", f"checkpoint folder of a learned policy ({'
                                      "what its training wrote, e.g. airplay train --out)")
 EXECUTION_HORIZON = Param("execution_horizon", 0, "controls executed per predicted chunk (0: the policy's own)",
                           min=0)
+POLICY_BACKEND = Param("policy_backend", "torch", "what runs a learned policy (cnn_bc, act, dp): torch, or "
+                                                "onnxruntime (one thread) from the checkpoint's ONNX export (airplay "
+                                                "export --onnx; checkpoint: the export folder, or a checkpoint folder "
+                                                "exported into CHECKPOINT/onnx)", choices=POLICY_BACKENDS)
 POLICY_BUDGET_MS = Param("policy_budget_ms", 0.0, "per-step compute budget of the policy in its own CPU time, ms; a "
                                                   "step over it ends the episode as over_budget (0: none)",
                          unit="ms", min=0.0, finite=True)
@@ -83,7 +91,7 @@ VLN_BACKEND = (
 
 POLICY_NODE = EPISODE.with_params(
     "policy",
-    LOCKSTEP, POLICY, CHECKPOINT, EXECUTION_HORIZON, POLICY_BUDGET_MS,
+    LOCKSTEP, POLICY, CHECKPOINT, POLICY_BACKEND, EXECUTION_HORIZON, POLICY_BUDGET_MS,
     *VLN_BACKEND,
     Param("vehicle", False, "policy:=airvln_r1 on a vehicle (no evaluator: the node takes the instruction itself)"),
     Param("instruction", "", "vehicle: the instruction to fly (empty: the operator's on the instruction topic)"),

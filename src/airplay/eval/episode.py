@@ -36,6 +36,9 @@ class EvalConfig:
     """Checkpoint folder of a learned policy (act, dp, cnn_bc); "" for the expert."""
     execution_horizon: int = 0
     """Controls executed per predicted chunk (H); 0 keeps the policy's own."""
+    policy_backend: str = "torch"
+    """What runs a learned policy: "torch", or "onnxruntime" from the ONNX export of ``checkpoint``
+    (:mod:`airplay.policies.onnx_runtime`; episodes then fly one at a time, not batched)."""
     policy_budget_ms: float = 0.0
     """Per-step compute budget of the policy (ms of its CPU time); 0: none
     (:mod:`airplay.policies.guard`)."""

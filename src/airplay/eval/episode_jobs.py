@@ -58,7 +58,8 @@ def scene_state(job: EpisodeJob):
                      render_images=cfg.render_images, disturbance=Disturbance.parse(cfg.wind),
                      disturbance_seed=cfg.seed)
     policy = make_policy(cfg.policy, world, checkpoint=cfg.checkpoint or None,
-                         execution_horizon=cfg.execution_horizon or None)
+                         execution_horizon=cfg.execution_horizon or None,
+                         backend=getattr(cfg, "policy_backend", "torch"))
     while len(_CACHE) >= _CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[key] = state = (world, tasks, env, policy)

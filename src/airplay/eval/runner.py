@@ -264,7 +264,8 @@ def batchable(cfg: EvalConfig) -> bool:
     from airplay.policies.registry import DEMONSTRATION_POLICIES  # the LearnedPolicy ones (not ppo_depth)
 
     if not (cfg.policy in DEMONSTRATION_POLICIES and cfg.setting in ("pointgoal", "imagegoal", "goalfree")
-            and not cfg.wind and not cfg.policy_budget_ms and cfg.render_images):
+            and not cfg.wind and not cfg.policy_budget_ms and cfg.render_images
+            and cfg.policy_backend == "torch"):  # the onnxruntime backend flies one at a time
         return False
     if cfg.vehicle:  # a vehicle file with a position-estimate error flies one at a time
         from airplay.sim.estimate_error import load_vehicle_file

@@ -2,7 +2,10 @@
 
 The policy is chosen by the ``policy`` parameter (:func:`airplay.policies.make_policy`); learned
 ones (act, dp, cnn_bc) are loaded from the ``checkpoint`` folder, and ``execution_horizon``
-(0 = the policy's own) sets how many controls of each predicted chunk are executed. The node
+(0 = the policy's own) sets how many controls of each predicted chunk are executed. With
+``policy_backend:=onnxruntime`` a learned cnn_bc, act or dp runs from its ONNX export (``checkpoint``:
+the export folder, or a checkpoint exported into CHECKPOINT/onnx; :mod:`airplay.policies.onnx_runtime`)
+on one onnxruntime thread, with the same commands as torch's within the export's checked tolerance. The node
 loads what its policy needs and nothing else (the expert: the scene's planning grid). Before it
 subscribes to ``episode/command`` (the evaluator's sign that it is ready) the policy is made for
 the first scene and warmed up (:mod:`airplay.policies.warmup`), so that no kernel compiles and
@@ -110,6 +113,7 @@ class PolicyNode(Node):
             raise ParameterError(f"parameter 'policy' must be one of {', '.join(POLICY_NAMES)} or module:factory, "
                                  f"got {self.policy_name!r}")
         self.checkpoint = values["checkpoint"]
+        self.policy_backend = values["policy_backend"]
         self.execution_horizon = values["execution_horizon"]
         self.budget_ms = values["policy_budget_ms"]
         self._check_policy_parameters()
@@ -165,18 +169,31 @@ class PolicyNode(Node):
                 plugin_factory(self.policy_name)
             except ValueError as err:
                 raise ParameterError(f"parameter 'policy': {err}") from None
+        if self.policy_backend != "torch":
+            from airplay.policies.onnx_format import EXPORTABLE
+
+            if self.policy_name not in EXPORTABLE:
+                raise ParameterError(f"parameter 'policy_backend' {self.policy_backend} is for the exported learned "
+                                     f"policies ({', '.join(EXPORTABLE)}), not {self.policy_name!r}")
         if self.policy_name in LEARNED_POLICIES:
-            from airplay.policies.checkpoint import read_config
+            from airplay.policies.checkpoint import policy_class, read_config
+            from airplay.policies.onnx_format import read_sidecar
 
             if not self.checkpoint:
                 raise ParameterError(f"parameter 'checkpoint' must name the checkpoint folder of the "
                                      f"{self.policy_name!r} policy")
             try:
-                cls, config = read_config(self.checkpoint)
+                if self.policy_backend == "torch":
+                    cls, config = read_config(self.checkpoint)
+                    kind = cls.name
+                else:  # the ONNX export's sidecar (airplay.policies.onnx_format)
+                    _, meta = read_sidecar(self.checkpoint)
+                    kind = meta["type"]
+                    config = policy_class(kind).config_class.from_dict(meta["config"])
             except ValueError as err:
                 raise ParameterError(f"parameter 'checkpoint': {err}") from None
-            if cls.name != self.policy_name:
-                raise ParameterError(f"parameter 'checkpoint' holds a {cls.name!r} policy, not {self.policy_name!r}")
+            if kind != self.policy_name:
+                raise ParameterError(f"parameter 'checkpoint' holds a {kind!r} policy, not {self.policy_name!r}")
             if config.adapter != "hold" and self.execution_horizon > config.chunk_size:  # hold: any H
                 raise ParameterError(f"parameter 'execution_horizon' must be <= the chunk size "
                                      f"{config.chunk_size}, got {self.execution_horizon}")
@@ -242,7 +259,7 @@ class PolicyNode(Node):
             self.policy.set_actions(vcfg.action_space(world.name, world.scene.spec.category))
         else:
             self.policy = make_policy(self.policy_name, world, checkpoint=self.checkpoint or None,
-                                      execution_horizon=self.execution_horizon or None)
+                                      execution_horizon=self.execution_horizon or None, backend=self.policy_backend)
         self.policy_scene = scene_dir
         return self.policy
 

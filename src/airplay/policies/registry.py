@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from airplay.node_schemas import POLICY_BACKENDS
 from airplay.policies.checkpoint import LEARNED_POLICY_CLASSES, load_policy, read_config
 
 PLUGIN_NAME = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
@@ -166,12 +167,18 @@ def reads_vln_options(name: str) -> bool:
 
 
 def make_policy(name: str, world=None, checkpoint: str | None = None, execution_horizon: int | None = None,
-                device: str = "cpu", vln: dict | None = None):
+                device: str = "cpu", vln: dict | None = None, backend: str = "torch"):
     """The policy called ``name`` (:data:`REGISTRY`, or ``module:factory``): the experts plan in
     ``world`` (a :class:`~airplay.world.World`); a learned one is loaded from the ``checkpoint``
     folder; ``vln`` holds a VLN policy's options. ``execution_horizon`` (H, controls executed per
-    predicted chunk) overrides a chunked policy's own. ValueError names what is wrong."""
+    predicted chunk) overrides a chunked policy's own. ``backend`` (:data:`~airplay.node_schemas.POLICY_BACKENDS`):
+    ``onnxruntime`` runs a learned cnn_bc, act or dp from the ONNX export of ``checkpoint``
+    (:mod:`airplay.policies.onnx_runtime`). ValueError names what is wrong."""
+    if backend not in POLICY_BACKENDS:
+        raise ValueError(f"policy backend must be one of {', '.join(POLICY_BACKENDS)}, got {backend!r}")
     entry = REGISTRY.get(name)
+    if backend != "torch":
+        return _onnx_policy(name, checkpoint, execution_horizon)
     if entry is not None:
         policy = entry.build(name, world, checkpoint, device, vln)
         if not entry.chunked:
@@ -183,3 +190,19 @@ def make_policy(name: str, world=None, checkpoint: str | None = None, execution_
     if execution_horizon:
         policy.set_execution(execution_horizon=execution_horizon)
     return policy
+
+
+def _onnx_policy(name: str, checkpoint: str | None, execution_horizon: int | None):
+    """``name``'s ONNX export run by onnxruntime (:func:`make_policy`, backend onnxruntime)."""
+    from airplay.policies.onnx_format import EXPORTABLE
+
+    if name not in EXPORTABLE:
+        raise ValueError(f"policy {name!r} has no onnxruntime backend (learned policies exported with airplay "
+                         f"export --onnx: {', '.join(EXPORTABLE)})")
+    if not checkpoint:
+        raise ValueError(f"policy {name!r} with the onnxruntime backend needs its ONNX export: the export folder "
+                         "or a checkpoint folder exported into CHECKPOINT/onnx (airplay export --onnx CHECKPOINT)")
+    from airplay.policies.onnx_runtime import load_onnx_policy
+
+    changes = {"execution_horizon": int(execution_horizon)} if execution_horizon else {}
+    return load_onnx_policy(checkpoint, name, **changes)
