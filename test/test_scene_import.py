@@ -350,6 +350,201 @@ def test_cli_import(capture_file, tmp_path):
     assert bad.returncode != 0 and "m across" in bad.stderr and not (tmp_path / "x").exists()
 
 
+# -- the capture's own cameras (--cameras) ---------------------------------------------------
+
+CAM_HEIGHT_M = 1.5
+
+
+def _true_cameras(count: int = 16, seed: int = 0) -> np.ndarray:
+    """(K, 4, 4) camera-to-world poses (OpenCV axes), truth frame: a hand-held orbit of the box at
+    1.5 m +- 5 cm, looking at it slightly downwards, with a few degrees of roll."""
+    from airplay.scene.camera import look_at_viewmat
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        a = 2 * math.pi * i / count
+        eye = np.array([2 + 3.2 * math.cos(a), 1 + 3.2 * math.sin(a), CAM_HEIGHT_M + rng.normal(0, 0.05)])
+        c2w = np.linalg.inv(look_at_viewmat(eye, np.array([2.0, 1.0, 1.0]) + rng.normal(0, 0.1, 3)))
+        roll = math.radians(rng.uniform(-3, 3))
+        c2w[:3, :3] = c2w[:3, :3] @ np.array([[math.cos(roll), -math.sin(roll), 0], [math.sin(roll), math.cos(roll), 0],
+                                               [0, 0, 1]])
+        out.append(c2w)
+    return np.asarray(out)
+
+
+def _cameras_in_source(c2w: np.ndarray) -> np.ndarray:
+    """The same poses in the capture's (source) frame: p_src = SIM_SCALE SIM_ROT p + SIM_T."""
+    out = c2w.copy()
+    out[:, :3, :3] = SIM_ROT @ c2w[:, :3, :3]
+    out[:, :3, 3] = _to_source(c2w[:, :3, 3])
+    return out
+
+
+def write_colmap(folder: Path, c2w_cv: np.ndarray, binary: bool = True) -> Path:
+    """A COLMAP sparse model (one PINHOLE camera, an image per pose) written with pycolmap."""
+    import pycolmap
+
+    rec = pycolmap.Reconstruction()
+    rec.add_camera_with_trivial_rig(pycolmap.Camera.create_from_model_name(1, "PINHOLE", 320.0, 640, 480))
+    for i, m in enumerate(c2w_cv):
+        w2c = np.linalg.inv(m)
+        image = pycolmap.Image(name=f"img{i:03d}.jpg", camera_id=1, image_id=i + 1)
+        rec.add_image_with_trivial_frame(image, pycolmap.Rigid3d(pycolmap.Rotation3d(w2c[:3, :3]), w2c[:3, 3]))
+    folder.mkdir(parents=True, exist_ok=True)
+    (rec.write_binary if binary else rec.write_text)(str(folder))
+    return folder
+
+
+# nerfstudio's ns-process-data: transforms.json world = A @ COLMAP world (y and z swapped, then z negated)
+APPLIED = np.eye(4)[[0, 2, 1, 3]]
+APPLIED[2] *= -1
+
+
+def write_transforms_json(path: Path, c2w_cv: np.ndarray, applied: bool = False, **extra) -> Path:
+    """A nerfstudio-style transforms.json (camera-to-world, OpenGL camera axes); with ``applied``
+    the poses are moved by nerfstudio's applied_transform and it is recorded."""
+    gl = c2w_cv @ np.diag([1.0, -1.0, -1.0, 1.0])
+    if applied:
+        gl = APPLIED @ gl
+        extra["applied_transform"] = APPLIED[:3].tolist()
+    frames = [{"file_path": f"images/img{i:03d}.jpg", "transform_matrix": m.tolist()} for i, m in enumerate(gl)]
+    path.write_text(json.dumps({"fl_x": 320.0, "fl_y": 320.0, "cx": 320, "cy": 240, "w": 640, "h": 480,
+                                "frames": frames, **extra}))
+    return path
+
+
+CAM_FAST = {**FAST, "camera_points": 4, "max_capture_views": 8}
+
+
+def _up_error_deg(frame) -> float:
+    true_up = SIM_ROT @ np.array([0.0, 0.0, 1.0])
+    return math.degrees(math.acos(min(1.0, float(true_up @ frame.up_src))))
+
+
+def test_camera_readers(tmp_path):
+    """COLMAP (binary and text, via pycolmap) and transforms.json give the same poses; nerfstudio's
+    applied_transform is undone and its dataparser transform applied."""
+    from airplay.scene.capture_cameras import read_cameras
+
+    src = _cameras_in_source(_true_cameras())
+    write_colmap(tmp_path / "bin" / "sparse" / "0", src)
+    for cams in (read_cameras(tmp_path / "bin"),  # finds sparse/0
+                 read_cameras(write_colmap(tmp_path / "txt", src, binary=False)),
+                 read_cameras(write_transforms_json(tmp_path / "t.json", src)),
+                 read_cameras(write_transforms_json(tmp_path / "a.json", src, applied=True), undo_applied_transform=True)):
+        assert len(cams) == 16
+        assert np.allclose(cams.positions, src[:, :3, 3], atol=1e-6), cams.format
+        assert np.allclose(cams.rotations, src[:, :3, :3], atol=1e-6), cams.format
+        assert np.allclose(cams.ups, -src[:, :3, 1], atol=1e-6)
+        assert np.allclose(cams.hfov_deg, math.degrees(2 * math.atan(640 / 640)))
+    assert read_cameras(tmp_path / "txt").format == "colmap" and cams.format == "transforms_json"
+    (tmp_path / "dp.json").write_text(json.dumps({"transform": APPLIED[:3].tolist(), "scale": 0.5}))
+    moved = read_cameras(tmp_path / "t.json", dataparser_transforms=tmp_path / "dp.json")
+    assert np.allclose(moved.positions, 0.5 * src[:, :3, 3] @ APPLIED[:3, :3].T, atol=1e-6)
+    assert np.allclose(moved.viewmats()[0] @ np.r_[moved.positions[0], 1.0], [0, 0, 0, 1], atol=1e-9)
+
+
+def test_import_with_colmap_cameras(capture_file, tmp_path):
+    """Up from the ground plane the cameras point to, the scale from their height (1.5 m assumed,
+    true here), the cameras rendered as depth views and marked in the report."""
+    model = write_colmap(tmp_path / "sparse", _cameras_in_source(_true_cameras()))
+    result = import_capture(capture_file, tmp_path / "out", ImportOptions(cameras=model, **CAM_FAST))
+    f, fig = result.frame, result.figures
+    assert _up_error_deg(f) < 1.0 and f.up_from == "ground plane (picked by the cameras)"
+    assert fig["cameras_up_vs_ground_deg"] < 3.0
+    assert f.scale * SIM_SCALE == pytest.approx(1.0, rel=0.03), fig["scale_source"]
+    assert fig["scale_source"].startswith("camera height") and fig["camera_height_m"] == pytest.approx(CAM_HEIGHT_M)
+    assert fig["capture_views"] == 8 and fig["views"] == 8 + fig["free_space_views"]
+    assert fig["cameras"]["count"] == 16 and fig["cameras"]["format"] == "colmap"
+    html_text = (tmp_path / "out" / "import" / "report.html").read_text()
+    assert "up_axis_from" in html_text and "cameras_up_vs_ground_deg" in html_text
+    from airplay.scene.check import check_scene
+
+    assert check_scene(tmp_path / "out").navigable_area_m2 > 50
+
+
+def test_cli_import_with_transforms_json(capture_file, tmp_path, capsys):
+    """In-process CLI: a nerfstudio transforms.json whose applied_transform is undone, up from the
+    cameras' mean up alone (a few degrees of roll and pitch), scale from their height."""
+    from airplay.cli import main
+
+    tj = write_transforms_json(tmp_path / "transforms.json", _cameras_in_source(_true_cameras(seed=1)), applied=True)
+    rc = main(["scene", "import", str(capture_file), "--out", str(tmp_path / "out"), "--cameras", str(tj),
+               "--cameras-frame", "colmap", "--up-from", "cameras", "--capture-views", "6", "--camera-points", "4",
+               "--voxel", "0.2", "--max-faces", "40000"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err[-2000:]
+    assert "16 cameras (transforms_json), 6 of them rendered, up from the cameras' mean up" in out.out
+    fig = json.loads((tmp_path / "out" / "import" / "import.json").read_text())
+    assert fig["up_axis_from"] == "cameras' mean up" and fig["capture_views"] == 6
+    true_up = SIM_ROT @ np.array([0.0, 0.0, 1.0])
+    assert math.degrees(math.acos(min(1.0, float(true_up @ np.array(fig["up_axis_source"]))))) < 3.0
+    assert fig["scale"] * SIM_SCALE == pytest.approx(1.0, rel=0.05)
+    assert any("applied_transform undone" in n for n in fig["notes"])
+
+
+def test_camera_errors(capture_file, tmp_path):
+    from airplay.scene.capture_cameras import read_cameras
+
+    src = _cameras_in_source(_true_cameras())
+    model = write_colmap(tmp_path / "m", src)
+    (model / "images.bin").unlink()
+    with pytest.raises(SceneError, match="images.bin: images: missing"):
+        read_cameras(model)
+    tj = write_transforms_json(tmp_path / "t.json", src)
+    meta = json.loads(tj.read_text())
+    del meta["frames"][1]["transform_matrix"]
+    tj.write_text(json.dumps(meta))
+    with pytest.raises(SceneError, match=r"frames\[1\] \(images/img001.jpg\).transform_matrix: missing"):
+        read_cameras(tj)
+    meta = json.loads(write_transforms_json(tj, src).read_text())
+    meta["frames"][0]["transform_matrix"][0][0] *= 1.5  # a scaled, no longer rigid, pose
+    tj.write_text(json.dumps(meta))
+    with pytest.raises(SceneError, match=r"frames\[0\].*not a rigid pose"):
+        read_cameras(tj)
+    tj.write_text('{"frames": [')
+    with pytest.raises(SceneError, match="not valid JSON"):
+        read_cameras(tj)
+    with pytest.raises(SceneError, match="applied_transform: missing"):
+        read_cameras(write_transforms_json(tj, src), undo_applied_transform=True)
+    with pytest.raises(SceneError, match="not found"):
+        read_cameras(tmp_path / "nowhere")
+    # through the import: the error names the cameras file, and nothing is written
+    out = tmp_path / "out"
+    far = src.copy()
+    far[:, :3, 3] += 100.0
+    under = _true_cameras()
+    under[:, 2, 3] = -0.5  # under the floor
+    for cameras, words, field in ((write_transforms_json(tmp_path / "far.json", far),
+                                   ("far.json", "not in the splat's frame", "--cameras-transform"), "frame"),
+                                  (write_colmap(tmp_path / "low", _cameras_in_source(under)),
+                                   ("low", "do not stand over it", "--scale"), "camera height")):
+        with pytest.raises(SceneError) as info:
+            import_capture(capture_file, out, ImportOptions(cameras=cameras, **CAM_FAST))
+        assert info.value.field == field and all(w in str(info.value) for w in words), str(info.value)
+        assert not out.exists() and not list(tmp_path.glob(".out.import-*"))
+    _assert_bad(capture_file, out, "needs --cameras", core_from_cameras=2.0)
+
+
+def test_core_from_cameras():
+    """With a core from the cameras, the far background is what lies outside it."""
+    from airplay.capture_import.clean import camera_core, clean_capture
+
+    rng = np.random.default_rng(0)
+    scene = ground_and_box(spacing=0.25)
+    d = rng.normal(size=(500, 3))
+    shell = random_gaussians(500, 0)
+    shell = Gaussians((40.0 * d / np.linalg.norm(d, axis=1, keepdims=True)).astype(np.float32), shell.scales * 0.01,
+                      shell.quats_wxyz, np.full(500, 0.9, np.float32), shell.sh)
+    g = Gaussians.concatenate([scene, shell])
+    core = camera_core(_true_cameras()[:, :3, 3], 2.5)
+    assert core[1] == pytest.approx(2.5 * 3.2, rel=0.05)
+    counts = clean_capture(g, core=core).counts
+    outside = np.linalg.norm(g.means - core[0], axis=1) > core[1]
+    assert counts["far_background"] == int(outside.sum()) >= 500
+
+
 # -- against truth: a degraded synthetic capture ---------------------------------------------
 
 @pytest.mark.slow

@@ -197,8 +197,9 @@ def _angle_deg(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _up_from_cameras(pts: np.ndarray, planes: list[Plane], cam_up: np.ndarray, tol: float, up_from: str,
-                     notes: list[str]) -> tuple[np.ndarray, float, float, str, float | None]:
-    """(up, floor offset, ground share, what gave up, angle to the nearest plane) with cameras."""
+                     notes: list[str]) -> tuple[np.ndarray, float, Plane | None, str, float | None]:
+    """(up, floor offset along it, the ground plane (None if none is near the cameras' up), what
+    gave up, angle between the cameras' up and the nearest plane) with cameras."""
     best: tuple[float, Plane] | None = None
     for plane in planes:
         if plane.share < MIN_GROUND_SHARE:
@@ -211,18 +212,18 @@ def _up_from_cameras(pts: np.ndarray, planes: list[Plane], cam_up: np.ndarray, t
     angle = None if best is None else best[0]
     near = best is not None and best[0] <= CAMERA_PLANE_MAX_DEG
     if near and up_from == "auto":
-        return best[1].normal, best[1].offset, best[1].share, "ground plane (picked by the cameras)", angle
+        return best[1].normal, best[1].offset, best[1], "ground plane (picked by the cameras)", angle
     h = pts @ cam_up
     if near:
         on = np.abs(pts @ best[1].normal - best[1].offset) < tol
-        floor, share = float(np.median(h[on])), best[1].share
+        floor, plane = float(np.median(h[on])), best[1]
     else:
-        floor, share = float(np.percentile(h, 2)), 0.0
+        floor, plane = float(np.percentile(h, 2)), None
         notes.append("no ground plane within "
                      f"{CAMERA_PLANE_MAX_DEG:g} deg of the cameras' up (nearest: "
                      f"{'none' if angle is None else f'{angle:.1f} deg'}): floor at the 2nd percentile of the "
                      "opaque Gaussians' heights")
-    return cam_up, floor, share, "cameras' mean up", angle
+    return cam_up, floor, plane, "cameras' mean up", angle
 
 
 def fit_frame(means: np.ndarray, opacities: np.ndarray, normals: np.ndarray, *, seed: int = 0,
@@ -268,19 +269,22 @@ def fit_frame(means: np.ndarray, opacities: np.ndarray, normals: np.ndarray, *, 
                          "landscape mixed?): up from the ground plane alone")
             up_from = "ground"
     if cam_up is not None and up_from != "ground":
-        up, floor, share, up_source, cam_angle = _up_from_cameras(pts, planes, cam_up, tol, up_from, notes)
+        up, floor, ground, up_source, cam_angle = _up_from_cameras(pts, planes, cam_up, tol, up_from, notes)
     else:
         ground, _ = choose_ground(pts, planes, tol)
-        up, floor, share = ground.normal, ground.offset, ground.share
+        up, floor = ground.normal, ground.offset
         if cam_up is not None:
             cam_angle = _angle_deg(up, cam_up)
     if cam_angle is not None and cam_angle > CAMERA_PLANE_MAX_DEG:
         notes.append(f"the cameras' mean up and the nearest ground plane are {cam_angle:.1f} deg apart; "
                      f"up from the {up_source}")
     r_up = rotation_to_z(up)
+    share = 0.0 if ground is None else ground.share
     cam_height = None
     if camera_positions is not None and len(camera_positions):
-        cam_height = float(np.median(np.asarray(camera_positions, float) @ up - floor))
+        # height above the ground plane itself where there is one (exact even if up is tilted from it)
+        n, d = (up, floor) if ground is None else (ground.normal, ground.offset)
+        cam_height = float(np.median(np.asarray(camera_positions, float) @ n - d))
     yaw = 0.0
     if align_yaw:
         found = dominant_wall_yaw(normals @ r_up.T, opacities.astype(np.float64))
