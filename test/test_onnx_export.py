@@ -187,3 +187,31 @@ def test_the_exported_policy_matches_its_checkpoint_in_torch(exported):
     ckpt, meta = exported["dp"]
     assert meta["config"] == load_policy(ckpt).config.to_dict()  # tuples as the export returns them
     assert meta["source"]["model_sha256"] == sha256(ckpt / "model.safetensors")
+
+
+@pytest.mark.ros
+def test_the_policy_node_flies_the_export_with_policy_backend_onnxruntime(exported, tiny_scenes, tmp_path,
+                                                                          monkeypatch):
+    """The policy node makes the onnxruntime policy from the parameters and warms it up (one
+    forward pass) before it reports ready."""
+    pytest.importorskip("rclpy")
+    import time
+
+    from conftest import random_ros_domain
+    from helpers.ros_nodes import start_node, stop_all
+
+    monkeypatch.setenv("ROS_DOMAIN_ID", random_ros_domain())
+    monkeypatch.setenv("AIRPLAY_CACHE_DIR", str(tiny_scenes.parent / "cache"))
+    ckpt, _ = exported["cnn_bc"]
+    proc = start_node("policy", {"scenes": str(tiny_scenes / "tiny"), "episodes": 1, "policy": "cnn_bc",
+                                 "checkpoint": str(ckpt / "onnx"), "policy_backend": "onnxruntime"}, tmp_path)
+    log = tmp_path / "policy.log"
+    try:
+        deadline = time.monotonic() + 60
+        while "policy ready" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        stop_all({"policy": proc})
+    text = log.read_text()
+    assert "cnn_bc policy ready" in text and "(onnxruntime)" in text, text
+    assert "could not make" not in text and "warm-up" not in text, text

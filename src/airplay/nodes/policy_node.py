@@ -238,7 +238,8 @@ class PolicyNode(Node):
             error = warm_policy(self.policy, self.worlds.get(scene_dir), self.setting)
             if error is not None:
                 self.get_logger().warning(f"the {self.policy_name} policy failed its warm-up: {error}")
-        self.get_logger().info(f"{self.policy_name} policy ready in {time.monotonic() - t0:.1f} s")
+        backend = f" ({self.policy_backend})" if self.policy_backend != "torch" else ""
+        self.get_logger().info(f"{self.policy_name} policy ready in {time.monotonic() - t0:.1f} s{backend}")
 
     def _policy_for(self, scene_dir: str):
         """The policy for ``scene_dir`` (made anew for a new scene: the expert plans in it)."""
