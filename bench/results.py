@@ -235,24 +235,47 @@ def graph_section(figures: dict, note: str = "", title: str = "") -> str:
 
 
 def policy_section(figures: dict, note: str = "", title: str = "") -> str:
-    """bench/policy.py: inference latency per call and per control, batch 1."""
+    """bench/policy.py: inference latency per call and per control, batch 1; torch and, where the run
+    has it, onnxruntime beside it (the ratio ORT / torch of the same run)."""
     meta = figures["meta"]
+    ort = f", onnxruntime {figures['onnxruntime']}" if figures.get("onnxruntime") else ""
     lines = [f"## {figures['threads']} CPU thread(s), batch 1{': ' + title if title else ''}", "", *_header(meta),
-             f"- torch {figures['torch']}, {figures['calls']} timed calls per policy", "",
+             f"- torch {figures['torch']}{ort}, {figures['calls']} timed calls per policy", "",
              *([note, ""] if note else []),
              (f"Per call: one chunk prediction on a fresh observation. Per control: `select_action` over three "
               f"chunks of controls, the mean (what the loop pays on average) and the largest step (what a "
               f"synchronous loop must fit in its {figures['control_period_ms']:g} ms period). Fits: every step, on "
-              f"average only, or no."), "",
-             "| policy | configuration | device | image px | params M | chunk K | H | call p50 / p95 / max ms | "
-             "control mean / max ms | fits 20 ms |",
-             "|---|---|---|---:|---:|---:|---:|---|---|---|"]
+              f"average only, or no."), ""]
+    with_ort = any("onnxruntime" in r for r in figures["rows"])
+    if with_ort:
+        lines += [("onnxruntime: the policy exported by `airplay export --onnx`'s code (checked against torch: the "
+                   "largest command difference, m/s or rad/s) and timed on the same threads, interleaved with torch "
+                   "call by call; ORT / torch is the ratio of the per-call p50s."), ""]
+    head = ("| policy | configuration | device | image px | params M | chunk K | H | call p50 / p95 / max ms | "
+            "control mean / max ms | fits 20 ms |")
+    rule = "|---|---|---|---:|---:|---:|---:|---|---|---|"
+    if with_ort:
+        head += " ORT call p50 / p95 / max ms | ORT control mean / max ms | ORT fits 20 ms | ORT / torch | ORT error |"
+        rule += "---|---|---|---:|---:|"
+    lines += [head, rule]
+
+    def fits(b: dict) -> str:
+        return "every step" if b["fits_period_every_step"] else ("on average" if b["fits_period_mean"] else "no")
+
     for r in figures["rows"]:
         c, k = r["per_call_ms"], r["per_control_ms"]
-        fits = "every step" if r["fits_period_every_step"] else ("on average" if r["fits_period_mean"] else "no")
-        lines.append(f"| {r['policy']} | {r['config']} | {r['device']} | {r['image_size']} | {r['params_M']:.2f} | "
-                     f"{r['chunk']} | {r['H']} | {c['p50']:.1f} / {c['p95']:.1f} / {c['max']:.1f} | "
-                     f"{k['mean']:.2f} / {k['max']:.1f} | {fits} |")
+        line = (f"| {r['policy']} | {r['config']} | {r['device']} | {r['image_size']} | {r['params_M']:.2f} | "
+                f"{r['chunk']} | {r['H']} | {c['p50']:.1f} / {c['p95']:.1f} / {c['max']:.1f} | "
+                f"{k['mean']:.2f} / {k['max']:.1f} | {fits(r)} |")
+        if with_ort:
+            o = r.get("onnxruntime")
+            if o is None:
+                line += " — | — | — | — | — |"
+            else:
+                oc, ok = o["per_call_ms"], o["per_control_ms"]
+                line += (f" {oc['p50']:.1f} / {oc['p95']:.1f} / {oc['max']:.1f} | {ok['mean']:.2f} / {ok['max']:.1f} | "
+                         f"{fits(o)} | {r['ort_over_torch']['call_p50']:.2f} | {o['max_abs_error']:.1e} |")
+        lines.append(line)
     return "\n".join(lines) + "\n"
 
 
