@@ -525,6 +525,8 @@ def test_camera_errors(capture_file, tmp_path):
         assert info.value.field == field and all(w in str(info.value) for w in words), str(info.value)
         assert not out.exists() and not list(tmp_path.glob(".out.import-*"))
     _assert_bad(capture_file, out, "needs --cameras", core_from_cameras=2.0)
+    _assert_bad(capture_file, out, "needs --cameras", up_from="cameras")
+    _assert_bad(capture_file, out, "--up-from must be one of", up_from="sky")
 
 
 def test_core_from_cameras():

@@ -20,7 +20,8 @@ cameras' mean up itself with the floor at the 2nd percentile of the opaque Gauss
 ``"cameras"`` always the mean up, ``"ground"`` always the plane search above. The angle
 between the cameras' mean up and the nearest plane's normal is kept for the report. Without
 ``--scale`` or ``--known-distance`` the scale then comes from the cameras' median height
-above the floor, taken to be ``camera_height_m`` (an assumption the report states).
+above the surface under each (:func:`camera_heights`), taken to be ``camera_height_m`` (an
+assumption the report states).
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ MIN_CAMERA_UP_AGREEMENT = 0.7
 """Below this length of the cameras' plain mean up vector they disagree on up (portrait and
 landscape mixed, a camera rolled): ``up_from="auto"`` then uses the ground plane alone."""
 UP_FROM = ("auto", "cameras", "ground")
+COLUMN_RADIUS_SHARE = 0.03
+"""A camera's height is measured to the surface within this share of the capture's size of its
+vertical line (:func:`camera_heights`)."""
+MIN_COLUMN_POINTS = 10
 
 
 class NoGroundError(ValueError):
@@ -192,6 +197,26 @@ def dominant_wall_yaw(normals_level: np.ndarray, weights: np.ndarray) -> float |
     return float(-(peak if peak < np.pi / 4 else peak - np.pi / 2))
 
 
+def camera_heights(points: np.ndarray, cams: np.ndarray, up: np.ndarray, floor: float, radius: float) -> np.ndarray:
+    """(K,) each camera's height above the surface under it, source units: the 5th percentile of
+    the heights (along ``up``) of the ``points`` below it within ``radius`` of its vertical line
+    (a pavement, a raised floor: what the operator stood on); above the plane ``up . p = floor``
+    where fewer than ``MIN_COLUMN_POINTS`` points are there."""
+    from scipy.spatial import cKDTree
+
+    u = np.cross(up, [1.0, 0.0, 0.0] if abs(up[0]) < 0.9 else [0.0, 1.0, 0.0])
+    u /= np.linalg.norm(u)
+    basis = np.stack([u, np.cross(up, u)], axis=1)
+    h_pts, h_cam = points @ up, cams @ up
+    tree = cKDTree(points @ basis)
+    out = h_cam - floor
+    for k, idx in enumerate(tree.query_ball_point(cams @ basis, radius)):
+        below = h_pts[idx][h_pts[idx] < h_cam[k]]
+        if len(below) >= MIN_COLUMN_POINTS:
+            out[k] = h_cam[k] - float(np.percentile(below, 5))
+    return out
+
+
 def _angle_deg(a: np.ndarray, b: np.ndarray) -> float:
     return math.degrees(math.acos(float(np.clip(np.dot(a, b), -1.0, 1.0))))
 
@@ -282,9 +307,10 @@ def fit_frame(means: np.ndarray, opacities: np.ndarray, normals: np.ndarray, *, 
     share = 0.0 if ground is None else ground.share
     cam_height = None
     if camera_positions is not None and len(camera_positions):
-        # height above the ground plane itself where there is one (exact even if up is tilted from it)
+        # above the ground plane itself where there is one (exact even if up is tilted from it)
         n, d = (up, floor) if ground is None else (ground.normal, ground.offset)
-        cam_height = float(np.median(np.asarray(camera_positions, float) @ n - d))
+        cam_height = float(np.median(camera_heights(pts, np.asarray(camera_positions, float), n, d,
+                                                    COLUMN_RADIUS_SHARE * size)))
     yaw = 0.0
     if align_yaw:
         found = dominant_wall_yaw(normals @ r_up.T, opacities.astype(np.float64))

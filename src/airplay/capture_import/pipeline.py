@@ -185,7 +185,7 @@ def _run(capture_path: Path, tmp: Path, out_dir: Path, opt: ImportOptions) -> Im
     from tqdm import tqdm
 
     from airplay.capture_import.clean import camera_core, clean_capture
-    from airplay.capture_import.frame import CameraHeightError, NoGroundError, fit_frame
+    from airplay.capture_import.frame import UP_FROM, CameraHeightError, NoGroundError, fit_frame
     from airplay.capture_import.mesh import collision_mesh
     from airplay.capture_import.region import NoFreeSpaceError, derive_region
     from airplay.capture_import.tsdf import TsdfVolume
@@ -198,6 +198,10 @@ def _run(capture_path: Path, tmp: Path, out_dir: Path, opt: ImportOptions) -> Im
 
     if opt.category not in CATEGORIES:
         raise SceneError(capture_path, f"--category must be one of {', '.join(CATEGORIES)}, got {opt.category!r}")
+    if opt.up_from not in UP_FROM:
+        raise SceneError(capture_path, f"--up-from must be one of {', '.join(UP_FROM)}, got {opt.up_from!r}", "up_from")
+    if opt.up_from == "cameras" and opt.cameras is None:
+        raise SceneError(capture_path, "--up-from cameras needs --cameras", "up_from")
     stages = _Stages(opt.progress)
     if opt.progress:
         print(f"importing {capture_path}", file=sys.stderr, flush=True)

@@ -91,6 +91,53 @@ def truth_points_in_source(deg: Degradation, points_map: np.ndarray) -> np.ndarr
     return deg.scale * (np.asarray(points_map, float) @ deg.rotation.T) + deg.translation
 
 
+def handheld_cameras(true_mesh, region, count: int, seed: int, *, height_m: float = 1.5,
+                     clearance_m: float = 0.5) -> np.ndarray:
+    """(K, 4, 4) camera-to-world poses (OpenCV axes), truth map frame: a hand-held capture, at
+    ``height_m`` +- 5 cm above the true surface under each (a pavement, a kerb, the road), where
+    the true geometry is at least ``clearance_m`` away, inside the navigable polygon, random yaw,
+    pitched 0-15 deg down, rolled +-2 deg."""
+    from airplay.scene.camera import look_at_viewmat
+    from airplay.sim.sdf import SignedDistanceField
+
+    rng = np.random.default_rng(seed)
+    lo, hi = region.polygon.min(axis=0), region.polygon.max(axis=0)
+    sdf = SignedDistanceField.from_mesh(true_mesh, np.r_[lo, height_m - 1.0], np.r_[hi, height_m + 1.0], 0.2)
+    pts = np.zeros((0, 3))
+    for _ in range(50):
+        cand = np.c_[rng.uniform(lo, hi, (4 * count, 2)), np.full(4 * count, height_m)]
+        cand = cand[region.contains_xy(cand[:, :2])]
+        hits, rays, _ = true_mesh.ray.intersects_location(cand, np.tile([0.0, 0.0, -1.0], (len(cand), 1)),
+                                                          multiple_hits=False)
+        floor = np.full(len(cand), np.nan)
+        floor[rays] = hits[:, 2]
+        cand = cand[np.isfinite(floor)]
+        cand[:, 2] = floor[np.isfinite(floor)] + height_m + rng.normal(0, 0.05, len(cand))
+        pts = np.vstack([pts, cand[sdf.query(cand) > clearance_m]])
+        if len(pts) >= count:
+            break
+    if len(pts) < count:
+        raise ValueError(f"only {len(pts)} free camera positions found at {height_m} m")
+    out = []
+    for p in pts[:count]:
+        yaw, pitch = rng.uniform(0, 2 * math.pi), math.radians(rng.uniform(0, 15))
+        d = np.array([math.cos(yaw) * math.cos(pitch), math.sin(yaw) * math.cos(pitch), -math.sin(pitch)])
+        c2w = np.linalg.inv(look_at_viewmat(p, p + d))
+        roll = math.radians(rng.uniform(-2, 2))
+        c2w[:3, :3] = c2w[:3, :3] @ np.array([[math.cos(roll), -math.sin(roll), 0.0],
+                                              [math.sin(roll), math.cos(roll), 0.0], [0.0, 0.0, 1.0]])
+        out.append(c2w)
+    return np.asarray(out)
+
+
+def poses_in_source(deg: Degradation, c2w: np.ndarray) -> np.ndarray:
+    """Camera-to-world poses (K, 4, 4) of the truth map frame in the degraded capture's coordinates."""
+    out = np.array(c2w, float)
+    out[:, :3, :3] = deg.rotation @ out[:, :3, :3]
+    out[:, :3, 3] = truth_points_in_source(deg, out[:, :3, 3])
+    return out
+
+
 def import_to_truth(deg: Degradation, frame, points_import: np.ndarray) -> np.ndarray:
     """Points in the import's map frame (K, 3) back in the truth's map frame."""
     src = (np.asarray(points_import, float) - frame.translation) @ frame.rotation / frame.scale

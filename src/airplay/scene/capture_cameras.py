@@ -125,6 +125,15 @@ def _colmap_folder(path: Path) -> Path:
     return path
 
 
+def _colmap_hfov(cam) -> float:
+    """Horizontal field of view (deg) of a pinhole-like COLMAP camera; NaN for other models."""
+    try:
+        fx = float(cam.focal_length_x)
+    except (RuntimeError, ValueError, AttributeError):  # spherical and other focal-less models
+        return math.nan
+    return math.degrees(2 * math.atan(cam.width / (2 * fx))) if fx > 0 else math.nan
+
+
 def read_colmap(folder: Path) -> CaptureCameras:
     """The registered images of a COLMAP sparse model in ``folder`` (see the module docstring)."""
     import pycolmap
@@ -155,8 +164,7 @@ def read_colmap(folder: Path) -> CaptureCameras:
         _check_rigid(folder / f"images{ext}", where, r_wc)
         positions.append(-r_wc @ m[:3, 3])
         rotations.append(r_wc)
-        cam = rec.cameras[image.camera_id]
-        hfov.append(math.degrees(2 * math.atan(cam.width / (2 * cam.focal_length_x))) if cam.focal_length_x > 0 else math.nan)
+        hfov.append(_colmap_hfov(rec.cameras[image.camera_id]))
         names.append(image.name)
     if not positions:
         raise SceneError(folder / f"images{ext}", f"no registered image with a pose among {rec.num_images()} images",
@@ -177,11 +185,16 @@ def _load_json(path: Path) -> dict:
 
 
 def _hfov(meta: dict, frame: dict) -> float:
-    for src in (frame, meta):
-        if "camera_angle_x" in src:
-            return math.degrees(float(src["camera_angle_x"]))
-        if "fl_x" in src and "w" in src and float(src["fl_x"]) > 0:
-            return math.degrees(2 * math.atan(float(src["w"]) / (2 * float(src["fl_x"]))))
+    """Horizontal field of view (deg) from the frame's or the file's intrinsics; NaN if absent or
+    unreadable (informative only: the import renders its own 90 degree views)."""
+    try:
+        for src in (frame, meta):
+            if "camera_angle_x" in src:
+                return math.degrees(float(src["camera_angle_x"]))
+            if "fl_x" in src and "w" in src and float(src["fl_x"]) > 0:
+                return math.degrees(2 * math.atan(float(src["w"]) / (2 * float(src["fl_x"]))))
+    except (TypeError, ValueError):
+        pass
     return math.nan
 
 
