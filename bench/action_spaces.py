@@ -31,6 +31,7 @@ from airplay.scene.synthetic import make_scene
 from airplay.tasks.sampler import sample_tasks
 from airplay.world import World
 from airplay.world.env import AirPlayEnv
+from airplay.world.env_config import EnvConfig
 
 IMAGE, TASKS, DELAYS, EVAL_DELAY = 64, 5, (0, 2, 4), 2
 CNN_BC = {"image_size": IMAGE, "backbone": "small", "backbone_width": 16, "image_features": 64, "hidden_dim": 128}
@@ -97,7 +98,7 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="action-spaces-"))
     make_scene("indoor", 2, root / "indoor", gaussians_per_m2=4)
     world = World.load(root / "indoor").with_camera_size(image, image)  # the same field of view
-    env = AirPlayEnv(world, "pointgoal", tasks=[], render_backend="cpu", render_images=False)
+    env = AirPlayEnv(world, EnvConfig(setting="pointgoal", render_backend="cpu", render_images=False), tasks=[])
     expert = make_policy("field_expert", world)
     tasks = sample_tasks(world.scene, world.grid, n_tasks, 0, "pointgoal", world.protocol)
     rng = np.random.default_rng(0)

@@ -18,8 +18,8 @@ untrained) flies the same ``--eval-tasks`` PointGoal tasks one at a time
 batched kernels, ``exact=False``); printed: CPU ms (process time, all threads) and wall ms per
 flown step of each, the ratio batch 1 / batch N, and whether every episode ended the same
 (status, steps, trajectory). Then the same for DAgger's flights (``airplay dagger --fly-batch``,
-beta 0.3, the field expert's label included): :func:`airplay.policies.dagger.rollout` per task vs
-:func:`~airplay.policies.dagger.rollouts_batched`, and whether every rollout file matched.
+beta 0.3, the field expert's label included): :func:`airplay.policies.dagger_rollouts.rollout` per task vs
+:func:`~airplay.policies.dagger_rollouts.rollouts_batched`, and whether every rollout file matched.
 ``--json`` adds the figures as one JSON object at the end.
 
 Run it as DAgger's pool workers run (``--workers`` equal to the cores: one numba thread each):
@@ -68,6 +68,7 @@ def main(argv=None) -> None:
     from airplay.world import World
     from airplay.world.camera_batch import CameraBatch
     from airplay.world.env import AirPlayEnv
+    from airplay.world.env_config import EnvConfig
 
     torch.set_num_threads(1)
     size = args.size or (16 if args.quick else 64)
@@ -77,7 +78,7 @@ def main(argv=None) -> None:
             scene = Path(tmp) / "indoor"
             make_scene("indoor", 2, scene, **({"gaussians_per_m2": 4.0} if args.quick else {}))
         world = world_with_camera(World.load(scene), (size, size))
-        env = AirPlayEnv(world, "pointgoal", tasks=[], render_backend="cpu", render_images=False)
+        env = AirPlayEnv(world, EnvConfig(setting="pointgoal", render_backend="cpu", render_images=False), tasks=[])
         expert = make_policy("field_expert", world)
         tasks = sample_tasks(world.scene, world.grid, 6, 0, "pointgoal", world.protocol)
         ep = fly_episode(world, env, expert, expert, tasks[0], "cpu", 0.0, np.random.default_rng(0))
@@ -195,7 +196,7 @@ def batched_eval(scene: Path, tmp: Path, size: int, n_tasks: int, batch: int) ->
 
 def batched_dagger(folder: Path, tmp: Path, checkpoint: Path, n_tasks: int, batch: int) -> dict:
     """DAgger's flights one at a time and ``batch`` at a time (module docstring)."""
-    from airplay.policies import dagger as dg
+    from airplay.policies import dagger_rollouts as dg
 
     runs = {}
     for name in ("one", "batch"):

@@ -27,6 +27,7 @@ from airplay.scene.synthetic import make_scene
 from airplay.tasks.sampler import sample_tasks
 from airplay.world import World
 from airplay.world.env import AirPlayEnv
+from airplay.world.env_config import EnvConfig
 
 
 def main(episodes: int) -> None:
@@ -34,7 +35,7 @@ def main(episodes: int) -> None:
     make_scene("indoor", 1, scene, gaussians_per_m2=4, name="indoor_1")
     world = World.load(scene)
     tasks = sample_tasks(world.scene, world.grid, episodes, 0, "pointgoal", world.protocol)
-    env = AirPlayEnv(world, "pointgoal", tasks=tasks, render_images=False)
+    env = AirPlayEnv(world, EnvConfig(setting="pointgoal", render_images=False), tasks=tasks)
     policy = make_policy("expert", world)
     n = d64 = d32 = 0
     worst = 0.0

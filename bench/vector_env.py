@@ -58,7 +58,7 @@ def log(msg: str) -> None:
 
 def load(scene_dir: Path | None, tmp: Path):
     from airplay.scene.synthetic import make_scene
-    from airplay.world.vector_env import load_world, task_pool
+    from airplay.world.env_factory import load_world, task_pool
 
     cache_dir = None  # a given scene: airplay's cache folder
     if scene_dir is None:
@@ -82,13 +82,15 @@ def run_sequential(world, tasks, n: int, obs_keys, seconds: float, numba_threads
     """Env-steps per second of n AirPlayEnvs stepped in turn for about ``seconds``."""
     import numba
 
-    from airplay.world.vector_env import make_env
+    from airplay.world.env_config import EnvConfig
+    from airplay.world.env_factory import make_env
 
     old = numba.get_num_threads()
     if numba_threads is not None:
         numba.set_num_threads(numba_threads)
     try:
-        envs = [make_env(world, tasks=tasks, observations=obs_keys, render_backend="cpu") for _ in range(n)]
+        config = EnvConfig(observations=obs_keys, render_backend="cpu")
+        envs = [make_env(world, config, tasks=tasks) for _ in range(n)]
         for i, env in enumerate(envs):
             env.reset(seed=i)
         acts = random_actions(envs[0].action_space, n, 256, 1)
@@ -152,9 +154,11 @@ def free_cores(threads: int = 2, seconds: float = 0.3) -> float:
 
 
 def run_vector(world, tasks, n: int, obs_keys, seconds: float, threads: int) -> dict:
+    from airplay.world.env_config import EnvConfig
     from airplay.world.vector_env import AirPlayVectorEnv
 
-    env = AirPlayVectorEnv(n, world, tasks=tasks, observations=obs_keys, render_backend="cpu", threads=threads)
+    config = EnvConfig(observations=obs_keys, render_backend="cpu", threads=threads)
+    env = AirPlayVectorEnv(n, world, config, tasks=tasks)
     env.reset(seed=0)
     acts = random_actions(env.single_action_space, n, 256, 2)
     for k in range(3):  # warm-up: the cells' cuts of the start poses
@@ -208,9 +212,11 @@ def profile_batch(world, tasks, n: int, threads: int, steps: int = 40, repeats: 
     from airplay.render.cpu_backend import PROFILE_KEYS
     from airplay.render.lod.cells import pose_cell
     from airplay.world.camera_batch import CameraBatch
+    from airplay.world.env_config import EnvConfig
     from airplay.world.vector_env import AirPlayVectorEnv
 
-    env = AirPlayVectorEnv(n, world, tasks=tasks, observations=("rgb",), render_backend="cpu", threads=threads)
+    config = EnvConfig(observations=("rgb",), render_backend="cpu", threads=threads)
+    env = AirPlayVectorEnv(n, world, config, tasks=tasks)
     env.reset(seed=0)
     poses = []
     for a in random_actions(env.single_action_space, n, steps + 3, 2):

@@ -183,6 +183,19 @@ def scene_folder(path: str) -> Path:
     return folder
 
 
+def env_config(args: argparse.Namespace | None = None, action_repeat: int | None = None):
+    """The environment PPO trains in and the held-out episodes fly in (one
+    :class:`~airplay.world.env_config.EnvConfig`): PointGoal, depth and the heading-frame goal (m), the CPU
+    renderer, ``--threads`` render threads, one decision per ``--action-repeat`` 50 Hz control periods
+    (or ``action_repeat``), progress measured as ``--progress`` says."""
+    from airplay.world.env_config import EnvConfig, RewardConfig
+
+    return EnvConfig(setting="pointgoal", observations=("depth", "goal"), render_backend="cpu",
+                     threads=args.threads if args is not None else None,
+                     action_repeat=action_repeat if action_repeat is not None else args.action_repeat,
+                     reward=RewardConfig(progress=args.progress if args is not None else "euclidean"))
+
+
 def curriculum_pools(tasks: list, stages: int) -> list[list]:
     """The training pools of a curriculum of ``stages`` stages: ``tasks`` sorted by shortest-path
     length (A*, m), the first pool its shortest 1/stages, each next one adding the next part; with
@@ -206,8 +219,7 @@ def held_out_sr(policy, world, tasks) -> tuple[int, int]:
 
     repeat = policy.config.execution_horizon
     policy.set_execution(execution_horizon=1)
-    env = AirPlayEnv(world, "pointgoal", tasks=list(tasks), render_backend="cpu", observations=("depth", "goal"),
-                     action_repeat=repeat)
+    env = AirPlayEnv(world, env_config(action_repeat=repeat), tasks=list(tasks))
     successes = 0
     for task in tasks:
         successes += run_episode(env, policy, task).status == "success"
@@ -300,7 +312,8 @@ def main(argv=None) -> int:
     from airplay.rl.sb3 import AirPlaySB3VecEnv, export_ppo_depth, ppo_policy_kwargs
     from airplay.rl.anchor import AnchoredPPO
     from airplay.tasks.sampler import sample_tasks
-    from airplay.world.vector_env import AirPlayVectorEnv, load_world, task_pool
+    from airplay.world.env_factory import load_world, task_pool
+    from airplay.world.vector_env import AirPlayVectorEnv
 
     t_start = time.monotonic()
     budget_s = 60.0 * args.minutes
@@ -313,9 +326,7 @@ def main(argv=None) -> int:
     eval_tasks = sample_tasks(world.scene, world.grid, args.eval_tasks, args.seed + 10_000, "pointgoal",
                               world.protocol)
     pools = curriculum_pools(train_tasks, args.curriculum)
-    venv = AirPlayVectorEnv(args.num_envs, world, "pointgoal", observations=("depth", "goal"), tasks=pools[0],
-                            render_backend="cpu", threads=args.threads, action_repeat=args.action_repeat,
-                            progress=args.progress)
+    venv = AirPlayVectorEnv(args.num_envs, world, env_config(args), tasks=pools[0])
     # actions of +-1 command this envelope (heading frame: vx, vy, vz m/s, yaw rate rad/s)
     high = (args.max_speed, args.max_speed, args.max_climb, args.max_yaw_rate)
     low = tuple(-v for v in high)

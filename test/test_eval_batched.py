@@ -213,6 +213,7 @@ def test_dagger_rollouts_flown_in_batches_are_the_files_of_one_at_a_time(scene, 
     """The policy flies, the field expert labels every visited state, with probability beta the label
     is executed: the batched rollouts' files hold the same frames, labels, commands and status."""
     from airplay.policies import dagger as dg
+    from airplay.policies import dagger_rollouts
 
     beta = 0.1
     jobs = {}
@@ -224,7 +225,7 @@ def test_dagger_rollouts_flown_in_batches_are_the_files_of_one_at_a_time(scene, 
         single = [dg.rollout(job) for job in jobs["one"]]
         batched = sorted(dg.rollout_batch(dg.RolloutBatch(tuple(jobs["batch"]), 3)), key=lambda r: r["task_id"])
     finally:
-        dg._CACHE.clear()
+        dagger_rollouts._CACHE.clear()
     assert [(r["task_id"], r["status"], r["steps"]) for r in sorted(single, key=lambda r: r["task_id"])] == \
         [(r["task_id"], r["status"], r["steps"]) for r in batched]
     for a, b in zip(jobs["one"], jobs["batch"]):

@@ -4,9 +4,9 @@
 of N sub-environments (one compiled flight-model and collision call and one render call per
 control step for all N) with a :class:`~airplay.policies.batched.BatchedPolicy` (one forward pass
 per step for the episodes that need a new chunk). A sub-environment whose episode ends starts the
-next task at once (:meth:`~airplay.world.vector_env.AirPlayVectorEnv.start`) or, with none left,
-is parked. Each episode's result (status, steps, trajectory, metrics) is the one
-:func:`airplay.eval.runner.run_episode` gives for the same task, bit for bit (the vector
+next task at once or, with none left, is parked (:class:`airplay.world.episode_feed.EpisodeFeed`,
+shared with DAgger's batched rollouts). Each episode's result (status, steps, trajectory, metrics)
+is the one :func:`airplay.eval.runner.run_episode` gives for the same task, bit for bit (the vector
 environment steps as the single one; the batched forward equals the forward of one,
 :func:`airplay.policies.learned.rows_apart`); ``test/test_eval_batched.py`` checks it.
 
@@ -88,75 +88,50 @@ def fly_batched(cfg, scene_dir: str, indices, batch: int, exact: bool = True):
 
 
 def _fly(cfg, scene_dir, world, tasks, policy, pending: deque, n: int, exact: bool):
-    """The batched loop; returns the task indices still to fly where the policy raised."""
+    """The batched loop (:class:`~airplay.world.episode_feed.EpisodeFeed` starts, parks and refills the
+    rows); returns the task indices still to fly where the policy raised."""
     import numba
 
-    from airplay.episode_status import EpisodeStatus
     from airplay.eval.episode import task_result
     from airplay.policies import guard
     from airplay.policies.batched import BatchedPolicy
+    from airplay.world.env_config import EnvConfig
+    from airplay.world.episode_feed import EpisodeFeed
     from airplay.world.vector_env import AirPlayVectorEnv
 
     goal_key = {"pointgoal": ("goal",), "imagegoal": ("goal",), "goalfree": ()}[cfg.setting]
-    venv = AirPlayVectorEnv(n, world, cfg.setting, observations=("rgb", "state", *goal_key), tasks=tasks,
-                            render_backend=cfg.render_backend, threads=numba.get_num_threads())
+    config = EnvConfig(setting=cfg.setting, observations=("rgb", "state", *goal_key),
+                       render_backend=cfg.render_backend, threads=numba.get_num_threads())
+    venv = AirPlayVectorEnv(n, world, config, tasks=tasks)
+    feed = EpisodeFeed(venv, pending, lambda k: tasks[k])
     actor = BatchedPolicy(policy, n, exact)
-    running = EpisodeStatus.RUNNING.value
-    task_of = [-1] * n  # row -> task index (-1: none)
     paths: list[list[np.ndarray]] = [[] for _ in range(n)]
-    flying = np.zeros(n)
     steps = np.zeros(n, dtype=np.int64)
-    obs: dict[str, np.ndarray] = {}
+
+    def started(rows: list[int], ks: list[int]) -> None:
+        pos = venv.vehicle_poses()[0]
+        for row, k in zip(rows, ks):
+            paths[row], steps[row] = [pos[row].copy()], 0
+            actor.reset(row, tasks[k])
 
     def record(row: int, status: str, steps: int, error: str | None = None) -> dict:
-        k = task_of[row]
+        k = feed.end(row)
         trajectory = np.asarray(paths[row])
         result = task_result(world, tasks[k], cfg, trajectory, status, error)
-        task_of[row] = -1
         return {"scene_dir": str(scene_dir), "index": k, "result": result, "trajectory": trajectory,
-                "steps": int(steps), "flying_s": float(flying[row])}
-
-    def begin(rows: list[int]) -> list[dict]:
-        """Start the next tasks in ``rows`` (park the rest); the records of episodes that end at
-        their start (already within the success radius)."""
-        done = []
-        while rows:
-            now = rows[:len(pending)]
-            if len(now) < len(rows):
-                venv.park(rows[len(now):])
-            if not now:
-                break
-            t0 = time.perf_counter()
-            ks = [pending.popleft() for _ in now]
-            o, info = venv.start(now, [tasks[k] for k in ks])
-            pos = venv.vehicle_poses()[0]
-            rows = []
-            for j, (row, k) in enumerate(zip(now, ks)):
-                task_of[row], paths[row], flying[row], steps[row] = k, [pos[row].copy()], 0.0, 0
-                actor.reset(row, tasks[k])
-                for key, value in o.items():
-                    if key not in obs:
-                        obs[key] = np.zeros((n, *value.shape[1:]), value.dtype)
-                    obs[key][row] = value[j]
-            dt = (time.perf_counter() - t0) / len(now)
-            for j, row in enumerate(now):
-                flying[row] += dt
-                if info["status"][j] != running:
-                    done.append(record(row, str(info["status"][j]), int(info["steps"][j])))
-                    rows.append(row)
-        return done
+                "steps": int(steps), "flying_s": float(feed.wall_s[row])}
 
     try:
-        yield from begin(list(range(n)))
+        yield from feed.begin(list(range(n)), started, record)
         while True:
-            live = np.flatnonzero([k >= 0 for k in task_of])
+            live = np.array(feed.live(), dtype=np.int64)
             if not len(live):
                 return []
             t0 = time.perf_counter()
             try:
-                commands = actor.act(live, {k: v[live] for k, v in obs.items()})
+                commands = actor.act(live, {k: v[live] for k, v in feed.obs.items()})
             except Exception:  # the policy's failure: these episodes end as one at a time (guard)
-                return [task_of[r] for r in live] + list(pending)
+                return [feed.item[r] for r in live] + list(feed.pending)
             ended: list[dict] = []
             stopped: list[int] = []
             bad = ~np.isfinite(commands).all(axis=1)
@@ -172,18 +147,17 @@ def _fly(cfg, scene_dir, world, tasks, policy, pending: deque, n: int, exact: bo
             if len(live):
                 actions = np.zeros((n, 4), np.float32)
                 actions[live] = commands
-                step_obs, _, terminated, truncated, info = venv.step(actions)
-                obs.update(step_obs)
+                terminated, truncated, info = feed.step(actions)
                 pos = venv.vehicle_poses()[0]
                 dt = (time.perf_counter() - t0) / len(live)
                 for row in live.tolist():
                     paths[row].append(pos[row].copy())
-                    flying[row] += dt
+                    feed.wall_s[row] += dt
                     steps[row] = info["steps"][row]
                     if terminated[row] or truncated[row]:
                         ended.append(record(row, str(info["status"][row]), int(info["steps"][row])))
                         stopped.append(row)
-            ended += begin(stopped)
+            ended += feed.begin(stopped, started, record)
             yield from ended
     finally:
         venv.close()

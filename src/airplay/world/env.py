@@ -56,9 +56,8 @@ from airplay.episode_status import EpisodeStatus
 from airplay.frames import map_to_heading_xyz
 from airplay.sim.flight import CODE_STATUS, FlightSim
 from airplay.tasks.sampler import SETTINGS, Task, sample_tasks
-from airplay.world.env_config import (FAILURE_REWARD, OBSERVATION_KEYS, SUCCESS_REWARD, TASK_ORDERS,  # noqa: F401
-                                      EnvConfig, check_action_repeat, check_reward_weights, env_config,
-                                      observation_keys)
+from airplay.world.env_config import EnvConfig, env_config, observation_keys
+from airplay.world.env_config import FAILURE_REWARD, OBSERVATION_KEYS, SUCCESS_REWARD  # noqa: F401  (their old home)
 from airplay.world.geodesic import cost_to_go, field_cache, geodesic_progress, goal_field
 from airplay.world.world import World
 

@@ -57,10 +57,11 @@ from gymnasium.vector.utils import batch_space
 
 from airplay.tasks.sampler import Task
 from airplay.world.env import repeated_metadata
-from airplay.world.env_config import (GYM_SETTINGS, INSTRUCTION_KEY, EnvConfig, env_config,  # noqa: F401
-                                      image_size_of, observation_keys, split_observations)
-from airplay.world.env_factory import (DEFAULT_OBSERVATIONS, gym_config, gym_observations, load_world,  # noqa: F401
-                                       make_env, scene_tasks, single_env, task_pool)
+from airplay.world.env_config import INSTRUCTION_KEY, EnvConfig, env_config, observation_keys, split_observations
+from airplay.world.env_factory import gym_config, load_world, scene_tasks, single_env
+# the names this module held before env_factory.py and env_config.py (vln/gym_env.py, examples and benches use them)
+from airplay.world.env_config import GYM_SETTINGS, image_size_of  # noqa: F401, I001
+from airplay.world.env_factory import DEFAULT_OBSERVATIONS, gym_observations, make_env, task_pool  # noqa: F401
 from airplay.world.vector_episodes import RUNNING, EpisodeRows
 from airplay.world.vector_observe import BatchObserver
 from airplay.world.vector_reward import add_geodesic_progress, outcome, period
@@ -68,7 +69,7 @@ from airplay.world.vector_scenes import Fleet, SceneBatch, merge_spaces, scene_e
 
 
 def make_vector_env(num_envs: int = 1, scene=None, config: EnvConfig | str | None = None, *,
-                    tasks: list | None = None, **options) -> "AirPlayVectorEnv":
+                    tasks: list | None = None, **options) -> AirPlayVectorEnv:
     """The ``vector_entry_point`` of the registered ids: ``gymnasium.make_vec(id, num_envs=N, scene=...)``."""
     return AirPlayVectorEnv(num_envs, scene, config, tasks=tasks, **options)
 
@@ -218,7 +219,8 @@ class AirPlayVectorEnv(VectorEnv):
         ep = self._episodes
         reward = np.zeros(n)
         status = ep.status.copy()
-        live = ~self._autoreset & ~parked  # flying this step (the rows to reset move under a zero command, then restart)
+        # flying this step (the rows to reset move under a zero command, then restart)
+        live = ~self._autoreset & ~parked
         ended = parked.copy()  # parked, or ended in an earlier period of this step: held where they are
         pos = self.fleet.gather("position")
         t_dyn = t_col = 0.0
