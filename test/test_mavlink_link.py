@@ -627,6 +627,9 @@ def test_a_mission_is_tied_at_its_start_handed_over_there_and_ends_at_the_goal(r
     [tie] = rig.ties
     assert tie.yaw_rad == pytest.approx(-math.pi / 2 - math.radians(30), abs=1e-3)
     assert_allclose(tie.position_to_map((2.0, -1.0, 0.0)), (10.0, 5.0, 0.0), atol=0.02)
+    if flavour == "px4":  # PX4 called its take-off done 0.5 m up (half of 1.0 m): the bridge had it climb on in Hold
+        log = rig.log_path.read_text()
+        assert "takeoff complete at z=0.5" in log and "reposition: holding at z=1.00 m" in log, log[-2000:]
     # handed over at the start pose, at rest
     _, s = rig.handover
     assert np.linalg.norm(s[0:3] - (10.0, 5.0, 1.0)) <= 0.2, s[0:3]

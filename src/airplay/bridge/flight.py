@@ -30,8 +30,9 @@ The flight sequence is an explicit state machine (:class:`Phase`):
     reason (STATUSTEXT).
 ``taking_off``
     NAV_TAKEOFF to ``takeoff_height_m``; within ``takeoff_timeout_s`` the vehicle must be within
-    ``altitude_tolerance_m`` of it, or PX4 must report its take-off done (AUTO.TAKEOFF ->
-    AUTO.LOITER at the take-off's altitude, no failsafe). The autopilot ending the take-off any
+    ``altitude_tolerance_m`` of it, and in the air. PX4 reports its take-off done (AUTO.TAKEOFF ->
+    AUTO.LOITER, no failsafe) NAV_MC_ALT_RAD short of the target: the bridge then has PX4 climb on
+    in Hold (DO_REPOSITION to the take-off's altitude) until the estimate is there. The autopilot ending the take-off any
     other way (its failsafe, the pilot's switch; ArduPilot leaving GUIDED) -> the bridge yields as
     in ``flying``: ``holding``, AUTOPILOT_TOOK_OVER, no offboard control.
 ``warming_up``
@@ -99,8 +100,8 @@ import threading
 import time
 
 from airplay.bridge.autopilot_fence import InstalledFence
-from airplay.bridge.flight_checks import (EstimateStillness, TakeoffDone, install_flight_fence, prearm_missing,
-                                          px4_takeoff_reached_amsl)
+from airplay.bridge.flight_checks import (EstimateStillness, PX4ClimbOn, TakeoffDone, install_flight_fence,
+                                          prearm_missing, px4_takeoff_reached_amsl)
 from airplay.bridge.flight_config import (ARM_BACKOFF_S, PX4_ARMING_MODES, TERMINAL_PHASES, AutopilotTookOver,
                                           FlightConfig, FlightFailure, Phase)
 from airplay.bridge.flight_ending import FlightEnding
@@ -278,8 +279,9 @@ class FlightController(FlightEnding, LinkWatch, MissionControl):
             reached_amsl = (px4_takeoff_reached_amsl(ap, cfg.takeoff_height_m, cfg.ack_timeout_s, base_amsl)
                             if ap.status.flavour == "px4" else None)
             climbed = TakeoffDone(ap, target, cfg.altitude_tolerance_m, reached_amsl, ground_z_m=ground_z)
+            climb_on = PX4ClimbOn(ap, base_amsl, cfg.takeoff_height_m, cfg.ack_timeout_s)
             try:
-                ap.wait_for(lambda: climbed() or self._stop.is_set() or self._landing_requested
+                ap.wait_for(lambda: climbed() or climb_on(climbed) or self._stop.is_set() or self._landing_requested
                             or self.phase == Phase.LINK_LOST or bool(self._estimate_problems()),
                             cfg.takeoff_timeout_s,
                             f"the take-off to z={target:.2f} m")

@@ -17,6 +17,7 @@ from airplay.bridge.autopilot_fence import install as install_autopilot_fence
 from airplay.bridge.autopilot_fence import request_from_supervisor
 from airplay.bridge.estimator_watch import POS_HORIZ_ABS
 from airplay.bridge.flight_config import PREARM_FRESH_S, AutopilotTookOver, FlightConfig, FlightFailure
+from airplay.bridge.mavlink_link import CommandError
 
 log = logging.getLogger("airplay.bridge")
 
@@ -76,7 +77,11 @@ class TakeoffDone:
     Either way the vehicle must be off the ground: the autopilot's landed state (EXTENDED_SYS_STATE,
 where it reports one) "in air", and the estimate at least ``max(TAKEOFF_MIN_FRACTION *
 takeoff_height_m, TAKEOFF_MIN_HEIGHT_M)`` above ``ground_z_m``; until then the take-off goes on
-(and ``takeoff_timeout_s`` runs).
+(and ``takeoff_timeout_s`` runs). After PX4's report the estimate must also have come within
+``tolerance_m`` below the target: PX4 calls a take-off reached NAV_MC_ALT_RAD (0.8 m by default)
+short of it, so a 0.9 m take-off "ends" at 0.1 m, with SIH's true height still 0.00 m (10 of 10
+runs beside busy loops). :attr:`short_of_target` then says the caller must have PX4 climb on
+(:meth:`~airplay.bridge.mavlink_link.Autopilot.climb_in_hold`).
 
     Taken over: PX4 left AUTO.TAKEOFF any other way (a failsafe's Hold, Land or Return, the pilot's
     switch, a Hold below the take-off's altitude), or ArduPilot left GUIDED, its take-off mode:
@@ -89,6 +94,7 @@ takeoff_height_m, TAKEOFF_MIN_HEIGHT_M)`` above ``ground_z_m``; until then the t
         self.px4_reached_amsl_m = px4_reached_amsl_m
         self.seen_takeoff_mode = False
         self.px4_reported = False
+        self.short_of_target = False   # PX4 reported its take-off done below target - tolerance
         self.ground_z_m = ground_z_m
         height = None if ground_z_m is None else target_z_m - ground_z_m
         self.min_height_m = None if height is None else max(TAKEOFF_MIN_FRACTION * height, TAKEOFF_MIN_HEIGHT_M)
@@ -119,7 +125,8 @@ takeoff_height_m, TAKEOFF_MIN_HEIGHT_M)`` above ``ground_z_m``; until then the t
                     raise AutopilotTookOver(f"the autopilot left AUTO.LOITER before the vehicle was off the ground "
                                             f"(now {st.mode}, at z={z:.2f} m{self._failsafe_text(st)})"
                                             f"{self.autopilot.takeover_context(with_status=False)}")
-                return self.off_the_ground(st, z)
+                self.short_of_target = not (z >= self.target_z_m - self.tolerance_m)
+                return self.off_the_ground(st, z) and not self.short_of_target
         elif st.flavour == "ardupilot" and st.mode and st.mode != "GUIDED" and st.armed:
             raise AutopilotTookOver(f"the autopilot left GUIDED during the take-off (now {st.mode}, at z={z:.2f} m"
                                     f"{self._failsafe_text(st)}){self.autopilot.takeover_context(with_status=False)}")
@@ -139,6 +146,42 @@ takeoff_height_m, TAKEOFF_MIN_HEIGHT_M)`` above ``ground_z_m``; until then the t
     @staticmethod
     def _failsafe_text(st) -> str:
         return "; in a failsafe: system_status CRITICAL or worse" if st.system_status in FAILSAFE_STATES else ""
+
+
+PX4_CLIMB_RESEND_S = 3.0
+"""Seconds between DO_REPOSITION climbs while PX4, its take-off reported, is still short of the target."""
+
+
+class PX4ClimbOn:
+    """Has PX4 climb on to the take-off's altitude where it called its take-off done short of it
+    (:attr:`TakeoffDone.short_of_target`): DO_REPOSITION in Hold to ``base_amsl_m + height_m`` (m
+    AMSL, the altitude the take-off was computed from), sent at once and again every
+    :data:`PX4_CLIMB_RESEND_S` while the vehicle is short. A refusal raises
+    :class:`~airplay.bridge.flight_config.FlightFailure` (the bridge then lands). Called as a
+    predicate of the take-off's wait: always returns False (it never ends the wait)."""
+
+    def __init__(self, autopilot, base_amsl_m: float | None, height_m: float, timeout_s: float = 1.0) -> None:
+        self.autopilot, self.base_amsl_m, self.height_m, self.timeout_s = autopilot, base_amsl_m, height_m, timeout_s
+        self.sent_at: float | None = None
+        self.count = 0
+
+    def __call__(self, done: "TakeoffDone") -> bool:
+        if not done.short_of_target or self.base_amsl_m is None:
+            return False
+        now = self.autopilot.clock()
+        if self.sent_at is not None and now - self.sent_at < PX4_CLIMB_RESEND_S:
+            return False
+        altitude = self.base_amsl_m + self.height_m
+        state = self.autopilot.telemetry.state()
+        z = math.nan if state is None else float(state[2])
+        log.info("take-off: PX4 called it done at z=%.2f m, short of z=%.2f m: climbing on in Hold to %.2f m AMSL "
+                 "(DO_REPOSITION)", z, done.target_z_m, altitude)
+        self.sent_at, self.count = now, self.count + 1
+        try:
+            self.autopilot.climb_in_hold(altitude, self.timeout_s)
+        except CommandError as exc:
+            raise FlightFailure(f"PX4 ended its take-off short of its height and refused the climb on: {exc}") from None
+        return False
 
 
 class EstimateStillness:

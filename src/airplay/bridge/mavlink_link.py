@@ -421,6 +421,14 @@ class Autopilot:
         self.command(mavlink.MAV_CMD_NAV_TAKEOFF, (0, 0, 0, 0, 0, 0, height_m), timeout_s)
         return None
 
+    def climb_in_hold(self, altitude_amsl_m: float, timeout_s: float = 1.0) -> None:
+        """PX4: MAV_CMD_DO_REPOSITION to ``altitude_amsl_m`` (m AMSL) where the vehicle is (latitude,
+        longitude and yaw NaN: unchanged), in Hold (AUTO.LOITER; flag CHANGE_MODE), at the default
+        speed: PX4 flies the climb itself, as in its take-off."""
+        self.command(mavlink.MAV_CMD_DO_REPOSITION,
+                     (-1, mavlink.MAV_DO_REPOSITION_FLAGS_CHANGE_MODE, 0, math.nan, math.nan, math.nan,
+                      float(altitude_amsl_m)), timeout_s)
+
     def land(self, timeout_s: float = 1.0) -> None:
         self.command(mavlink.MAV_CMD_NAV_LAND, (0, 0, 0, math.nan, math.nan, math.nan, math.nan), timeout_s)
 

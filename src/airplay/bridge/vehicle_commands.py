@@ -159,6 +159,20 @@ class CommandHandling:
         log.info("disarmed")
         return mavlink.MAV_RESULT_ACCEPTED
 
+    def _reposition(self, msg) -> int:
+        """PX4's DO_REPOSITION, as the bridge sends it: latitude and longitude NaN (stay where it is),
+        param7 the altitude AMSL (NaN: keep it); in the air only; Hold (AUTO.LOITER) at the new point."""
+        if not (self.armed and self.in_air):
+            return self._refuse(REFUSED[self.flavour], "Reposition denied: not in air")
+        if math.isfinite(msg.param5) or math.isfinite(msg.param6):
+            return self._refuse(mavlink.MAV_RESULT_UNSUPPORTED, "Reposition: only a change of altitude is modelled")
+        z = self.ground_z + (msg.param7 - HOME_AMSL_M) if math.isfinite(msg.param7) else self.position[2]
+        self.takeoff_z = None
+        self._set_mode("AUTO.LOITER", "reposition")
+        self.hold_point = np.r_[self.position[:2], z]
+        log.info("reposition: holding at z=%.2f m", z)
+        return mavlink.MAV_RESULT_ACCEPTED
+
     def _command(self, msg) -> int:
         c = msg.command
         if c == mavlink.MAV_CMD_COMPONENT_ARM_DISARM:
@@ -181,6 +195,8 @@ class CommandHandling:
                 self._set_mode("AUTO.TAKEOFF", "takeoff command")
             log.info("taking off to z=%.2f m", self.takeoff_z)
             return mavlink.MAV_RESULT_ACCEPTED
+        if c == mavlink.MAV_CMD_DO_REPOSITION and self.flavour == "px4":
+            return self._reposition(msg)
         if c == mavlink.MAV_CMD_NAV_LAND:
             self.takeoff_z = None
             self._set_mode(LAND_MODE[self.flavour], "land command")

@@ -13,7 +13,9 @@ SITL):
   MAV_CMD_SET_MESSAGE_INTERVAL;
 * COMMAND_LONG answered with COMMAND_ACK: COMPONENT_ARM_DISARM (on the ground only, unless
   forced with 21196), NAV_TAKEOFF (PX4: param7 AMSL, NaN = MIS_TAKEOFF_ALT; ArduPilot:
-  param7 relative, in GUIDED only), NAV_LAND, DO_SET_MODE, SET_MESSAGE_INTERVAL; anything else
+  param7 relative, in GUIDED only; PX4 calls it reached NAV_MC_ALT_RAD short, as PX4 does, and
+  holds there), DO_REPOSITION (PX4, in the air: a new altitude in Hold), NAV_LAND, DO_SET_MODE,
+  SET_MESSAGE_INTERVAL; anything else
   MAV_RESULT_UNSUPPORTED; the SET_MODE message too. Every refused arm, disarm, mode change or
   take-off comes with a STATUSTEXT giving the reason, as the real autopilots send one;
 * SET_POSITION_TARGET_LOCAL_NED setpoints, flown in OFFBOARD (PX4) or GUIDED (ArduPilot):

@@ -104,7 +104,7 @@ class FlightBehaviour:
         age = self.clock_s - self.setpoint_s
         if self.takeoff_z is not None and b in ("takeoff", "offboard"):
             target = np.r_[self.hold_point[:2], self.takeoff_z]
-            if abs(self.position[2] - self.takeoff_z) < 0.05:
+            if self._takeoff_reached():
                 log.info("takeoff complete at z=%.2f m", self.position[2])
                 self.takeoff_z = None
                 self.hold_point = self.position.copy()
@@ -123,6 +123,16 @@ class FlightBehaviour:
         if b == "rtl":
             return self._rtl_command()
         return self._hold_command(self.hold_point)
+
+    def _takeoff_reached(self) -> bool:
+        """Within 5 cm of the take-off's height; PX4 (in AUTO.TAKEOFF) already NAV_MC_ALT_RAD below
+        it, or half the take-off's height below it where that is less, as PX4 calls a multicopter
+        take-off reached (then holds where it is, in AUTO.LOITER)."""
+        z, target = self.position[2], self.takeoff_z
+        if self.flavour == "px4" and self.behaviour == "takeoff":
+            radius = min(self.param("NAV_MC_ALT_RAD"), (target - self.ground_z) / 2.0)
+            return z >= target - radius
+        return abs(z - target) < 0.05
 
     def _stop_and_hold(self) -> np.ndarray:
         """ArduPilot's GUIDED without a fresh velocity setpoint: brake, then hold where it stopped."""
