@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchlib import finish_meta, run_meta
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "test"))
 
@@ -133,6 +135,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    meta = run_meta("hil")
 
     import sitl_harness as harness
 
@@ -203,12 +206,9 @@ def main(argv=None) -> int:
           f"on {args.autopilot} SITL {figures['sr_hil']} % {figures['sr_hil_ci95']}; CR {figures['cr_in_process']} / "
           f"{figures['cr_in_process_profile']} / {figures['cr_hil']} %  ({len(rows)} tasks, {figures['wall_s']:.0f} s)")
     print(f"results: {out / 'hil'} (airplay report {out / 'inprocess'} {out / 'hil'} -o report.html)")
-    from airplay.eval.runner import provenance
-
-    figures["meta"] = {"benchmark": "hil", "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "autopilot": args.autopilot,
-                       "scene": Path(args.scene).name, "episodes": args.episodes, "seed": args.seed,
-                       "policy": args.policy, "checkpoint": str(args.checkpoint), "vehicle": args.vehicle,
-                       "load_average": [round(v, 2) for v in os.getloadavg()], **provenance(" ".join(sys.argv))}
+    figures["meta"] = {**finish_meta(meta), "autopilot": args.autopilot, "scene": Path(args.scene).name,
+                       "episodes": args.episodes, "seed": args.seed, "policy": args.policy,
+                       "checkpoint": str(args.checkpoint), "vehicle": args.vehicle}
     (out / "figures.json").write_text(json.dumps(figures, indent=1))
     print(f"figures: {out / 'figures.json'} (python bench/results.py {out / 'figures.json'} > docs/results/hil.md)")
     if args.json:

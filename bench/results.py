@@ -41,14 +41,10 @@ def _replay(r: dict) -> str:
 
 def hil_section(figures: dict, note: str = "", title: str = "") -> str:
     meta = figures["meta"]
-    machine = meta.get("machine") or {}
     rows = figures["flights"]
     lines = [(f"## {meta['autopilot']} SITL, {figures['tasks']} tasks of {meta['scene']} "
               f"(episodes {meta['episodes']}, seed {meta['seed']}){': ' + title if title else ''}"), "",
-             f"- date {meta['date']}, commit `{meta.get('commit')}`",
-             (f"- machine: {machine.get('cpu')}, {machine.get('cpus')} CPUs, {machine.get('os')}; load average at "
-              f"the end {meta.get('load_average')}"),
-             f"- command: `{meta.get('command')}`",
+             *_header(meta),
              (f"- policy {meta['policy']}, checkpoint `{meta['checkpoint']}`; in-process profile: "
               f"`{meta.get('vehicle') or '-'}`"), "", *([note, ""] if note else []),
              "| | in process | in process, autopilot's profile | SITL (judged on the truth) |",
@@ -76,13 +72,9 @@ def hil_section(figures: dict, note: str = "", title: str = "") -> str:
 
 def sitl_failures_section(figures: dict, note: str = "", title: str = "") -> str:
     meta = figures["meta"]
-    machine = meta.get("machine") or {}
     lines = [(f"## {figures['runs']} run(s) of each scenario beside {figures['busy_loops']} busy loop(s)"
               f"{': ' + title if title else ''}"), "",
-             f"- date {meta['date']}, commit `{meta.get('commit')}`",
-             (f"- machine: {machine.get('cpu')}, {machine.get('cpus')} CPUs, {machine.get('os')}; load average at "
-              f"the end {meta.get('load_average')}"),
-             f"- command: `{meta.get('command')}`", "", *([note, ""] if note else []),
+             *_header(meta), "", *([note, ""] if note else []),
              (f"SAFE in {figures['safe']} of {figures['total']} runs"
               + (f", {meta.get('wall_s', 0):.0f} s in all" if not meta.get("judged_again") else
                  " (the verdicts of an earlier run, judged again)") + ". A run is "

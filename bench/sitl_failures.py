@@ -22,12 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benchlib import finish_meta, run_meta
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "test"))
@@ -122,6 +121,7 @@ def main(argv=None) -> int:
     if runs < 1 or busy < 0:
         parser.error("--runs must be >= 1 and --busy >= 0")
     results: dict[str, list] = {n: [] for n in names}
+    meta = run_meta("sitl_failures")
     t0 = time.monotonic()
     if args.judge is not None:
         runs = _judge_again(args.judge, names, results)
@@ -168,15 +168,8 @@ def main(argv=None) -> int:
     print(f"\nSAFE {total[0]} of {total[1]} runs ({100.0 * total[0] / max(1, total[1]):.0f} %; goal 100 %) beside "
           f"{busy} busy loop(s), {time.monotonic() - t0:.0f} s")
     if args.json:
-        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, check=False).stdout.strip()
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        meta = {"benchmark": "sitl_failures", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                "commit": commit, "machine": {"cpu": platform.processor() or platform.machine(),
-                                              "cpus": os.cpu_count(), "os": platform.platform()},
-                "command": "python bench/sitl_failures.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                "load_average": [round(x, 2) for x in os.getloadavg()], "wall_s": round(time.monotonic() - t0, 1),
-                "judged_again": None if args.judge is None else str(args.judge)}
+        meta = {**finish_meta(meta), "judged_again": None if args.judge is None else str(args.judge)}
         args.json.write_text(json.dumps({
             "meta": meta, "quick": args.quick, "runs": runs, "busy_loops": busy, "scenarios": rows,
             "safe": total[0], "total": total[1], "detail": results}, indent=1))

@@ -2512,8 +2512,15 @@ class Checks:
         v = self.v
         self.ran()
         self.that(v["events"].get("flying") is not None, "the bridge flew")
-        self.that(any(k.startswith("geofence") for k in v["intervention_kinds"]),
-                  f"the supervisor acted on the geofence ({v['intervention_kinds']})")
+        ended = v.get("mission_result") or {}
+        if "fence_intervention" not in v["events"] and ended.get("status") == "collision":
+            # the premise: the flight reached the fence. In ArduPilot's 5 m/s turbulent wind the expert
+            # once touched a wall 2.4 s in; the mission's own rule ended the flight (hold, land) first
+            self.that(False, f"premise not met: the mission ended before the fence ({ended.get('reason')}, "
+                             f"after {ended.get('flown_s')} s)")
+        else:
+            self.that(any(k.startswith("geofence") for k in v["intervention_kinds"]),
+                      f"the supervisor acted on the geofence ({v['intervention_kinds']})")
         est, true = v["fence_excess_max_est"], v["fence_excess_max_true"]
         self.that(est is not None and est <= limit_m,
                   f"the estimate never more than {limit_m} m past the fence ({est} m)")
