@@ -179,7 +179,7 @@ def main(argv=None) -> int:
     ort = f", onnxruntime {result['onnxruntime']}" if "onnxruntime" in result else ""
     print(f"batch 1, PointGoal, torch {torch.__version__}{ort}, {torch.get_num_threads()} CPU thread(s), {calls} calls")
     print(f"{'policy':8} {'config':10} {'device':6} {'px':>4} {'params M':>9} {'K':>3} {'H':>3} {'backend':11} "
-          f"{'call p50/p95/max ms':>22} {'control mean/max ms':>21}  {'fits ' + format(CONTROL_PERIOD_MS, 'g') + ' ms':11} "
+          f"{'call p50/p95/max ms':>22} {'control mean/max ms':>21}  {f'fits {CONTROL_PERIOD_MS:g} ms':11} "
           f"ORT/torch call p50")
     for r in rows:
         for backend, b in (("torch", r), ("onnxruntime", r.get("onnxruntime"))):

@@ -30,9 +30,19 @@ from torch import nn
 
 from airplay.policies.checkpoint import load_policy, save_json
 from airplay.policies.observation import ACTION, ACTION_DIM, GOAL, GOAL_DIM, GOAL_IMAGE, IMAGE, STATE, STATE_DIM
-from airplay.policies.onnx_format import (CHECK_OBSERVATIONS, DEFAULT_SUBFOLDER, EXPORTABLE, FORMAT, FORMAT_VERSION,
-                                          INPUT_NAMES, OPSET, SIDECAR, TOLERANCE, OnnxExportError, sha256)
-
+from airplay.policies.onnx_format import (
+    CHECK_OBSERVATIONS,
+    DEFAULT_SUBFOLDER,
+    EXPORTABLE,
+    FORMAT,
+    FORMAT_VERSION,
+    INPUT_NAMES,
+    OPSET,
+    SIDECAR,
+    TOLERANCE,
+    OnnxExportError,
+    sha256,
+)
 
 INPUT_DOC = {"image": "camera frames, float32 in [0, 1], (batch, T, 3, S, S), the current one last",
              "state": "state features (config state_features), normalized, (batch, T, D)",
@@ -121,9 +131,9 @@ def _export_graph(module: nn.Module, args: tuple, names: list[str], outputs: lis
             warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice, tracer notes on shapes
             torch.onnx.export(module.eval(), args, str(path), dynamo=False, input_names=names, output_names=outputs,
                               opset_version=opset, dynamic_axes=dynamic, do_constant_folding=True)
-    except Exception as err:  # torch.onnx raises its own types (UnsupportedOperatorError, ...)
-        raise OnnxExportError(f"{path.name.split('.partial')[0].lstrip('.')}: torch.onnx cannot export it "
-                              f"({type(err).__name__}: {err})") from None
+    except Exception as err:  # noqa: BLE001  (torch.onnx raises its own types: UnsupportedOperatorError, ...)
+        final = path.parent / path.name.split(".partial")[0].lstrip(".")
+        raise OnnxExportError(f"{final}: torch.onnx cannot export it ({type(err).__name__}: {err})") from None
     finally:
         torch.backends.mha.set_fastpath_enabled(fastpath)
 
@@ -181,6 +191,10 @@ def _sidecar(policy, graphs: dict, checkpoint: Path, opset: int, tolerance: floa
     return meta
 
 
+def _generators(seeds: list[int]) -> list[torch.Generator]:
+    return [torch.Generator().manual_seed(1000 + s) for s in seeds]
+
+
 def compare(policy, onnx_policy, batch: dict) -> float:
     """Largest absolute difference (m/s, rad/s) of torch's and onnxruntime's commands on ``batch``:
     each row alone, then all rows as one batch; DP's noise seeded per row alike in both."""
@@ -188,9 +202,8 @@ def compare(policy, onnx_policy, batch: dict) -> float:
     worst = 0.0
     rows = [({k: v[i:i + 1] for k, v in batch.items()}, [i]) for i in range(n)] + [(batch, list(range(n)))]
     for part, seeds in rows:
-        gens = lambda: [torch.Generator().manual_seed(1000 + s) for s in seeds]  # noqa: E731
-        ref = policy.predict_batch(part, gens(), exact=False).float().numpy()
-        got = onnx_policy.predict_batch(part, gens())
+        ref = policy.predict_batch(part, _generators(seeds), exact=False).float().numpy()
+        got = onnx_policy.predict_batch(part, _generators(seeds))
         if got.shape != ref.shape:
             raise OnnxExportError(f"onnxruntime gives commands of shape {got.shape}, torch {ref.shape}")
         worst = max(worst, float(np.abs(got.astype(np.float64) - ref).max()))

@@ -44,7 +44,7 @@ def ort_session(path: Path, threads: int = DEFAULT_THREADS):
     options.log_severity_level = 3  # errors only
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    except Exception as err:  # onnxruntime raises its own types (InvalidProtobuf, Fail, ...)
+    except Exception as err:  # noqa: BLE001  (onnxruntime raises its own types: InvalidProtobuf, Fail, ...)
         raise OnnxExportError(f"{path}: onnxruntime cannot load it ({type(err).__name__}: {err})") from None
 
 
@@ -63,7 +63,8 @@ def ddim_step(model_out: np.ndarray, t: int, t_prev: int, x: np.ndarray, alphas_
 class OnnxPolicy(Policy):
     """A learned policy run by onnxruntime from its export folder (or a checkpoint folder exported
     into ``CHECKPOINT/onnx``). ``threads``: onnxruntime intra-op threads. ``config_changes``
-    override execution fields (``execution_horizon``, ``adapter``) as :func:`~airplay.policies.checkpoint.load_policy`'s do.
+    override execution fields (``execution_horizon``, ``adapter``) as those of
+    :func:`~airplay.policies.checkpoint.load_policy` do.
     ``meta``: a sidecar not yet on disk (the export's own check passes it)."""
 
     backend = "onnxruntime"
