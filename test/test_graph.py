@@ -27,6 +27,23 @@ def test_sim_eval_graph_nodes_and_parameters():
     assert "sim_eval" in GRAPHS
 
 
+def test_policy_backend_reaches_the_policy_node_of_sim_eval_and_fly():
+    """policy_backend:=onnxruntime (a learned policy's ONNX export) is the policy node's alone;
+    torch by default; a bad value names the argument."""
+    values = parse_launch_arguments(["policy:=cnn_bc", "checkpoint:=ck", "policy_backend:=onnxruntime"],
+                                    SIM_EVAL_ARGUMENTS)
+    nodes = {n.name: n for n in sim_eval_graph(values)}
+    assert nodes["policy"].parameters["policy_backend"] == "onnxruntime"
+    assert all("policy_backend" not in n.parameters for name, n in nodes.items() if name != "policy")
+    fly = {n.name: n for n in fly_graph(parse_launch_arguments(["policy:=cnn_bc", "checkpoint:=ck", "camera_topic:=cam",
+                                                                "policy_backend:=onnxruntime"], FLY_ARGUMENTS))}
+    assert fly["policy"].parameters["policy_backend"] == "onnxruntime"
+    assert {n.name: n for n in sim_eval_graph({})}["policy"].parameters["policy_backend"] == "torch"
+    assert "policy_backend" not in COLLECT_ARGUMENTS
+    with pytest.raises(GraphArgumentError, match="policy_backend:=tensorrt must be one of torch, onnxruntime"):
+        sim_eval_graph(parse_launch_arguments(["policy_backend:=tensorrt"], SIM_EVAL_ARGUMENTS))
+
+
 def test_scene_is_another_name_for_scenes():
     values = parse_launch_arguments(["scene:=scenes/urban_0"], SIM_EVAL_ARGUMENTS)
     assert all(n.parameters.get("scenes", "scenes/urban_0") == "scenes/urban_0" for n in sim_eval_graph(values))

@@ -54,9 +54,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print("error: --vehicle: the ROS graph's sim flies config/vehicle.yaml; evaluate a vehicle profile in "
               "process (--runtime inprocess)", file=sys.stderr)
         return 2
-    if args.policy_backend != "torch" and (args.runtime == "ros" or args.policy not in ("cnn_bc", "act", "dp")):
-        print(f"error: --policy-backend {args.policy_backend}: for a learned cnn_bc, act or dp flown in process (the "
-              "ROS graph's policy node takes the parameter policy_backend)", file=sys.stderr)
+    if args.policy_backend != "torch" and args.policy not in ("cnn_bc", "act", "dp"):
+        print(f"error: --policy-backend {args.policy_backend}: for a learned cnn_bc, act or dp", file=sys.stderr)
         return 2
     if not cfg.policy_budget_ms >= 0:
         print(f"error: --policy-budget-ms must be >= 0 (0: none), got {args.policy_budget_ms}", file=sys.stderr)
@@ -156,7 +155,8 @@ def _run_eval(args: argparse.Namespace, cfg, observer=None, viewer: dict | None 
 
         graph = SimEvalConfig(scenes=",".join(str(s) for s in cfg.scenes), policy=cfg.policy,
                               checkpoint=str(Path(cfg.checkpoint).resolve()) if cfg.checkpoint else "",
-                              execution_horizon=cfg.execution_horizon, setting=cfg.setting, episodes=cfg.episodes,
+                              execution_horizon=cfg.execution_horizon, policy_backend=cfg.policy_backend,
+                              setting=cfg.setting, episodes=cfg.episodes,
                               seed=cfg.seed, out=args.out, policy_budget_ms=float(cfg.policy_budget_ms),
                               render_backend=cfg.render_backend, render_images=cfg.render_images,
                               bootstrap=cfg.bootstrap, wind=cfg.wind, **(viewer or {}))

@@ -85,6 +85,7 @@ SIM_EVAL_ARGUMENTS: dict[str, LaunchArgument] = {
     "scene": _A("", "one scene folder (the same as scenes:=FOLDER, and used instead of it when given)"),
     **_schema_arguments(schemas.EVALUATOR, ("policy", "checkpoint", "execution_horizon", "setting", "episodes",
                                             "seed", "out")),
+    "policy_backend": _from_schema(schemas.POLICY_BACKEND),
     "lockstep": _from_schema(schemas.LOCKSTEP),
     "policy_budget_ms": _from_schema(schemas.POLICY_BUDGET_MS),
     "clock_rate_hz": _from_schema(schemas.SIM["clock_rate_hz"]),
@@ -177,6 +178,7 @@ class SimEvalConfig:
     policy: str = _default(schemas.POLICY)
     checkpoint: str = _default(schemas.CHECKPOINT)
     execution_horizon: int = _default(schemas.EXECUTION_HORIZON)
+    policy_backend: str = _default(schemas.POLICY_BACKEND)
     setting: str = _default(schemas.EPISODE["setting"])
     episodes: int = _default(schemas.EPISODE["episodes"])
     seed: int = _default(schemas.EPISODE["seed"])
@@ -204,6 +206,7 @@ def sim_eval_config(arguments: dict[str, str] | None = None) -> SimEvalConfig:
     return SimEvalConfig(
         scenes=v["scene"] or v["scenes"], policy=v["policy"], checkpoint=v["checkpoint"],
         execution_horizon=_number(v, "execution_horizon", int),
+        policy_backend=_choice(v, "policy_backend", schemas.POLICY_BACKENDS),
         setting=_choice(v, "setting", schemas.SETTINGS), episodes=_number(v, "episodes", int),
         seed=_number(v, "seed", int), out=v["out"], lockstep=_flag(v, "lockstep"),
         policy_budget_ms=_budget_ms(v, "policy_budget_ms"), clock_rate_hz=_number(v, "clock_rate_hz"),
@@ -247,7 +250,7 @@ def sim_eval_nodes(cfg: SimEvalConfig) -> list[NodeSpec]:
                   "render_images": render_images}),
         NodeSpec("policy", "airplay.nodes.policy_node", "policy_node",
                  {**common, **episode, "lockstep": lockstep, "policy": cfg.policy, **learned,
-                  "policy_budget_ms": budget_ms, **vln}),
+                  "policy_backend": cfg.policy_backend, "policy_budget_ms": budget_ms, **vln}),
         NodeSpec("evaluator", "airplay.nodes.evaluator_node", "evaluator_node",
                  {**common, **episode, "policy": cfg.policy, **learned, "out": cfg.out,
                   "render_images": render_images, "bootstrap": cfg.bootstrap,
@@ -287,7 +290,7 @@ def _vln_arguments(v: dict[str, str], episode: dict, render_images: bool) -> dic
 
 COLLECT_ARGUMENTS: dict[str, LaunchArgument] = {
     **{k: v for k, v in SIM_EVAL_ARGUMENTS.items()
-       if k not in ("policy", "checkpoint", "execution_horizon", "out") and k not in _VLN_ARGUMENTS},
+       if k not in ("policy", "checkpoint", "execution_horizon", "policy_backend", "out") and k not in _VLN_ARGUMENTS},
     "out": _from_schema(schemas.RECORDER["out"]),
     "results": _A("out/collect-ros", "the evaluator's results folder for the expert flights"),
     **_schema_arguments(schemas.RECORDER, ("record_depth", "split", "max_bytes", "topics")),
@@ -310,7 +313,7 @@ def collect_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
 
 FLY_ARGUMENTS: dict[str, LaunchArgument] = {
     "connection": _from_schema(BRIDGE_SCHEMA["connection"]),
-    **_schema_arguments(schemas.POLICY_NODE, ("policy", "checkpoint", "execution_horizon")),
+    **_schema_arguments(schemas.POLICY_NODE, ("policy", "checkpoint", "execution_horizon", "policy_backend")),
     "scene": _A("", "scene folder: the expert's task, and the rehearsal camera (the renderer)"),
     "index": _from_schema(BRIDGE_SCHEMA["index"], "task index in the scene (as airplay vehicle --scene --task)"),
     "episodes": _from_schema(schemas.EPISODE["episodes"], "tasks sampled in the scene (index picks one of them)"),
@@ -386,7 +389,8 @@ def fly_graph(arguments: dict[str, str] | None = None) -> list[NodeSpec]:
                                "render_images": _flag(v, "render_images")}))
     nodes.append(NodeSpec("policy", "airplay.nodes.policy_node", "policy_node",
                           {**episode, "lockstep": False, "policy": v["policy"], "checkpoint": v["checkpoint"],
-                           "execution_horizon": _number(v, "execution_horizon", int), **vln},
+                           "execution_horizon": _number(v, "execution_horizon", int),
+                           "policy_backend": _choice(v, "policy_backend", schemas.POLICY_BACKENDS), **vln},
                           remappings=tuple(remap)))
     if _flag(v, "viewer"):  # it publishes nothing: the flight is the same without it
         nodes.append(NodeSpec("viewer", "airplay.nodes.viewer_node", "viewer_node",
