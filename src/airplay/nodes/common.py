@@ -49,7 +49,11 @@ LATEST_ONLY = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, histor
 """A real-time consumer that only wants the freshest message (without lockstep: the renderer's
 and the policy's ``odom``, the bridge's ``cmd_vel``): reliable KEEP_LAST 1, so a consumer slower than the stream skips the backlog
 instead of working through it ever later (a 10-deep queue of 50 Hz odoms is 0.2 s of lag
-per frame behind, enough under load for the bridge's 0.5 s stale-command hold)."""
+per frame behind, enough under load for the bridge's 0.5 s stale-command hold). No deadline QoS:
+a subscription that requests a deadline does not match a publisher offering the default (none),
+so a third party's ``cmd_vel`` or ``odom`` publisher would silently never connect; a stale stream
+is timed by its consumer instead (the bridge's supervisor: STALE_COMMAND_HOLD, an intervention
+published with its reason)."""
 
 SENSOR_DATA = qos_profile_sensor_data
 """Camera streams without lockstep (best effort, depth 5), as on a vehicle."""
