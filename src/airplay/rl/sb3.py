@@ -2,7 +2,8 @@
 extra: ``pip install -e .[rl]``; nothing else in airplay imports Stable-Baselines3).
 
     from airplay.rl.sb3 import AirPlaySB3VecEnv
-    venv = AirPlaySB3VecEnv(AirPlayVectorEnv(16, "scenes/indoor_0", image_size=64, observations=("depth", "goal")))
+    config = EnvConfig(image_size=64, observations=("depth", "goal"))  # airplay.world.env_config
+    venv = AirPlaySB3VecEnv(AirPlayVectorEnv(16, "scenes/indoor_0", config))
     model = stable_baselines3.PPO("MultiInputPolicy", venv)
 
 :class:`AirPlaySB3VecEnv` is SB3's ``VecEnv`` API on the batched environment: SB3 resets a

@@ -98,10 +98,12 @@ class AirPlayVectorEnv(VectorEnv):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
         config = self.config = gym_config(env_config(config, **options))
-        for name, value, alone in (("disturbance", config.disturbance, None), ("render_images", config.render_images,
-                                                                                 True)):
-            if value != alone:
-                raise ValueError(f"{name}: {value!r} is the single environment's only (AirPlayEnv)")
+        if config.disturbance is not None:
+            raise ValueError(f"disturbance: {config.disturbance.to_text()!r} acts on the single environment only "
+                             "(AirPlayEnv)")
+        if not config.render_images:
+            raise ValueError("render_images: False is the single environment's only (AirPlayEnv); the vector "
+                             "environment renders every row")
         setting = config.setting
         if setting == "vln":
             keys, with_instruction = split_observations(config.observations)
