@@ -161,7 +161,7 @@ class RewardConfig:
             object.__setattr__(self, name, float(getattr(self, name)))
 
     @classmethod
-    def from_dict(cls, values: Mapping) -> "RewardConfig":
+    def from_dict(cls, values: Mapping) -> RewardConfig:
         """From the field names or the flat keywords (:data:`FLAT_REWARD_KEYS`); ValueError naming an
         unknown key."""
         fields = {f.name for f in dataclasses.fields(cls)}
@@ -272,7 +272,7 @@ class EnvConfig:
             put("threads", int(self.threads))
 
     @classmethod
-    def from_dict(cls, values: Mapping) -> "EnvConfig":
+    def from_dict(cls, values: Mapping) -> EnvConfig:
         """From a dict (YAML, CLI, keywords): the field names, with the reward as a nested dict under
         ``reward`` and/or as the flat keywords of :data:`FLAT_REWARD_KEYS`. ValueError naming an
         unknown key."""
@@ -303,7 +303,7 @@ class EnvConfig:
         out["disturbance"] = None if self.disturbance is None else self.disturbance.to_text()
         return out
 
-    def replace(self, **options) -> "EnvConfig":
+    def replace(self, **options) -> EnvConfig:
         """A copy with ``options`` (field names or the flat reward keywords) changed, checked again."""
         if not options:
             return self
@@ -311,7 +311,7 @@ class EnvConfig:
         return EnvConfig.from_dict({**values, **options})
 
 
-def env_config(config: "EnvConfig | Mapping | str | None" = None, **options) -> EnvConfig:
+def env_config(config: EnvConfig | Mapping | str | None = None, **options) -> EnvConfig:
     """The one place keywords become an :class:`EnvConfig`: ``config`` (an EnvConfig, a dict for
     :meth:`EnvConfig.from_dict`, a setting's name, or None for the defaults) with ``options``
     (field names or flat reward keywords) on top."""
