@@ -4,8 +4,8 @@ Every ``import`` and ``from ... import`` in every module (at module level, insid
 under ``if TYPE_CHECKING``; relative imports resolved) is an edge from the importing module's
 component to the imported module's component. A component is a package (``airplay.scene``,
 ``airplay.render``, ...) or a top-level module; the command modules (``cli.py``, ``graph.py``,
-``launcher.py``, ``ros2_launch.py``, ``demo.py``, the package ``commands/``, and the
-``*_command.py`` modules still in other packages) form the component ``commands``. The tests assert:
+``launcher.py``, ``ros2_launch.py``, ``demo.py`` and the package ``commands/``) form the component
+``commands``: a folder is one layer. The tests assert:
 
 - every edge points to the same layer or a lower one (:data:`LAYERS`, bottom first);
 - the components form no cycle (within a layer either, e.g. policies <-> vln);
@@ -95,7 +95,7 @@ def component(module: str) -> str:
         return "airplay"
     if len(parts) == 2 and parts[1] in COMMAND_MODULES:
         return "commands"
-    if parts[1] == "commands" or parts[-1].endswith("_command"):
+    if parts[1] == "commands":
         return "commands"
     return parts[1]
 

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from airplay.cli import main
-from airplay.eval.offline_command import UNITS
+from airplay.eval.offline_run import UNITS
 from airplay.eval.results import read_summary
 from airplay.report.analysis_sections import OFFLINE_UNITS
 from airplay.scene.synthetic import make_scene

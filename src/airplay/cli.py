@@ -17,12 +17,10 @@ from airplay.policy_names import POLICY_NAMES
 
 VLN_BACKENDS = ("transformers", "openai")
 
-COMMAND_MODULES: tuple[str, ...] = ("airplay.commands.bridge", "airplay.policies.train_command",
-                                    "airplay.policies.dagger_command", "airplay.policies.replay_command",
-                                    "airplay.commands.dataset", "airplay.commands.collect",
-                                    "airplay.eval.offline_command", "airplay.eval.offline_closed_command",
-                                    "airplay.eval.protocol_command",
-                                    "airplay.commands.vln",
+COMMAND_MODULES: tuple[str, ...] = ("airplay.commands.bridge", "airplay.commands.train", "airplay.commands.dagger",
+                                    "airplay.commands.replay", "airplay.commands.dataset", "airplay.commands.collect",
+                                    "airplay.commands.eval_offline", "airplay.commands.offline_closed",
+                                    "airplay.commands.protocol", "airplay.commands.vln",
                                     "airplay.nodes.bridge_control", "airplay.report.command",
                                     "airplay.view.command", "airplay.commands.aeroground",
                                     "airplay.commands.export")

@@ -17,7 +17,7 @@ from airplay.eval.offline_closed import format_relate, relate, write_relate
 def run_checkpoints(args: argparse.Namespace) -> list[tuple[str, str]]:
     """Offline and closed-loop results of every ``--checkpoints`` folder into ``OUT/runs/<name>/``;
     returns the (offline JSON, eval folder) pairs. A checkpoint that does not load is named."""
-    from airplay.eval.offline_command import evaluate_offline, format_offline_table
+    from airplay.eval.offline_run import evaluate_offline, format_offline_table
     from airplay.eval.runner import EvalConfig, evaluate_inprocess
     from airplay.eval.journal import CONFIG_FILE
     from airplay.policies.checkpoint import read_config
