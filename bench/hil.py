@@ -60,7 +60,7 @@ def in_process(args, out: Path, vehicle: str = "") -> dict[str, str]:
     """``airplay eval`` of the checkpoint on the scene's tasks; {task_id: status}."""
     cmd = [sys.executable, "-m", "airplay.cli", "eval", "--policy", args.policy, "--checkpoint", args.checkpoint,
            "--scenes", args.scene, "--episodes", str(args.episodes), "--seed", str(args.seed), "--out", str(out),
-           "--no-progress", "--backend", "cpu"]
+           "--no-progress", "--backend", "cpu", "--policy-backend", args.policy_backend]
     if vehicle:
         cmd += ["--vehicle", vehicle]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -73,7 +73,7 @@ def fly(args, index: int, out: Path):
     import sitl_harness as harness
 
     policy = f"policy:={args.policy} checkpoint:={Path(args.checkpoint).resolve()} render_images:=true " \
-             f"render_backend:=cpu"
+             f"render_backend:=cpu policy_backend:={args.policy_backend}"
     extra = ("--scene", str(Path(args.scene).resolve()), "--index", str(index), "--episodes", str(args.episodes),
              "--seed", str(args.seed), "--policy-args", policy)
     name = f"{args.autopilot}_policy"
@@ -123,6 +123,9 @@ def hil_episode(verdict: dict, series: dict, task, scene_name: str, policy: str,
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--policy", default="cnn_bc")
+    ap.add_argument("--policy-backend", choices=("torch", "onnxruntime"), default="torch",
+                    help="what runs the learned policy in process and on the vehicle (onnxruntime: the checkpoint's "
+                         "`airplay export --onnx` export); the bag's replay runs torch")
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--scene", required=True, help="the scene folder the tasks are sampled in")
     ap.add_argument("--episodes", type=int, default=20, help="tasks sampled (as airplay eval --episodes)")
@@ -208,6 +211,7 @@ def main(argv=None) -> int:
     print(f"results: {out / 'hil'} (airplay report {out / 'inprocess'} {out / 'hil'} -o report.html)")
     figures["meta"] = {**finish_meta(meta), "autopilot": args.autopilot, "scene": Path(args.scene).name,
                        "episodes": args.episodes, "seed": args.seed, "policy": args.policy,
+                       "policy_backend": args.policy_backend,
                        "checkpoint": str(args.checkpoint), "vehicle": args.vehicle}
     (out / "figures.json").write_text(json.dumps(figures, indent=1))
     print(f"figures: {out / 'figures.json'} (python bench/results.py {out / 'figures.json'} > docs/results/hil.md)")

@@ -45,7 +45,8 @@ def hil_section(figures: dict, note: str = "", title: str = "") -> str:
     lines = [(f"## {meta['autopilot']} SITL, {figures['tasks']} tasks of {meta['scene']} "
               f"(episodes {meta['episodes']}, seed {meta['seed']}){': ' + title if title else ''}"), "",
              *_header(meta),
-             (f"- policy {meta['policy']}, checkpoint `{meta['checkpoint']}`; in-process profile: "
+             (f"- policy {meta['policy']}"
+              f"{' (' + meta['policy_backend'] + ')' if meta.get('policy_backend', 'torch') != 'torch' else ''}, checkpoint `{meta['checkpoint']}`; in-process profile: "
               f"`{meta.get('vehicle') or '-'}`"), "", *([note, ""] if note else []),
              "| | in process | in process, autopilot's profile | SITL (judged on the truth) |",
              "|---|---:|---:|---:|",

@@ -16,6 +16,8 @@ note() { cat "$data/$1.note.md"; }
   $data/hil-ardupilot-10.json --title "the PX4-profile checkpoint on ArduCopter" \
   --note "$(note hil-ardupilot-10)" \
   $data/hil-px4-10-act.json --title "ACT, trained with the PX4 profile" --note "$(note hil-px4-10-act)" \
+  $data/hil-px4-10-dp.json --title "Diffusion Policy, torch" --note "$(note hil-px4-10-dp)" \
+  $data/hil-px4-10-dp-ort.json --title "Diffusion Policy, onnxruntime" --note "$(note hil-px4-10-dp-ort)" \
   > "$out/hil.md"
 "$py" bench/results.py \
   $data/sitl-failures-px4-10x4.json --title "the two PX4 scenarios after their changes" \
