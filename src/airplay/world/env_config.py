@@ -1,6 +1,6 @@
 """One configuration for airplay's environments: :class:`EnvConfig` (with its :class:`RewardConfig`).
 
-:class:`~airplay.world.env.AirPlayEnv`, :func:`~airplay.world.make.make_env` (``gymnasium.make``) and
+:class:`~airplay.world.env.AirPlayEnv`, :func:`~airplay.world.env_factory.make_env` (``gymnasium.make``) and
 :class:`~airplay.world.vector_env.AirPlayVectorEnv` (``gymnasium.make_vec``) all take one
 ``EnvConfig``, built and checked once here; what they are flown in (a scene or World, the tasks,
 the number of vehicles) is passed beside it. Three ways to build one::
