@@ -22,6 +22,8 @@ note() { cat "$data/$1.note.md"; }
 "$py" bench/results.py \
   $data/sitl-failures-px4-10x4.json --title "the two PX4 scenarios after their changes" \
   --note "$(note sitl-failures-px4-10x4)" \
+  $data/sitl-failures-apfence-10x4.json --title "ardupilot_fence after its premise check" \
+  --note "$(note sitl-failures-apfence-10x4)" \
   $data/sitl-failures-10x4.json --title "ten runs, the goal's count" --note "$(note sitl-failures-10x4)" \
   $data/sitl-failures-3x4.json --title "the failure scenarios" --note "$(note sitl-failures-3x4)" \
   > "$out/sitl_failures.md"
