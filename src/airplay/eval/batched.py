@@ -152,11 +152,10 @@ def _fly(cfg, scene_dir, world, tasks, policy, pending: deque, n: int, exact: bo
                 dt = (time.perf_counter() - t0) / len(live)
                 for row in live.tolist():
                     paths[row].append(pos[row].copy())
-                    feed.wall_s[row] += dt
                     steps[row] = info["steps"][row]
-                    if terminated[row] or truncated[row]:
-                        ended.append(record(row, str(info["status"][row]), int(info["steps"][row])))
-                        stopped.append(row)
+                done, rows = feed.settle(live.tolist(), terminated, truncated, info, dt, record)
+                ended += done
+                stopped += rows
             ended += feed.begin(stopped, started, record)
             yield from ended
     finally:

@@ -238,13 +238,8 @@ def _fly_batched(world, policy, tasks, jobs: list[RolloutJob], n: int):
                     frames[row][key].append(np.array(value))
                 actions[row] = decided
             terminated, truncated, info = feed.step(actions)
-            dt = (time.perf_counter() - t0) / len(live)
-            ended, stopped = [], []
-            for row in live:
-                feed.wall_s[row] += dt
-                if terminated[row] or truncated[row]:
-                    ended.append(finish(row, str(info["status"][row]), int(info["steps"][row])))
-                    stopped.append(row)
+            ended, stopped = feed.settle(live, terminated, truncated, info, (time.perf_counter() - t0) / len(live),
+                                         finish)
             ended += feed.begin(stopped, started, finish)
             yield from ended
     finally:

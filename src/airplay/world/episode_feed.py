@@ -88,6 +88,19 @@ class EpisodeFeed(Generic[T]):
                     rows.append(row)
         return done
 
+    def settle(self, rows: Sequence[int], terminated: np.ndarray, truncated: np.ndarray, info: dict,
+               share_s: float, on_done: Callable[[int, str, int], R]) -> tuple[list[R], list[int]]:
+        """After a step of ``rows``: each gets ``share_s`` more wall-clock seconds, and
+        ``on_done(row, status, steps)`` runs for each whose episode ended (terminated or truncated),
+        in order. Returns what ``on_done`` returned and those rows (for :meth:`begin` to refill)."""
+        done, ended = [], []
+        for row in rows:
+            self.wall_s[row] += share_s
+            if terminated[row] or truncated[row]:
+                done.append(on_done(row, str(info["status"][row]), int(info["steps"][row])))
+                ended.append(row)
+        return done, ended
+
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
         """Step the environment with ``actions`` (N, 4) and keep its observations; returns
         (terminated, truncated, info) of all N rows."""
