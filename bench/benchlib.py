@@ -14,7 +14,7 @@ def threading_layer() -> str:
 
 
 def run_meta(benchmark: str) -> dict:
-    """What a results page says about a run (bench/results.py reads it from the ``--json`` output's
+    """What a results page says about a run (docs/results/pages.py reads it from the ``--json`` output's
     ``meta``): the benchmark's name, the date (UTC), the load average at the start, and
     :func:`airplay.eval.runner.provenance`'s commit (``+dirty`` with uncommitted changes), command
     line and machine. :func:`finish_meta` adds the load at the end and the run's wall time."""

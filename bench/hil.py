@@ -214,7 +214,7 @@ def main(argv=None) -> int:
                        "policy_backend": args.policy_backend,
                        "checkpoint": str(args.checkpoint), "vehicle": args.vehicle}
     (out / "figures.json").write_text(json.dumps(figures, indent=1))
-    print(f"figures: {out / 'figures.json'} (python bench/results.py {out / 'figures.json'} > docs/results/hil.md)")
+    print(f"figures: {out / 'figures.json'} (python docs/results/pages.py {out / 'figures.json'} > docs/results/hil.md)")
     if args.json:
         print(json.dumps(figures))
     return 0

@@ -16,7 +16,7 @@ torchvision 0.29 has no VideoReader any more, so lerobot-dataset decodes with to
 that the venv's PyAV 15 wheel bundles (symlinks with the standard sonames in
 ``ffmpeg-libs/``, put on LD_LIBRARY_PATH for the probe): no system FFmpeg needed.
 
-The probe (bench/lerobot_compat_probe.py, run with that venv's python) compares up to
+The probe (bench/probes/lerobot_compat.py, run with that venv's python) compares up to
 --max-frames frames (evenly spaced) of up to --max-episodes episodes per dataset against
 the source: for an export, the bags named in the episodes' ``airplay/bag`` column, read
 with airplay.data.bag.read_episode. The other direction too (--no-native skips it): a small
@@ -52,7 +52,7 @@ LEROBOT_DATASET_VERSION = "0.4.4"
 TORCHCODEC_VERSION = "0.17.0"  # the torchcodec built for torch 2.14
 EXIT_UNREACHABLE = 77
 HERE = Path(__file__).resolve().parent
-PROBE = HERE / "lerobot_compat_probe.py"
+PROBE = HERE / "probes" / "lerobot_compat.py"
 
 
 class IndexUnreachable(RuntimeError):

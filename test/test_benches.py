@@ -51,9 +51,6 @@ SKIPPED = 77
 
 HELPERS = {
     "benchlib.py": "helpers imported by the benches",
-    "results.py": "writes a results page (docs/results/) from a bench's --json figures: a report tool, not a bench",
-    "lerobot_compat_probe.py": "runs inside the lerobot-dataset venv, started by verify_lerobot.py (whose --quick "
-                               "runs it)",
 }
 """Files under bench/ that are not benchmarks, and why."""
 

@@ -7,8 +7,8 @@ state/action/goal exactly, video frames within a video-codec tolerance. Also exe
 package's own checks: delta_timestamps queries across episode boundaries, ``validate_frame``
 against the features, ``aggregate_stats`` over the per-episode stats, ``get_video_info``.
 
-Usage: python lerobot_compat_probe.py JOBS.json REPORT.json MAIN_SITE_PACKAGES
-   or: python lerobot_compat_probe.py --write-native ROOT REFERENCE.npz  (see write_native)
+Usage: python bench/probes/lerobot_compat.py JOBS.json REPORT.json MAIN_SITE_PACKAGES
+   or: python bench/probes/lerobot_compat.py --write-native ROOT REFERENCE.npz  (see write_native)
 JOBS.json: a list of {"root": dataset folder, "reference": reference .npz}.
 Exit status 0 when every check of every dataset passed, 1 otherwise (the report says which).
 """

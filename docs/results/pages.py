@@ -2,8 +2,8 @@
 e.g. ``OUT/figures.json`` of ``bench/hil.py``): a header with the date, the commit, the machine and
 the command, then the benchmark's table. Several files of one benchmark make one page, run by run.
 
-    python bench/results.py out/hil-px4/figures.json out/hil-ardupilot/figures.json > docs/results/hil.md
-    python bench/results.py out/hil-px4/figures.json --note "how the checkpoint was made" > docs/results/hil.md
+    python docs/results/pages.py out/hil-px4/figures.json out/hil-ardupilot/figures.json > docs/results/hil.md
+    python docs/results/pages.py out/hil-px4/figures.json --note "how the checkpoint was made" > docs/results/hil.md
 
 ``--note`` and ``--title`` (once per figures file, in their order) add a paragraph under that run's
 header and a few words to its heading: what the figures cannot say themselves, such as how the
@@ -306,7 +306,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"error: one benchmark per page, got {sorted(kinds)}")
     kind = kinds.pop()
     title, anchor = TITLES[kind]
-    sys.stdout.write(f"# {title}\n\nMade by `python bench/results.py` from the benchmark's figures files; "
+    sys.stdout.write(f"# {title}\n\nMade by `python docs/results/pages.py` from the benchmark's figures files; "
                      f"how the benchmark works: [{anchor.split('#')[0]}](../{anchor}).\n\n")
     notes = args.note + [""] * (len(docs) - len(args.note))
     titles = args.title + [""] * (len(docs) - len(args.title))
