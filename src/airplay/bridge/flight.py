@@ -32,8 +32,8 @@ The flight sequence is an explicit state machine (:class:`Phase`):
     NAV_TAKEOFF to ``takeoff_height_m``; within ``takeoff_timeout_s`` the vehicle must be within
     ``altitude_tolerance_m`` of it, and in the air. PX4 reports its take-off done (AUTO.TAKEOFF ->
     AUTO.LOITER, no failsafe) NAV_MC_ALT_RAD short of the target: the bridge then has PX4 climb on
-    in Hold (DO_REPOSITION to the take-off's altitude) until the estimate is there. The autopilot ending the take-off any
-    other way (its failsafe, the pilot's switch; ArduPilot leaving GUIDED) -> the bridge yields as
+    in Hold (DO_REPOSITION to the take-off's altitude) until the estimate is there. The autopilot
+    ending the take-off any other way (its failsafe, the pilot's switch; ArduPilot leaving GUIDED) -> the bridge yields as
     in ``flying``: ``holding``, AUTOPILOT_TOOK_OVER, no offboard control.
 ``warming_up``
     the supervisor's output streamed (hover until the policy commands) for

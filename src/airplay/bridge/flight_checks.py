@@ -163,7 +163,6 @@ class PX4ClimbOn:
     def __init__(self, autopilot, base_amsl_m: float | None, height_m: float, timeout_s: float = 1.0) -> None:
         self.autopilot, self.base_amsl_m, self.height_m, self.timeout_s = autopilot, base_amsl_m, height_m, timeout_s
         self.sent_at: float | None = None
-        self.count = 0
 
     def __call__(self, done: "TakeoffDone") -> bool:
         if not done.short_of_target or self.base_amsl_m is None:
@@ -174,9 +173,9 @@ class PX4ClimbOn:
         altitude = self.base_amsl_m + self.height_m
         state = self.autopilot.telemetry.state()
         z = math.nan if state is None else float(state[2])
-        log.info("take-off: PX4 called it done at z=%.2f m, short of z=%.2f m: climbing on in Hold to %.2f m AMSL "
-                 "(DO_REPOSITION)", z, done.target_z_m, altitude)
-        self.sent_at, self.count = now, self.count + 1
+        log.info("take-off: PX4 called it done short of z=%.2f m (now z=%.2f m): climbing on in Hold to %.2f m AMSL "
+                 "(DO_REPOSITION)", done.target_z_m, z, altitude)
+        self.sent_at = now
         try:
             self.autopilot.climb_in_hold(altitude, self.timeout_s)
         except CommandError as exc:
